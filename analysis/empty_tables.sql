@@ -1,0 +1,61 @@
+-- Empty, typed stand-ins for the views in views.sql, for a table that has no Parquet
+-- file yet. The columns mirror the schemas in orchestrator/results_store.py (a test
+-- checks that they agree). `trials` also carries the key settings DESIGN.md names, so
+-- queries such as summary.sql bind on a study with no finished trial.
+
+create or replace view trials as
+select
+    null::varchar as study,
+    null::varchar as trial_id,
+    null::varchar as status,
+    null::varchar as config_json,
+    null::bigint as n_params,
+    null::varchar as device,
+    null::timestamptz as started_at,
+    null::timestamptz as finished_at,
+    null::double as wall_s,
+    null::varchar as error,
+    null::varchar as task,
+    null::varchar as arch,
+    null::varchar as pe,
+    null::varchar as size,
+    null::varchar as distribution,
+    null::bigint as weight_seed,
+    null::bigint as data_seed,
+    null::double as lr
+where false;
+
+create or replace view train as
+select
+    null::varchar as trial_id,
+    null::bigint as step,
+    null::double as loss,
+    null::double as lr,
+    null::bigint as tokens,
+    null::double as wall_s
+where false;
+
+create or replace view eval as
+select
+    null::varchar as trial_id,
+    null::bigint as step,
+    null::bigint as digits,
+    null::bigint as n,
+    null::bigint as correct,
+    null::double as accuracy,
+    null::boolean as in_distribution
+where false;
+
+create or replace view samples as
+select
+    null::varchar as trial_id,
+    null::bigint as step,
+    null::bigint as digits,
+    null::bigint as idx,
+    null::bigint as cascade,
+    null::boolean as correct,
+    null::bigint as wrong_digits,
+    null::bigint as first_wrong,
+    null::varchar as target,
+    null::varchar as prediction
+where false;

@@ -1,0 +1,174 @@
+"""DuckDB over the results store: open the views, run SQL, format what comes back.
+
+The views themselves live in views.sql (and their empty stand-ins in
+empty_tables.sql), so the DuckDB command-line client can load the same definitions.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import json
+import math
+import re
+from decimal import Decimal
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+TABLES = ("trials", "train", "eval", "samples")
+ROOT_VARIABLE = "results_glob_root"  # the DuckDB variable views.sql reads
+
+_VIEW_NAME = re.compile(r"create\s+(?:or\s+replace\s+)?view\s+(\w+)", re.IGNORECASE)
+
+
+class QueryError(ValueError):
+    """SQL that DuckDB refused; the message is DuckDB's own."""
+
+
+def list_studies(root: Path) -> list[str]:
+    """Studies under ``root``: folders holding at least one results table folder."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    return sorted(
+        folder.name
+        for folder in root.iterdir()
+        if folder.is_dir()
+        and not folder.name.startswith(".")
+        and any((folder / table).is_dir() for table in TABLES)
+    )
+
+
+def open_results(root: Path, study: str | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with the four results views over one study, or all if None."""
+    root = Path(root).resolve()
+    studies = list_studies(root)
+    if study is not None and study not in studies:
+        known = ", ".join(studies) or "none"
+        raise LookupError(f"no study {study!r} under {root}; studies there: {known}")
+    # Every study is the glob root/*; the folder names then only reach SQL via trials.study.
+    glob_root = root / study if study is not None else root / "*"
+    file_glob = "{table}/**/*.parquet" if study is not None else "*/{table}/**/*.parquet"
+    search_root = root / study if study is not None else root
+
+    con = duckdb.connect()
+    views = _statements_by_view(con, "views.sql")
+    empties = _statements_by_view(con, "empty_tables.sql")
+    try:
+        con.execute("set TimeZone = 'UTC'")  # timestamps print the same on every machine
+        con.execute(f"set variable {ROOT_VARIABLE} = ?", [glob_root.as_posix()])
+        for table in TABLES:
+            has_files = any(search_root.glob(file_glob.format(table=table)))
+            con.execute(views[table] if has_files else empties[table])
+    except duckdb.Error as error:
+        con.close()
+        raise QueryError(str(error)) from error
+    return con
+
+
+def run_query(
+    con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, str] | None = None
+) -> pa.Table:
+    """Run one or more statements; return the last one's result.
+
+    ``params`` binds ``$name`` parameters; each statement gets only those it uses, so
+    one set of parameters can serve a file of several statements.
+    """
+    params = params or {}
+    try:
+        statements = con.extract_statements(sql)
+        if not statements:
+            raise QueryError("no SQL statement to run")
+        result: duckdb.DuckDBPyRelation | None = None
+        for statement in statements:
+            used = statement.named_parameters
+            missing = sorted(used - params.keys())
+            if missing:
+                names = ", ".join(f"${name}" for name in missing)
+                raise QueryError(f"no value given for parameter {names}")
+            bound = {name: params[name] for name in used}
+            result = con.sql(statement.query, params=bound or None)
+        # Reading statements are lazy: errors in the last one surface here.
+        return result.to_arrow_table() if result is not None else pa.table({})
+    except duckdb.Error as error:
+        raise QueryError(str(error)) from error
+
+
+def run_sql_file(
+    con: duckdb.DuckDBPyConnection, path: Path, params: dict[str, str] | None = None
+) -> pa.Table:
+    """Run the statements of a .sql file; return the last one's result."""
+    return run_query(con, Path(path).read_text(), params)
+
+
+def to_csv(table: pa.Table) -> str:
+    """CSV with a header row; nulls are empty cells, timestamps ISO 8601."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(table.column_names)
+    columns = [column.to_pylist() for column in table.columns]
+    for row in zip(*columns):
+        writer.writerow([_csv_cell(value) for value in row])
+    return out.getvalue()
+
+
+def to_json(table: pa.Table) -> str:
+    """A JSON array of row objects; timestamps ISO 8601, NaN and infinities null."""
+    return json.dumps([_jsonable(row) for row in table.to_pylist()])
+
+
+def write_parquet(table: pa.Table, path: Path) -> None:
+    """Write a query result to one Parquet file, creating its folder."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+
+
+def _statements_by_view(con: duckdb.DuckDBPyConnection, sql_file: str) -> dict[str, str]:
+    text = (files("analysis") / sql_file).read_text()
+    statements: dict[str, str] = {}
+    for statement in con.extract_statements(text):
+        match = _VIEW_NAME.match(statement.query.lstrip())
+        if match:
+            statements[match.group(1).lower()] = statement.query
+    missing = [table for table in TABLES if table not in statements]
+    if missing:
+        raise RuntimeError(f"analysis/{sql_file} defines no view for {missing}")
+    return statements
+
+
+def _csv_cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, (list, dict)):
+        return json.dumps(_jsonable(value))
+    return str(value)
+
+
+def _jsonable(value: Any) -> Any:
+    # json.dumps would write NaN, which is not JSON, and cannot write datetimes.
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, bytes):
+        return value.hex()
+    return value

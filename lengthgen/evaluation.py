@@ -1,0 +1,158 @@
+"""Evaluation: fixed questions per test length, greedy decoding, exact match.
+
+The questions of length n are drawn from a Generator seeded by (seeds.eval, n)
+alone, so every trial of a study with the same eval seed answers the same
+questions. A question counts as right only when the greedy answer matches every
+answer digit and then ends (the end token) exactly where the target ends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from lengthgen.config import TrialConfig
+from lengthgen.formats import EncodedQuestions, encode_questions
+from lengthgen.model.positions import PositionSampler
+from lengthgen.tasks import Task
+from lengthgen.tokenizer import CharTokenizer
+
+
+@dataclass
+class EvalSet:
+    digits: int
+    questions: EncodedQuestions
+    #: (Q,) carry-cascade length of each question (003 §4, App. C.4)
+    cascade: np.ndarray
+
+
+@dataclass
+class LengthResult:
+    digits: int
+    n: int
+    correct: int
+    accuracy: float
+    in_distribution: bool
+
+
+@dataclass
+class SampleRecord:
+    digits: int
+    idx: int
+    cascade: int
+    correct: bool
+    #: answer positions (in written order) whose predicted token differs from the target
+    wrong_digits: int
+    #: written-order index of the first wrong token; len(target) when only the end is wrong
+    first_wrong: int | None
+    #: answer as written (least significant digit first when format.reverse)
+    target: str
+    prediction: str
+
+
+def build_eval_sets(config: TrialConfig, task: Task, tokenizer: CharTokenizer) -> list[EvalSet]:
+    sets = []
+    for n in config.eval.digits:
+        rng = np.random.default_rng([config.seeds.eval, n])
+        operands = task.sample_operands(rng, config.eval.samples, n)
+        sets.append(EvalSet(n, encode_questions(task, operands, config.format, tokenizer), task.complexity(operands)))
+    return sets
+
+
+@torch.no_grad()
+def greedy_decode(
+    model: nn.Module, prompts: torch.Tensor, new_tokens: int, positions: PositionSampler
+) -> torch.Tensor:
+    """Append `new_tokens` argmax tokens to equal-length prompts (B, P) -> (B, new_tokens).
+    Re-runs the whole sequence for every token (no cache)."""
+    tokens = prompts
+    for _ in range(new_tokens):
+        batch, length = tokens.shape
+        logits = model(tokens, positions(batch, length, tokens.device))[:, -1]  # (B, vocab)
+        tokens = torch.cat([tokens, logits.argmax(-1, keepdim=True)], dim=1)
+    return tokens[:, prompts.shape[1] :]
+
+
+def evaluate(
+    model: nn.Module,
+    eval_sets: list[EvalSet],
+    config: TrialConfig,
+    tokenizer: CharTokenizer,
+    positions: PositionSampler,
+    device: torch.device,
+    with_samples: bool,
+) -> tuple[list[LengthResult], list[SampleRecord]]:
+    was_training = model.training
+    model.eval()
+    results: list[LengthResult] = []
+    samples: list[SampleRecord] = []
+    for eval_set in eval_sets:
+        questions = eval_set.questions
+        target = np.concatenate(
+            [questions.answer, np.full((len(questions.answer), 1), tokenizer.eos_id)], axis=1
+        )
+        predicted = np.concatenate(
+            [
+                greedy_decode(
+                    model,
+                    torch.from_numpy(questions.tokens[start : start + config.eval.batch_size, : questions.prompt_length]).to(device),
+                    target.shape[1],
+                    positions,
+                ).cpu().numpy()
+                for start in range(0, len(target), config.eval.batch_size)
+            ]
+        )
+        mismatch = predicted != target  # (Q, answer + 1)
+        correct = ~mismatch.any(axis=1)
+        results.append(
+            LengthResult(
+                digits=eval_set.digits,
+                n=len(correct),
+                correct=int(correct.sum()),
+                accuracy=float(correct.mean()),
+                in_distribution=config.in_distribution(eval_set.digits),
+            )
+        )
+        if with_samples:
+            samples += _sample_records(eval_set, predicted, target, mismatch, correct, tokenizer)
+    model.train(was_training)
+    return results, samples
+
+
+def _sample_records(eval_set, predicted, target, mismatch, correct, tokenizer) -> list[SampleRecord]:
+    answer_length = target.shape[1] - 1
+    wrong_digits = mismatch[:, :answer_length].sum(axis=1)
+    first_wrong = mismatch.argmax(axis=1)
+    records = []
+    for i in range(len(target)):
+        row = predicted[i].tolist()
+        ended = row.index(tokenizer.eos_id) if tokenizer.eos_id in row else len(row)
+        records.append(
+            SampleRecord(
+                digits=eval_set.digits,
+                idx=i,
+                cascade=int(eval_set.cascade[i]),
+                correct=bool(correct[i]),
+                wrong_digits=int(wrong_digits[i]),
+                first_wrong=None if correct[i] else int(first_wrong[i]),
+                target=tokenizer.decode(target[i, :answer_length].tolist()),
+                prediction=tokenizer.decode(row[:ended]),
+            )
+        )
+    return records
+
+
+def summarize(results: list[LengthResult]) -> dict[str, float]:
+    """Summary metrics of one evaluation: mean in-distribution accuracy, mean
+    out-of-distribution accuracy, and the longest tested length with >= 99 %."""
+    inside = [r.accuracy for r in results if r.in_distribution]
+    outside = [r.accuracy for r in results if not r.in_distribution]
+    passing = [r.digits for r in results if r.accuracy >= 0.99]
+    return {
+        "in_distribution_accuracy": float(np.mean(inside)) if inside else float("nan"),
+        "ood_accuracy_mean": float(np.mean(outside)) if outside else float("nan"),
+        "longest_99": float(max(passing, default=0)),
+    }

@@ -1,0 +1,239 @@
+"""Train and evaluate one trial: `train(config, on_report=...)`.
+
+Nothing here knows about Ray or MLflow (STYLE.md 7): the caller receives
+`Report`s and may save `Report.checkpoint()` to resume later with `resume_state`.
+
+Seeds (DESIGN.md, "The trial"): the weight seed feeds only the initialisation
+Generator; batch `s` is drawn from a Generator seeded by (seeds.data, s) alone, so
+a resumed trial sees exactly the batches an uninterrupted one would; the eval
+seed only picks the evaluation questions.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from lengthgen.config import TrialConfig
+from lengthgen.distributions import DISTRIBUTIONS, Distribution
+from lengthgen.evaluation import LengthResult, SampleRecord, build_eval_sets, evaluate, summarize
+from lengthgen.formats import encode_questions
+from lengthgen.model import build_model, count_parameters
+from lengthgen.model.positions import POSITION_SAMPLERS
+from lengthgen.tasks import TASKS, Task
+from lengthgen.tokenizer import CharTokenizer
+
+
+@dataclass
+class TrainLog:
+    step: int
+    loss: float
+    lr: float
+    #: non-padding tokens seen so far
+    tokens: int
+    wall_s: float
+
+
+@dataclass
+class Report:
+    """What the trainer tells its caller at a logging or evaluation step."""
+
+    step: int
+    train: TrainLog | None = None
+    eval: list[LengthResult] = field(default_factory=list)
+    #: per-question records, at the final evaluation only
+    samples: list[SampleRecord] = field(default_factory=list)
+    #: summary of `eval` (lengthgen.evaluation.summarize), when `eval` is set
+    summary: dict[str, float] = field(default_factory=dict)
+    final: bool = False
+    #: "running", then "done" or "diverged" on the final report
+    status: str = "running"
+    #: returns the state to pass back as `resume_state` (set at evaluation steps)
+    checkpoint: Callable[[], dict] | None = None
+
+
+@dataclass
+class TrialResult:
+    status: str
+    steps: int
+    n_params: int
+    device: str
+    train: list[TrainLog]
+    #: (step, result) for every evaluation
+    eval: list[tuple[int, LengthResult]]
+    samples: list[SampleRecord]
+    summary: dict[str, float]
+    #: for a diverged trial: the step whose loss was not finite, and the last finite loss
+    diverged_at: int | None = None
+    last_finite_loss: float | None = None
+
+
+def learning_rate(config: TrialConfig, step: int) -> float:
+    """Linear warmup to train.lr over train.warmup steps, then cosine decay to 0 (001 E.2)."""
+    train = config.train
+    if step < train.warmup:
+        return train.lr * (step + 1) / train.warmup
+    progress = (step - train.warmup) / max(1, train.steps - train.warmup)
+    return train.lr * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+
+def training_batch(
+    config: TrialConfig, task: Task, distribution: Distribution, tokenizer: CharTokenizer, step: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Batch number `step`: (B, T) tokens right-padded, and (B, T) answer mask
+    (True on the answer digits and the end token, where the loss is taken)."""
+    rng = np.random.default_rng([config.seeds.data, step])
+    groups = distribution.sample(task, rng, config.train.batch_size, config.task.train_digits)
+    encoded = [encode_questions(task, operands, config.format, tokenizer) for operands in groups.values()]
+    length = max(e.tokens.shape[1] for e in encoded)
+    tokens = np.full((config.train.batch_size, length), tokenizer.pad_id, dtype=np.int64)
+    answer_mask = np.zeros((config.train.batch_size, length), dtype=bool)
+    row = 0
+    for e in encoded:
+        rows, width = e.tokens.shape
+        tokens[row : row + rows, :width] = e.tokens
+        answer_mask[row : row + rows, e.prompt_length : width] = True
+        row += rows
+    return tokens, answer_mask
+
+
+def resolve_device(requested: str | None = None) -> torch.device:
+    if requested:
+        return torch.device(requested)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _decay_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """Decay matrices only; biases and norm gains are not decayed (nanoGPT)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    return [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
+
+
+def train(
+    config: TrialConfig,
+    on_report: Callable[[Report], None] | None = None,
+    resume_state: dict | None = None,
+    device: str | None = None,
+) -> TrialResult:
+    on_report = on_report or (lambda report: None)
+    target_device = resolve_device(device)
+    tokenizer = CharTokenizer()
+    task = TASKS[config.task.name]()
+    distribution = DISTRIBUTIONS[config.data.distribution]()
+    positions = POSITION_SAMPLERS[config.model.positions]()
+
+    model = build_model(config.model, len(tokenizer), config.seeds.weight).to(target_device)
+    optimizer = torch.optim.AdamW(
+        _decay_groups(model, config.train.weight_decay), lr=config.train.lr, betas=(0.9, 0.98)
+    )
+    eval_sets = build_eval_sets(config, task, tokenizer)
+
+    step, tokens_seen, wall_offset = 0, 0, 0.0
+    history: dict[str, list] = {"train": [], "eval": []}
+    if resume_state is not None:
+        model.load_state_dict(resume_state["model"])
+        optimizer.load_state_dict(resume_state["optimizer"])
+        step, tokens_seen = resume_state["step"], resume_state["tokens"]
+        wall_offset = resume_state["wall_s"]
+        history = {
+            "train": [TrainLog(**t) for t in resume_state["history"]["train"]],
+            "eval": [(s, LengthResult(**r)) for s, r in resume_state["history"]["eval"]],
+        }
+    started = time.perf_counter() - wall_offset
+
+    def checkpoint() -> dict:
+        return {
+            "step": step,
+            "tokens": tokens_seen,
+            "wall_s": time.perf_counter() - started,
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "history": {
+                "train": [asdict(t) for t in history["train"]],
+                "eval": [(s, asdict(r)) for s, r in history["eval"]],
+            },
+            "config": config.to_dict(),
+        }
+
+    last_finite_loss: float | None = None
+    final_samples: list[SampleRecord] = []
+    model.train()
+    while step < config.train.steps:
+        lr = learning_rate(config, step)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        if config.model.dropout > 0:
+            torch.manual_seed(int(np.random.SeedSequence([config.seeds.data, step]).generate_state(1)[0]))
+        batch, answer_mask = training_batch(config, task, distribution, tokenizer, step)
+        tokens_seen += int((batch != tokenizer.pad_id).sum())
+        inputs = torch.from_numpy(batch[:, :-1]).to(target_device)
+        targets = torch.from_numpy(batch[:, 1:]).to(target_device)
+        mask = torch.from_numpy(answer_mask[:, 1:]).to(target_device)
+        logits = model(inputs, positions(*inputs.shape, target_device))
+        loss = F.cross_entropy(logits[mask], targets[mask])
+        step += 1
+        if not torch.isfinite(loss):
+            return _diverged(config, model, target_device, history, step, last_finite_loss, on_report)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if config.train.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.train.grad_clip)
+        optimizer.step()
+        last_finite_loss = loss.item()
+
+        final = step == config.train.steps
+        report = Report(step=step)
+        if step % config.train.log_every == 0 or final:
+            report.train = TrainLog(step, last_finite_loss, lr, tokens_seen, time.perf_counter() - started)
+            history["train"].append(report.train)
+        if final or (config.eval.every and step % config.eval.every == 0):
+            report.eval, report.samples = evaluate(
+                model, eval_sets, config, tokenizer, positions, target_device, with_samples=final
+            )
+            report.summary = summarize(report.eval)
+            history["eval"] += [(step, r) for r in report.eval]
+            report.checkpoint = checkpoint
+        if final:
+            report.final, report.status = True, "done"
+            final_samples = report.samples
+        if report.train or report.eval:
+            on_report(report)
+
+    final_step = max((s for s, _ in history["eval"]), default=step)
+    final_eval = [r for s, r in history["eval"] if s == final_step]
+    return TrialResult(
+        status="done",
+        steps=step,
+        n_params=count_parameters(model),
+        device=str(target_device),
+        train=history["train"],
+        eval=history["eval"],
+        samples=final_samples,
+        summary=summarize(final_eval) if final_eval else {},
+    )
+
+
+def _diverged(config, model, device, history, step, last_finite_loss, on_report) -> TrialResult:
+    """A non-finite loss ends the trial as `diverged`; nothing after it is trained."""
+    on_report(Report(step=step, final=True, status="diverged"))
+    return TrialResult(
+        status="diverged",
+        steps=step,
+        n_params=count_parameters(model),
+        device=str(device),
+        train=history["train"],
+        eval=history["eval"],
+        samples=[],
+        summary={},
+        diverged_at=step,
+        last_finite_loss=last_finite_loss,
+    )

@@ -1,0 +1,195 @@
+"""The `lg-study` command line: parses options and calls library functions (STYLE.md 8).
+
+Exit codes: 0 success, 1 a study that ran but had failed trials, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__.splitlines()[0])
+out = Console()
+err = Console(stderr=True)
+
+ResultsOption = Annotated[Path, typer.Option("--results", help="Results root folder.")]
+ProfileOption = Annotated[Optional[str], typer.Option("--profile", "-p", help="Named override set from the study file.")]
+TrackingOption = Annotated[
+    Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: SQLite beside the results).")
+]
+DEFAULT_RESULTS = Path("results")
+
+
+def _bad_input(message: str) -> typer.Exit:
+    err.print(f"[red]error:[/red] {message}", highlight=False)
+    return typer.Exit(2)
+
+
+def _load(study_file: Path, profile: str | None):
+    from orchestrator.study import StudyError, load_study
+
+    try:
+        return load_study(study_file, profile)
+    except StudyError as error:
+        raise _bad_input(str(error)) from None
+
+
+@app.command()
+def validate(study_file: Annotated[Path, typer.Argument(help="Study YAML file.")], profile: ProfileOption = None):
+    """Check a study file; print the number of trials and what varies."""
+    study = _load(study_file, profile)
+    out.print(f"[green]ok[/green] {study_file}: study [bold]{study.name}[/bold]"
+              f"{f' (profile {profile})' if profile else ''}, {len(study.trials)} trials")
+    if study.spec.source:
+        out.print(f"source: {study.spec.source}")
+    for axis, values in study.spec.axes.items():
+        out.print(f"  {axis}: {', '.join(map(str, values))}")
+
+
+@app.command()
+def run(
+    study_file: Annotated[Path, typer.Argument(help="Study YAML file.")],
+    profile: ProfileOption = None,
+    address: Annotated[Optional[str], typer.Option("--address", help="Ray cluster address (default: local Ray).")] = None,
+    results: ResultsOption = DEFAULT_RESULTS,
+    tracking_uri: TrackingOption = None,
+):
+    """Run a study; re-running resumes it (finished trials are not run again)."""
+    study = _load(study_file, profile)
+    from analysis.query import list_studies, open_results, run_sql_file
+    from orchestrator.render import accuracy_by_length
+    from orchestrator.tracking import default_tracking_uri
+    from orchestrator.tune_runner import run_study
+
+    uri = tracking_uri or default_tracking_uri(results)
+    err.print(f"study [bold]{study.name}[/bold]: {len(study.trials)} trials -> {results / study.name}, MLflow {uri}")
+    summary = run_study(study, results, uri, address=address, console=err)
+    if summary.skipped:
+        err.print(f"{summary.skipped} of {summary.total} trials had already finished and were not run again")
+    if summary.ran:
+        err.print(f"ran {summary.ran} trials in {summary.wall_s:.0f} s, {len(summary.failed)} failed")
+    if study.name in list_studies(results):
+        with open_results(results, study.name) as con:
+            table = run_sql_file(con, _sql("summary.sql"))
+        out.print(accuracy_by_length(table, f"{study.name}: accuracy by test length"))
+    if summary.failed:
+        err.print("[red]failed trials:[/red]")
+        for line in summary.failed:
+            err.print(f"  {line}", highlight=False)
+        raise typer.Exit(1)
+
+
+@app.command()
+def status(
+    study: Annotated[str, typer.Argument(help="Study name, or its YAML file (to count trials not started).")],
+    profile: ProfileOption = None,
+    results: ResultsOption = DEFAULT_RESULTS,
+):
+    """Trials by status, progress, and failures with their reasons."""
+    from analysis.query import open_results, run_sql_file
+    from orchestrator.render import arrow_table
+
+    total = None
+    if study.endswith((".yaml", ".yml")):
+        spec = _load(Path(study), profile)
+        study, total = spec.name, len(spec.trials)
+    try:
+        con = open_results(results, study)
+    except LookupError as error:
+        raise _bad_input(str(error)) from None
+    with con:
+        counts = {r["status"]: r["trials"] for r in run_sql_file(con, _sql("status_counts.sql")).to_pylist()}
+        failures = run_sql_file(con, _sql("failures.sql"))
+    finished = counts.get("done", 0) + counts.get("diverged", 0)
+    line = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "no trials yet"
+    if total is not None:
+        line += f"; {finished} of {total} finished, {total - sum(counts.values())} not started"
+    out.print(f"study [bold]{study}[/bold]: {line}")
+    if failures.num_rows:
+        out.print(arrow_table(failures, "failed and diverged trials"))
+
+
+@app.command()
+def trial(
+    config_file: Annotated[Path, typer.Argument(help="One trial config (a study's `base` block) as YAML.")],
+    device: Annotated[Optional[str], typer.Option("--device", help="cpu or cuda (default: cuda if available).")] = None,
+):
+    """Train and evaluate one trial in this process, without Ray or MLflow (for debugging)."""
+    from lengthgen import train
+    from orchestrator.study import StudyError, load_trial_config
+
+    try:
+        config = load_trial_config(config_file)
+    except StudyError as error:
+        raise _bad_input(str(error)) from None
+    out.print(f"trial {config.trial_id}: {config.task.name}, {config.model.arch} {config.model.size}, pe {config.model.pe}")
+
+    def on_report(report):
+        parts = [f"step {report.step:>6}"]
+        if report.train:
+            parts.append(f"loss {report.train.loss:.4f}")
+        parts += [f"{r.digits}d {r.accuracy:.3f}" for r in report.eval]
+        out.print("  ".join(parts), highlight=False)
+
+    result = train(config, on_report=on_report, device=device)
+    out.print(f"status {result.status}; " + ", ".join(f"{k} {v:.3f}" for k, v in result.summary.items()))
+
+
+@app.command()
+def query(
+    sql: Annotated[Optional[str], typer.Argument(help="SQL over the views trials, train, eval, samples.")] = None,
+    study: Annotated[Optional[str], typer.Option("--study", help="Study name (default: every study).")] = None,
+    file: Annotated[Optional[Path], typer.Option("--file", "-f", help="Run a .sql file instead.")] = None,
+    output_format: Annotated[str, typer.Option("--format", help="table, csv, json or parquet.")] = "table",
+    param: Annotated[Optional[list[str]], typer.Option("--param", help="name=value for $name in the SQL.")] = None,
+    out_file: Annotated[Optional[Path], typer.Option("--out", help="Output file (required for parquet).")] = None,
+    results: ResultsOption = DEFAULT_RESULTS,
+):
+    """Ask DuckDB SQL over the study's Parquet results."""
+    from analysis.query import QueryError, open_results, run_query, to_csv, to_json, write_parquet
+    from orchestrator.render import arrow_table
+
+    formats = ("table", "csv", "json", "parquet")
+    if output_format not in formats:
+        raise _bad_input(f"--format {output_format!r}: choose one of {', '.join(formats)}")
+    if (sql is None) == (file is None):
+        raise _bad_input("give either SQL or --file, not both and not neither")
+    if output_format == "parquet" and out_file is None:
+        raise _bad_input("--format parquet needs --out FILE")
+    params = {}
+    for item in param or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise _bad_input(f"--param {item!r}: expected name=value")
+        params[name] = value
+    try:
+        text = file.read_text() if file else sql
+    except OSError as error:
+        raise _bad_input(f"{file}: {error.strerror}") from None
+    try:
+        with open_results(results, study) as con:
+            table = run_query(con, text, params)
+    except (QueryError, LookupError) as error:
+        raise _bad_input(str(error)) from None
+    if output_format == "table":
+        out.print(arrow_table(table))
+        return
+    if output_format == "parquet":
+        write_parquet(table, out_file)
+        err.print(f"wrote {table.num_rows} rows to {out_file}")
+        return
+    text = to_csv(table) if output_format == "csv" else to_json(table)
+    if out_file:
+        out_file.write_text(text)
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def _sql(name: str) -> Path:
+    from importlib.resources import files
+
+    return Path(str(files("analysis") / name))

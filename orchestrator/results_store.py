@@ -1,0 +1,202 @@
+"""The Parquet results store that every trial writes (DESIGN.md, "Results store").
+
+Layout: ``<root>/<study>/<table>/trial_id=<trial_id>/part-0.parquet``. One file per
+trial and table means a re-run trial replaces its own rows instead of adding
+duplicates, and DuckDB reads a whole study with one hive-partitioned glob. The file
+also holds the trial_id column, so it stands on its own outside the folder layout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+TABLES = ("trials", "train", "eval", "samples")
+TRIAL_STATUSES = ("done", "failed", "diverged", "running")
+FILE_NAME = "part-0.parquet"
+
+# Fixed schemas, so that files from different trials union cleanly in DuckDB even when
+# one trial has a column that is all null. analysis/empty_tables.sql mirrors them.
+TRAIN_SCHEMA = pa.schema(
+    [
+        ("trial_id", pa.string()),
+        ("step", pa.int64()),
+        ("loss", pa.float64()),
+        ("lr", pa.float64()),
+        ("tokens", pa.int64()),
+        ("wall_s", pa.float64()),
+    ]
+)
+EVAL_SCHEMA = pa.schema(
+    [
+        ("trial_id", pa.string()),
+        ("step", pa.int64()),
+        ("digits", pa.int64()),
+        ("n", pa.int64()),
+        ("correct", pa.int64()),
+        ("accuracy", pa.float64()),
+        ("in_distribution", pa.bool_()),
+    ]
+)
+SAMPLES_SCHEMA = pa.schema(
+    [
+        ("trial_id", pa.string()),
+        ("step", pa.int64()),
+        ("digits", pa.int64()),
+        ("idx", pa.int64()),
+        ("cascade", pa.int64()),
+        ("correct", pa.bool_()),
+        ("wrong_digits", pa.int64()),
+        ("first_wrong", pa.int64()),  # null when the answer is correct
+        ("target", pa.string()),
+        ("prediction", pa.string()),
+    ]
+)
+FIXED_SCHEMAS = {"train": TRAIN_SCHEMA, "eval": EVAL_SCHEMA, "samples": SAMPLES_SCHEMA}
+
+_TIMESTAMP = pa.timestamp("us", tz="UTC")
+# The trials table is these columns plus one column per config setting (see trials_schema).
+TRIALS_CORE_SCHEMA = pa.schema(
+    [
+        pa.field("study", pa.string(), nullable=False),
+        pa.field("trial_id", pa.string(), nullable=False),
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("config_json", pa.string(), nullable=False),
+        pa.field("n_params", pa.int64()),  # null when a trial failed before building its model
+        pa.field("device", pa.string(), nullable=False),
+        pa.field("started_at", _TIMESTAMP, nullable=False),
+        pa.field("finished_at", _TIMESTAMP),
+        pa.field("wall_s", pa.float64()),
+        pa.field("error", pa.string()),
+    ]
+)
+
+# Letters, digits, '_', '-', '.', and no leading '.': rules out '..', hidden files and '/'.
+_SAFE_COMPONENT = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
+
+
+def check_path_component(value: str, what: str) -> str:
+    """Return ``value`` if it is safe as one folder name, else raise ValueError naming ``what``."""
+    if not isinstance(value, str) or not _SAFE_COMPONENT.fullmatch(value):
+        raise ValueError(
+            f"{what} {value!r} is not a safe folder name: use letters, digits, '_', '-', '.',"
+            " not starting with '.'"
+        )
+    return value
+
+
+def table_path(root: Path, study: str, table: str, trial_id: str) -> Path:
+    """Where one trial's rows of one table live."""
+    _check_table(table)
+    check_path_component(study, "study")
+    check_path_component(trial_id, "trial_id")
+    return Path(root) / study / table / f"trial_id={trial_id}" / FILE_NAME
+
+
+def write_trial_table(
+    root: Path, study: str, table: str, trial_id: str, rows: list[dict[str, Any]]
+) -> Path:
+    """Replace one trial's rows of ``table`` atomically and return the file's path.
+
+    Rows may leave out ``trial_id`` (and, for ``trials``, ``study``); they are filled in.
+    Zero rows still write a valid file with the schema, replacing any older rows.
+    """
+    path = table_path(root, study, table, trial_id)
+    arrow_table = _to_arrow(table, study, trial_id, rows)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Readers glob '*.parquet': a leading dot and a suffix keep the half-written file out.
+    tmp = path.with_name(f".{FILE_NAME}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        pq.write_table(arrow_table, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def read_trial_statuses(root: Path, study: str) -> dict[str, str]:
+    """trial_id -> status for every trial of ``study`` with a trials file; {} if none."""
+    check_path_component(study, "study")
+    statuses: dict[str, str] = {}
+    for path in sorted((Path(root) / study / "trials").glob(f"trial_id=*/{FILE_NAME}")):
+        # partitioning=None: read the file alone, without the folder's hive key.
+        part = pq.read_table(path, columns=["trial_id", "status"], partitioning=None)
+        statuses.update(zip(part["trial_id"].to_pylist(), part["status"].to_pylist()))
+    return statuses
+
+
+def trials_schema(rows: Iterable[dict[str, Any]]) -> pa.Schema:
+    """The core trials columns, then one inferred column per other key, in first-seen order."""
+    rows = list(rows)
+    values: dict[str, list[Any]] = {}
+    for row in rows:
+        for key, value in row.items():
+            if key not in TRIALS_CORE_SCHEMA.names:
+                values.setdefault(key, []).append(value)
+    extra = [pa.field(key, _infer_type(key, vals)) for key, vals in values.items()]
+    return pa.schema(list(TRIALS_CORE_SCHEMA) + extra)
+
+
+def _check_table(table: str) -> None:
+    if table not in TABLES:
+        raise ValueError(f"unknown results table {table!r}; valid tables: {', '.join(TABLES)}")
+
+
+def _to_arrow(table: str, study: str, trial_id: str, rows: list[dict[str, Any]]) -> pa.Table:
+    filled = [_fill_key(row, "trial_id", trial_id) for row in rows]
+    if table == "trials":
+        filled = [_trials_row(_fill_key(row, "study", study)) for row in filled]
+        return pa.Table.from_pylist(filled, schema=trials_schema(filled))
+    schema = FIXED_SCHEMAS[table]
+    for row in filled:
+        unknown = sorted(set(row) - set(schema.names))
+        if unknown:
+            raise ValueError(f"{table}: unknown columns {unknown}; columns are {schema.names}")
+    return pa.Table.from_pylist(filled, schema=schema)
+
+
+def _fill_key(row: dict[str, Any], key: str, expected: str) -> dict[str, Any]:
+    # A row that names another trial or study would land in the wrong file: refuse it.
+    if row.get(key, expected) != expected:
+        raise ValueError(f"row has {key}={row[key]!r} but is written for {key}={expected!r}")
+    return {**row, key: expected}
+
+
+def _trials_row(row: dict[str, Any]) -> dict[str, Any]:
+    missing = [f.name for f in TRIALS_CORE_SCHEMA if not f.nullable and row.get(f.name) is None]
+    if missing:
+        raise ValueError(f"trials row is missing required columns {missing}")
+    if row["status"] not in TRIAL_STATUSES:
+        raise ValueError(
+            f"trials status {row['status']!r} is not one of {', '.join(TRIAL_STATUSES)}"
+        )
+    # Nested settings (e.g. train_digits [1, 40]) become JSON text, one column each.
+    return {
+        key: json.dumps(value, sort_keys=True) if isinstance(value, (list, tuple, dict)) else value
+        for key, value in row.items()
+    }
+
+
+def _infer_type(key: str, values: list[Any]) -> pa.DataType:
+    kinds = {type(v) for v in values if v is not None}
+    if not kinds:
+        return pa.null()  # DuckDB unions a NULL-typed column with any type
+    if kinds == {bool}:
+        return pa.bool_()
+    if kinds == {int}:
+        return pa.int64()
+    if kinds <= {int, float}:
+        return pa.float64()
+    if kinds == {str}:
+        return pa.string()
+    names = ", ".join(sorted(k.__name__ for k in kinds))
+    raise ValueError(f"trials column {key!r}: cannot store values of type {names}")

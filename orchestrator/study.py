@@ -1,0 +1,270 @@
+"""Study files: load, validate and expand into resolved trial configs.
+
+Everything a study file can get wrong is found here, before anything runs, and
+reported as a `StudyError` naming the file, the field (with its YAML line where
+there is one) and what is allowed.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import itertools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import pydantic
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from lengthgen.config import TrialConfig
+
+TRIAL_CONFIG = pydantic.TypeAdapter(TrialConfig)
+
+
+class StudyError(ValueError):
+    """A study file that cannot run. str() is the message a user sees."""
+
+    def __init__(self, file: Path, field: str | None, reason: str, line: int | None = None):
+        self.file, self.field, self.reason, self.line = file, field, reason, line
+        where = f"{file}:{line}" if line else str(file)
+        super().__init__(f"{where}: {field}: {reason}" if field else f"{where}: {reason}")
+
+
+class Resources(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    #: CPU cores per trial; also the torch thread count inside the trial
+    cpus_per_trial: float = Field(1.0, gt=0)
+    #: GPUs per trial; fractions pack several trials on one GPU
+    gpus_per_trial: float = Field(0.0, ge=0)
+    #: at most this many trials at once (default: as many as the resources allow)
+    max_concurrent_trials: int | None = Field(None, ge=1)
+
+
+class StudyFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    #: names the results folder and the MLflow experiment
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=100)
+    #: the paper figure or table the study reproduces
+    source: str = ""
+    description: str = ""
+    #: one complete trial config (lengthgen.config.TrialConfig as nested mappings)
+    base: dict[str, Any]
+    #: dotted config path -> values; every combination is a trial
+    axes: dict[str, list[Any]] = {}
+    #: Optuna search blocks are not supported by this version: only null
+    search: Literal[None] = None
+    resources: Resources = Resources()
+    #: profile name -> {dotted config path: value}, applied to base with --profile
+    profiles: dict[str, dict[str, Any]] = {}
+
+
+@dataclass
+class Study:
+    file: Path
+    spec: StudyFile
+    profile: str | None
+    #: resolved configs, one per trial, in the order of the crossed axes
+    trials: list[TrialConfig]
+    #: for each trial, the value it takes on each axis
+    axis_values: list[dict[str, Any]]
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+def load_study(path: Path, profile: str | None = None) -> Study:
+    path = Path(path)
+    text = _read(path)
+    lines = _LineFinder(text)
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        raise StudyError(path, None, f"not valid YAML: {getattr(error, 'problem', error)}",
+                         mark.line + 1 if mark else None) from None
+    if not isinstance(raw, dict):
+        raise StudyError(path, None, "a study file is a mapping with keys: " + ", ".join(StudyFile.model_fields))
+    try:
+        spec = StudyFile.model_validate(raw)
+    except pydantic.ValidationError as error:
+        first = error.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        raise StudyError(path, field, _reason(first, StudyFile), lines.find(first["loc"])) from None
+
+    for name, overrides in spec.profiles.items():  # every profile, chosen or not
+        for key in overrides:
+            if not _fields_path_exists(key):
+                where = ("profiles", name, key)
+                raise StudyError(path, ".".join(where), "no such config field", lines.find(where))
+    base = copy.deepcopy(spec.base)
+    if profile is not None:
+        if profile not in spec.profiles:
+            choices = ", ".join(spec.profiles) or "none defined"
+            raise StudyError(path, "--profile", f"unknown profile {profile!r}; profiles: {choices}")
+        for key, value in spec.profiles[profile].items():
+            _override(path, lines, base, key, value, ("profiles", profile, key))
+
+    for key, values in spec.axes.items():
+        _check_axis(path, lines, key, values)
+    trials, axis_values = [], []
+    seen: set[str] = set()
+    for combination in itertools.product(*spec.axes.values()):
+        settings = dict(zip(spec.axes, combination))
+        config = copy.deepcopy(base)
+        for key, value in settings.items():
+            _override(path, lines, config, key, value, ("axes", key))
+        trial = _validate_trial(path, lines, config, spec, profile, settings)
+        if trial.trial_id not in seen:
+            seen.add(trial.trial_id)
+            trials.append(trial)
+            axis_values.append(settings)
+    return Study(path, spec, profile, trials, axis_values)
+
+
+def load_trial_config(path: Path) -> TrialConfig:
+    """A single trial config file (the `base` block of a study, on its own)."""
+    path = Path(path)
+    text = _read(path)
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as error:
+        raise StudyError(path, None, f"not valid YAML: {error}") from None
+    try:
+        return TRIAL_CONFIG.validate_python(raw)
+    except pydantic.ValidationError as error:
+        first = error.errors()[0]
+        return _raise_trial_error(path, _LineFinder(text), first, prefix=())
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError as error:
+        raise StudyError(path, None, f"cannot read the file ({error.strerror})") from None
+
+
+def _validate_trial(path, lines, config, spec, profile, settings) -> TrialConfig:
+    try:
+        return TRIAL_CONFIG.validate_python(config)
+    except pydantic.ValidationError as error:
+        first = error.errors()[0]
+        dotted = ".".join(str(p) for p in first["loc"])
+        # name the block the bad value came from: an axis, the profile, or base
+        for key in settings:
+            if dotted == key or dotted.startswith(key + "."):
+                _raise_trial_error(path, lines, first, prefix=("axes", key), relative=False)
+        if profile and any(dotted == k or dotted.startswith(k + ".") for k in spec.profiles[profile]):
+            key = next(k for k in spec.profiles[profile] if dotted == k or dotted.startswith(k + "."))
+            _raise_trial_error(path, lines, first, prefix=("profiles", profile, key), relative=False)
+        _raise_trial_error(path, lines, first, prefix=("base",))
+
+
+def _raise_trial_error(path, lines, error: dict, prefix: tuple, relative: bool = True):
+    loc = tuple(str(p) for p in error["loc"])
+    field = ".".join(prefix + loc) if relative else ".".join(prefix[:-1]) + f".{prefix[-1]}"
+    if not relative and ".".join(loc) != prefix[-1]:
+        field += f" (at {'.'.join(loc)})"
+    yaml_loc = prefix + loc if relative else prefix
+    raise StudyError(path, field, _reason(error, TrialConfig, loc), lines.find(yaml_loc))
+
+
+def _reason(error: dict, root: type, loc: tuple | None = None) -> str:
+    """pydantic's message, made to list the valid field names for an unknown key."""
+    message = error["msg"].removeprefix("Value error, ")
+    if error["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
+        parent = _fields_at(root, tuple(loc if loc is not None else error["loc"])[:-1])
+        if parent:
+            return f"unknown field; valid fields here: {', '.join(parent)}"
+        return "unknown field"
+    if error["type"] == "missing":
+        return "required field is missing"
+    return message
+
+
+def _fields_at(root: type, loc: tuple) -> list[str]:
+    """Field names of the (data)class reached by following `loc` from `root`."""
+    current: Any = root
+    for part in loc:
+        if dataclasses.is_dataclass(current):
+            types = {f.name: f.type for f in dataclasses.fields(current)}
+            current = _dataclass_of(current, types.get(str(part)))
+        elif isinstance(current, type) and issubclass(current, BaseModel):
+            info = current.model_fields.get(str(part))
+            current = info.annotation if info else None
+        else:
+            return []
+        if current is None:
+            return []
+    if dataclasses.is_dataclass(current):
+        return [f.name for f in dataclasses.fields(current)]
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return list(current.model_fields)
+    return []
+
+
+def _dataclass_of(owner: type, annotation: Any) -> Any:
+    if isinstance(annotation, str):  # postponed annotations: resolve in the owner's module
+        import sys
+
+        annotation = getattr(sys.modules[owner.__module__], annotation, None)
+    return annotation
+
+
+def _check_axis(path: Path, lines, key: str, values: list) -> None:
+    if not values:
+        raise StudyError(path, f"axes.{key}", "an axis needs at least one value", lines.find(("axes", key)))
+    encoded = [json.dumps(v, sort_keys=True) for v in values]
+    duplicates = sorted({v for v in encoded if encoded.count(v) > 1})
+    if duplicates:
+        raise StudyError(path, f"axes.{key}", f"duplicate values: {', '.join(duplicates)}",
+                         lines.find(("axes", key)))
+    if not _fields_path_exists(key):
+        parent = key.rsplit(".", 1)[0] if "." in key else ""
+        valid = _fields_at(TrialConfig, tuple(parent.split("."))) if parent else _fields_at(TrialConfig, ())
+        raise StudyError(path, f"axes.{key}", f"no such config field; valid fields{' of ' + parent if parent else ''}: "
+                         + ", ".join(valid), lines.find(("axes", key)))
+
+
+def _fields_path_exists(key: str) -> bool:
+    *parents, leaf = key.split(".")
+    return leaf in _fields_at(TrialConfig, tuple(parents))
+
+
+def _override(path: Path, lines, config: dict, key: str, value: Any, where: tuple) -> None:
+    if not _fields_path_exists(key):
+        raise StudyError(path, ".".join(where), "no such config field", lines.find(where))
+    node = config
+    *parents, leaf = key.split(".")
+    for part in parents:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise StudyError(path, ".".join(where), f"{part} is not a mapping in base", lines.find(where))
+        node = child
+    node[leaf] = value
+
+
+class _LineFinder:
+    """1-based YAML line of a key path, read from the composed node tree."""
+
+    def __init__(self, text: str):
+        try:
+            self.root = yaml.compose(text)
+        except yaml.YAMLError:
+            self.root = None
+
+    def find(self, loc: tuple) -> int | None:
+        node, line = self.root, None
+        for part in loc:
+            if not isinstance(node, yaml.MappingNode):
+                break
+            for key_node, value_node in node.value:
+                if key_node.value == str(part):
+                    node, line = value_node, key_node.start_mark.line + 1
+                    break
+            else:
+                break
+        return line

@@ -1,0 +1,296 @@
+"""Every MLflow call of the project (MLflow's API churns, so it is kept in one place).
+
+Only the Ray driver process uses this module: a local SQLite store breaks with
+several writers, and Tune callbacks run in the driver.
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlparse
+
+import yaml
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.tracking import MlflowClient
+from mlflow.utils.validation import (
+    MAX_METRICS_PER_BATCH,
+    MAX_PARAM_VAL_LENGTH,
+    MAX_PARAMS_TAGS_PER_BATCH,
+    MAX_TAG_VAL_LENGTH,
+)
+from ray.tune import Callback
+
+from analysis.plots import accuracy_vs_length
+
+# Result keys forwarded to MLflow; everything else is Tune bookkeeping.
+METRIC_PREFIXES = ("loss", "lr", "acc/", "summary/")
+ACC_PREFIX = "acc/digits_"
+OUTCOME = {"FINISHED": "done", "FAILED": "failed", "KILLED": "killed"}
+
+Describe = Callable[[dict[str, Any]], tuple[str, dict[str, str], dict[str, object]]]
+T = TypeVar("T")
+
+
+def default_tracking_uri(results_root: Path) -> str:
+    root = Path(results_root).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{root}/mlflow.db"
+
+
+def flatten_config(config: dict[str, Any], prefix: str = "") -> dict[str, object]:
+    """Nested dict -> dotted keys (``model.pe``); lists become JSON strings."""
+    flat: dict[str, object] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten_config(value, f"{name}."))
+        elif isinstance(value, (list, tuple)):
+            flat[name] = json.dumps(list(value))
+        else:
+            flat[name] = value
+    return flat
+
+
+def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class StudyTracker:
+    """One MLflow experiment per study, exactly one run per trial (tag ``trial_id``)."""
+
+    def __init__(self, tracking_uri: str, study: str) -> None:
+        self.client = MlflowClient(tracking_uri)
+        self.study = study
+        self._run_ids: dict[str, str] = {}
+        experiment = self.client.get_experiment_by_name(study)
+        if experiment is not None:
+            self.experiment_id = experiment.experiment_id
+            if experiment.lifecycle_stage == "deleted":
+                # Deleted in the UI: its name stays taken, and it refuses new runs.
+                self.client.restore_experiment(self.experiment_id)
+        else:
+            self.experiment_id = self.client.create_experiment(
+                study, artifact_location=_artifact_location(tracking_uri, study)
+            )
+
+    def __reduce__(self) -> tuple[type[StudyTracker], tuple[str, str]]:
+        # Tune pickles RunConfig callbacks into tuner.pkl; rebuild the client on load
+        # rather than pickling a live database connection.
+        return StudyTracker, (self.client.tracking_uri, self.study)
+
+    def run_for_trial(self, trial_id: str, tags: dict[str, str], params: dict[str, object]) -> str:
+        """The trial's run, created or re-attached and left RUNNING (the trial is starting)."""
+        if trial_id in self._run_ids:
+            return self._run_ids[trial_id]
+        found = self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.trial_id = '{trial_id}'",
+            order_by=["attributes.start_time ASC"],
+        )
+        if found:
+            run = found[0]
+            run_id = run.info.run_id
+            if run.info.status != "RUNNING":
+                self.client.update_run(run_id, status="RUNNING")
+            # MLflow refuses to change a logged param; the trial id pins the config anyway.
+            existing = run.data.params
+        else:
+            run = self.client.create_run(
+                self.experiment_id, tags={**tags, "trial_id": trial_id}, run_name=trial_id
+            )
+            run_id = run.info.run_id
+            existing = {}
+        missing = [
+            Param(key, str(value)[:MAX_PARAM_VAL_LENGTH])
+            for key, value in params.items()
+            if key not in existing
+        ]
+        for chunk in _chunks(missing, MAX_PARAMS_TAGS_PER_BATCH):
+            self.client.log_batch(run_id, params=chunk)
+        if found:
+            self._set_tags(run_id, {**tags, "trial_id": trial_id})
+        self._run_ids[trial_id] = run_id
+        return run_id
+
+    def log_metrics(self, run_id: str, metrics: Mapping[str, float | None], step: int) -> None:
+        """NaN is logged on purpose (divergence must show); MLflow clamps inf to +-max float."""
+        ts = _now_ms()
+        batch = [Metric(k, float(v), ts, step) for k, v in metrics.items() if v is not None]
+        for chunk in _chunks(batch, MAX_METRICS_PER_BATCH):
+            self.client.log_batch(run_id, metrics=chunk)
+
+    def finish(
+        self,
+        run_id: str,
+        status: str,
+        summary: dict[str, float],
+        artifacts: dict[str, Path],
+        outcome: str | None = None,
+        step: int = 0,
+    ) -> None:
+        """Log the summary and artifacts, tag ``status`` (done/diverged/failed), then end the run.
+
+        ``artifacts`` maps a file name in the run to a local file; ``outcome`` overrides
+        the ``status`` tag (e.g. ``diverged`` for a FAILED run).
+        """
+        if status not in OUTCOME:
+            raise ValueError(f"status must be one of {sorted(OUTCOME)}, got {status!r}")
+        self.log_metrics(run_id, summary, step)
+        for name, local in artifacts.items():
+            local = Path(local)
+            if local.name == name:
+                self.client.log_artifact(run_id, str(local))
+            else:
+                # log_artifact keeps the local file name, so copy under the wanted one.
+                with tempfile.TemporaryDirectory() as tmp:
+                    renamed = Path(tmp) / name
+                    renamed.write_bytes(local.read_bytes())
+                    self.client.log_artifact(run_id, str(renamed))
+        self._set_tags(run_id, {"status": outcome or OUTCOME[status]})
+        self.client.set_terminated(run_id, status)
+
+    def runs_by_trial(self) -> dict[str, list[dict[str, str]]]:
+        runs: dict[str, list[dict[str, str]]] = {}
+        page_token = None
+        while True:
+            page = self.client.search_runs(
+                [self.experiment_id], max_results=1000, page_token=page_token
+            )
+            for run in page:
+                trial_id = run.data.tags.get("trial_id", "")
+                runs.setdefault(trial_id, []).append(
+                    {"run_id": run.info.run_id, "status": run.info.status}
+                )
+            page_token = page.token
+            if not page_token:
+                return runs
+
+    def _set_tags(self, run_id: str, tags: dict[str, str]) -> None:
+        batch = [RunTag(k, str(v)[:MAX_TAG_VAL_LENGTH]) for k, v in tags.items()]
+        for chunk in _chunks(batch, MAX_PARAMS_TAGS_PER_BATCH):
+            self.client.log_batch(run_id, tags=chunk)
+
+
+def _artifact_location(tracking_uri: str, study: str) -> str | None:
+    """Keep a local store's artifacts beside its database.
+
+    MLflow's default for a SQLite store is ``./mlruns`` under the current directory,
+    which scatters artifacts wherever the command happened to run.
+    """
+    parsed = urlparse(tracking_uri)
+    if parsed.scheme != "sqlite":
+        return None  # a server decides its own artifact root
+    db = Path(parsed.path)
+    return (db.parent / "mlartifacts" / study).resolve().as_uri()
+
+
+class MlflowTuneCallback(Callback):
+    """Mirrors Tune trials into MLflow runs; runs in the Ray driver.
+
+    ``trial.config`` is given to ``describe`` for (trial_id, tags, params); its
+    ``config`` key, when present, is the resolved config (saved as YAML and read
+    for ``task.train_digits``). Results carry ``step``, metrics named ``loss*``,
+    ``lr*``, ``acc/digits_NNN`` (0..1), ``summary/*``, and optionally
+    ``status="diverged"``.
+    """
+
+    def __init__(
+        self,
+        tracker: StudyTracker,
+        describe: Describe,
+        resolved_config: Callable[[dict[str, Any]], Any] = lambda config: config.get("config"),
+    ) -> None:
+        self.tracker = tracker
+        self.describe = describe
+        self.resolved_config = resolved_config
+        self._diverged: set[str] = set()
+
+    def _run_id(self, trial: Any) -> tuple[str, str]:
+        trial_id, tags, params = self.describe(trial.config)
+        return trial_id, self.tracker.run_for_trial(trial_id, tags, params)
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._run_id(trial)
+
+    def on_trial_result(
+        self, iteration: int, trials: list, trial: Any, result: dict, **info: Any
+    ) -> None:
+        # Tune may deliver results of a restored trial without a fresh start event.
+        trial_id, run_id = self._run_id(trial)
+        if result.get("status") == "diverged":
+            self._diverged.add(trial_id)
+        self.tracker.log_metrics(run_id, _metrics(result), _step(result))
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        trial_id, _ = self._run_id(trial)
+        last = trial.last_result or {}
+        if trial_id in self._diverged or last.get("status") == "diverged":
+            self._finish(trial, "FAILED", "diverged")
+        else:
+            self._finish(trial, "FINISHED", "done")
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._finish(trial, "FAILED", "failed")
+
+    def _finish(self, trial: Any, status: str, outcome: str) -> None:
+        trial_id, run_id = self._run_id(trial)
+        last = trial.last_result or {}
+        summary = {k: v for k, v in _metrics(last).items() if k.startswith("summary/")}
+        config = self.resolved_config(trial.config)
+        with tempfile.TemporaryDirectory() as tmp:
+            artifacts: dict[str, Path] = {}
+            if isinstance(config, dict):
+                path = Path(tmp) / "config.yaml"
+                path.write_text(yaml.safe_dump(config, sort_keys=False))
+                artifacts[path.name] = path
+            plot = _accuracy_plot(trial_id, config, last, Path(tmp))
+            if plot is not None:
+                artifacts[plot.name] = plot
+            self.tracker.finish(run_id, status, summary, artifacts, outcome, _step(last))
+        self._diverged.discard(trial_id)
+
+
+def _step(result: dict) -> int:
+    return int(result.get("step", result.get("training_iteration", 0)))
+
+
+def _metrics(result: dict) -> dict[str, float]:
+    return {
+        k: float(v)
+        for k, v in result.items()
+        # numbers.Real also admits numpy scalars, which training code often reports.
+        if k.startswith(METRIC_PREFIXES) and isinstance(v, numbers.Real) and not isinstance(v, bool)
+    }
+
+
+def _accuracy_plot(trial_id: str, config: Any, last: dict, out_dir: Path) -> Path | None:
+    points = {
+        int(k[len(ACC_PREFIX) :]): float(v)
+        for k, v in last.items()
+        if k.startswith(ACC_PREFIX) and k[len(ACC_PREFIX) :].isdigit() and v is not None
+    }
+    if not points:
+        return None
+    try:
+        train_max = int(config["task"]["train_digits"][1])
+    except (TypeError, KeyError, IndexError, ValueError):
+        train_max = 0  # unknown training range: plot without the band
+    digits = sorted(points)
+    return accuracy_vs_length(
+        digits,
+        [points[d] for d in digits],
+        train_max,
+        title=f"trial {trial_id}",
+        path=out_dir / "accuracy_vs_length.png",
+    )

@@ -1,0 +1,65 @@
+"""Study files: expansion, and the corpus of bad files refused with file, field and reason."""
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from orchestrator.cli import app
+from orchestrator.study import StudyError, load_study
+
+FILES = Path(__file__).parent / "study_files"
+BAD = sorted((FILES / "bad").glob("*.yaml"))
+runner = CliRunner()
+
+
+def expected_message(path: Path) -> str:
+    first = path.read_text().splitlines()[0]
+    assert first.startswith("# expect: "), f"{path} must start with '# expect: <message fragment>'"
+    return first.removeprefix("# expect: ")
+
+
+def test_axes_are_crossed_and_profiles_applied():
+    study = load_study(FILES / "good_two_trials.yaml")
+    assert study.name == "two_trials" and len(study.trials) == 2
+    assert [t.seeds.weight for t in study.trials] == [0, 1]
+    assert len({t.trial_id for t in study.trials}) == 2
+    longer = load_study(FILES / "good_two_trials.yaml", profile="longer")
+    assert {t.train.steps for t in longer.trials} == {40}
+    assert {t.trial_id for t in longer.trials}.isdisjoint(t.trial_id for t in study.trials)
+
+
+def test_bundled_studies_validate():
+    for path in sorted((Path(__file__).parents[1] / "studies").glob("*.yaml")):
+        study = load_study(path)
+        for profile in study.spec.profiles:
+            load_study(path, profile)
+
+
+@pytest.mark.parametrize("path", BAD, ids=[p.stem for p in BAD])
+def test_bad_study_is_refused_with_file_field_and_reason(path):
+    with pytest.raises(StudyError) as caught:
+        load_study(path)
+    message = str(caught.value)
+    assert message.startswith(str(path))
+    assert expected_message(path) in message
+
+
+@pytest.mark.parametrize("path", BAD[:4], ids=[p.stem for p in BAD[:4]])
+def test_cli_exits_2_and_writes_nothing(path, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for command in (["validate", str(path)], ["run", str(path), "--results", str(tmp_path / "results")]):
+        result = runner.invoke(app, command)
+        assert result.exit_code == 2, result.output
+        assert expected_message(path) in " ".join(result.output.split())
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unknown_profile_lists_the_profiles():
+    with pytest.raises(StudyError, match="unknown profile 'gpu'; profiles: longer"):
+        load_study(FILES / "good_two_trials.yaml", profile="gpu")
+
+
+def test_missing_file_is_bad_input(tmp_path):
+    result = runner.invoke(app, ["validate", str(tmp_path / "nope.yaml")])
+    assert result.exit_code == 2 and "cannot read the file" in result.output

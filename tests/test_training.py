@@ -1,0 +1,113 @@
+"""Training loop: schedule, checkpoint resume, divergence, and the answer records."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from lengthgen import TrialConfig, train
+from lengthgen.config import EvalConfig, TaskConfig, TrainConfig
+from lengthgen.evaluation import EvalSet, _sample_records, summarize, LengthResult
+from lengthgen.formats import EncodedQuestions
+from lengthgen.tokenizer import CharTokenizer
+from lengthgen.training import learning_rate
+
+CONFIG = TrialConfig(
+    task=TaskConfig(name="successor", train_digits=(1, 3)),
+    train=TrainConfig(steps=8, batch_size=8, log_every=2, warmup=2),
+    eval=EvalConfig(digits=(2, 5), samples=5, every=4),
+)
+
+
+def test_learning_rate_warms_up_then_decays_to_zero():
+    config = replace(CONFIG, train=replace(CONFIG.train, steps=100, warmup=10, lr=1.0))
+    rates = [learning_rate(config, s) for s in range(100)]
+    assert rates[0] == pytest.approx(0.1) and rates[9] == pytest.approx(1.0)
+    assert rates[10] == pytest.approx(1.0)
+    assert rates[55] == pytest.approx(0.5, abs=0.02)
+    assert all(a >= b for a, b in zip(rates[10:], rates[11:]))
+    assert learning_rate(config, 100) == pytest.approx(0.0)
+
+
+def test_resume_from_checkpoint_equals_uninterrupted_training():
+    uninterrupted = train(CONFIG)
+    saved = {}
+
+    def stop_at_first_checkpoint(report):
+        if report.checkpoint is not None and not saved:
+            saved.update(report.checkpoint())
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(CONFIG, on_report=stop_at_first_checkpoint)
+    assert saved["step"] == 4
+    resumed = train(CONFIG, resume_state=saved)
+    assert [t.loss for t in resumed.train] == [t.loss for t in uninterrupted.train]
+    assert [(s, r.correct) for s, r in resumed.eval] == [(s, r.correct) for s, r in uninterrupted.eval]
+    assert [s.prediction for s in resumed.samples] == [s.prediction for s in uninterrupted.samples]
+
+
+def test_reports_arrive_at_log_and_eval_steps():
+    reports = []
+    result = train(CONFIG, on_report=reports.append)
+    assert [r.step for r in reports] == [2, 4, 6, 8]
+    assert [bool(r.eval) for r in reports] == [False, True, False, True]
+    assert reports[-1].final and reports[-1].status == "done" and result.status == "done"
+    assert len(result.samples) == 2 * 5 and len(reports[-1].samples) == 10
+    assert not reports[1].samples  # per-question records only at the final evaluation
+
+
+def test_non_finite_loss_stops_the_trial_as_diverged(monkeypatch):
+    real_cross_entropy = torch.nn.functional.cross_entropy
+    calls = {"n": 0}
+
+    def explode_at_third_step(*args, **kwargs):
+        calls["n"] += 1
+        loss = real_cross_entropy(*args, **kwargs)
+        return loss * float("nan") if calls["n"] == 3 else loss
+
+    monkeypatch.setattr("lengthgen.training.F.cross_entropy", explode_at_third_step)
+    reports = []
+    result = train(CONFIG, on_report=reports.append)
+    assert result.status == "diverged" and result.diverged_at == 3
+    assert result.last_finite_loss is not None and np.isfinite(result.last_finite_loss)
+    assert reports[-1].status == "diverged" and reports[-1].final
+
+
+def test_answer_records_count_wrong_digits_and_ends():
+    tokenizer = CharTokenizer()
+    digit = lambda d: tokenizer.digit_offset + d  # noqa: E731
+    eos = tokenizer.eos_id
+    target = np.array([[digit(1), digit(2), digit(3), eos]] * 4)
+    predicted = np.array(
+        [
+            [digit(1), digit(2), digit(3), eos],  # right
+            [digit(1), digit(9), digit(3), eos],  # one wrong digit at position 1
+            [digit(1), eos, eos, eos],  # ends early: two digits missing
+            [digit(1), digit(2), digit(3), digit(4)],  # right digits, does not end
+        ]
+    )
+    mismatch = predicted != target
+    correct = ~mismatch.any(axis=1)
+    eval_set = EvalSet(3, EncodedQuestions(np.zeros((4, 1)), 1, target[:, :3]), np.array([0, 1, 2, 3]))
+    records = _sample_records(eval_set, predicted, target, mismatch, correct, tokenizer)
+    assert [r.correct for r in records] == [True, False, False, False]
+    assert [r.wrong_digits for r in records] == [0, 1, 2, 0]
+    assert [r.first_wrong for r in records] == [None, 1, 1, 3]
+    assert [r.prediction for r in records] == ["123", "193", "1", "1234"]
+    assert {r.target for r in records} == {"123"}
+
+
+def test_summary_metrics():
+    results = [
+        LengthResult(2, 10, 10, 1.0, True),
+        LengthResult(3, 10, 9, 0.9, True),
+        LengthResult(5, 10, 10, 1.0, False),
+        LengthResult(8, 10, 0, 0.0, False),
+    ]
+    assert summarize(results) == {
+        "in_distribution_accuracy": pytest.approx(0.95),
+        "ood_accuracy_mean": pytest.approx(0.5),
+        "longest_99": 5.0,
+    }
