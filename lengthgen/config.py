@@ -15,9 +15,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 from lengthgen.distributions import DISTRIBUTIONS
+from lengthgen.model import ARCHITECTURES
 from lengthgen.model.pe import POSITIONAL_ENCODINGS
 from lengthgen.model.positions import POSITION_SAMPLERS
-from lengthgen.model import ARCHITECTURES
 from lengthgen.model.sizes import SIZES
 from lengthgen.tasks import TASKS
 
@@ -47,8 +47,11 @@ class TaskConfig:
 @dataclass(frozen=True)
 class FormatConfig:
     __pydantic_config__ = _STRICT
-    #: write the answer least significant digit first (001 §3, "reversed format")
+    #: write the answer least significant digit first (000 §3.1: "0123+0748 -> 1780")
     reverse: bool = True
+    #: write the operands least significant digit first too, 001 App. B's reversed
+    #: format "A_1A_2A_3 + B_1B_2B_3 = C_1C_2C_3" (A_1 the least significant digit)
+    reverse_operands: bool = False
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,10 @@ Layout of one row (001 §2, App. E.1; 000 §3.1), e.g. addition, n = 3, reversed
 
     <s> 0 8 5 + 0 5 0 = 5 3 1 0 </s>
 
-Operands are zero-padded to n digits and written most significant digit first;
-the answer has task.answer_digits(n) digits (one more than n, for the carry),
-written least significant digit first when `reverse` is set. The loss is taken
+Operands are zero-padded to n digits and written most significant digit first
+(least significant first with `reverse_operands`, 001 App. B); the answer has
+task.answer_digits(n) digits (one more than n, for the carry), written least
+significant digit first when `reverse` is set (000 §3.1, 001 App. B). The loss is taken
 on the answer digits and the end token only.
 
 All rows built in one call share n, so the build is a handful of array
@@ -53,7 +54,7 @@ def encode_questions(
     for i in range(task.n_operands):
         if i:
             pieces.append(column(task.operator))
-        pieces.append(written(operands[:, i], least_significant_first=False))
+        pieces.append(written(operands[:, i], least_significant_first=fmt.reverse_operands))
     pieces.append(column("="))
     prompt_length = sum(p.shape[1] for p in pieces)
 

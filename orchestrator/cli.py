@@ -7,19 +7,20 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__.splitlines()[0])
-out = Console()
-err = Console(stderr=True)
+# wide tables stay readable when stdout is a file or a pipe (rich would assume 80 columns)
+out = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
 ResultsOption = Annotated[Path, typer.Option("--results", help="Results root folder.")]
-ProfileOption = Annotated[Optional[str], typer.Option("--profile", "-p", help="Named override set from the study file.")]
+ProfileOption = Annotated[str | None, typer.Option("--profile", "-p", help="Named override set from the study file.")]
 TrackingOption = Annotated[
-    Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: SQLite beside the results).")
+    str | None, typer.Option("--tracking-uri", help="MLflow tracking URI (default: SQLite beside the results).")
 ]
 DEFAULT_RESULTS = Path("results")
 
@@ -54,7 +55,7 @@ def validate(study_file: Annotated[Path, typer.Argument(help="Study YAML file.")
 def run(
     study_file: Annotated[Path, typer.Argument(help="Study YAML file.")],
     profile: ProfileOption = None,
-    address: Annotated[Optional[str], typer.Option("--address", help="Ray cluster address (default: local Ray).")] = None,
+    address: Annotated[str | None, typer.Option("--address", help="Ray cluster address (default: local Ray).")] = None,
     results: ResultsOption = DEFAULT_RESULTS,
     tracking_uri: TrackingOption = None,
 ):
@@ -116,7 +117,7 @@ def status(
 @app.command()
 def trial(
     config_file: Annotated[Path, typer.Argument(help="One trial config (a study's `base` block) as YAML.")],
-    device: Annotated[Optional[str], typer.Option("--device", help="cpu or cuda (default: cuda if available).")] = None,
+    device: Annotated[str | None, typer.Option("--device", help="cpu or cuda (default: cuda if available).")] = None,
 ):
     """Train and evaluate one trial in this process, without Ray or MLflow (for debugging)."""
     from lengthgen import train
@@ -141,12 +142,12 @@ def trial(
 
 @app.command()
 def query(
-    sql: Annotated[Optional[str], typer.Argument(help="SQL over the views trials, train, eval, samples.")] = None,
-    study: Annotated[Optional[str], typer.Option("--study", help="Study name (default: every study).")] = None,
-    file: Annotated[Optional[Path], typer.Option("--file", "-f", help="Run a .sql file instead.")] = None,
+    sql: Annotated[str | None, typer.Argument(help="SQL over the views trials, train, eval, samples.")] = None,
+    study: Annotated[str | None, typer.Option("--study", help="Study name (default: every study).")] = None,
+    file: Annotated[Path | None, typer.Option("--file", "-f", help="Run a .sql file instead.")] = None,
     output_format: Annotated[str, typer.Option("--format", help="table, csv, json or parquet.")] = "table",
-    param: Annotated[Optional[list[str]], typer.Option("--param", help="name=value for $name in the SQL.")] = None,
-    out_file: Annotated[Optional[Path], typer.Option("--out", help="Output file (required for parquet).")] = None,
+    param: Annotated[list[str] | None, typer.Option("--param", help="name=value for $name in the SQL.")] = None,
+    out_file: Annotated[Path | None, typer.Option("--out", help="Output file (required for parquet).")] = None,
     results: ResultsOption = DEFAULT_RESULTS,
 ):
     """Ask DuckDB SQL over the study's Parquet results."""

@@ -30,8 +30,9 @@ def accuracy_by_length(summary: pa.Table, title: str) -> Table:
         rows[key][r["digits"]] = r["accuracy"]
         ood[r["digits"]] = not r["in_distribution"]
     lengths = sorted(ood)
-    out = Table(title=title, caption="exact-match accuracy at the final evaluation; * = longer than trained")
-    for name in ("task", "pe", "weight seed", "data seed"):
+    out = Table(title=title, caption="exact-match accuracy at the final evaluation, by operand length; "
+                "* = longer than trained")
+    for name in ("task", "pe", "w seed", "d seed"):
         out.add_column(name, no_wrap=True)
     for n in lengths:
         out.add_column(f"{n}{'*' if ood[n] else ''}", justify="right")

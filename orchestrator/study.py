@@ -13,7 +13,7 @@ import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pydantic
 import yaml
@@ -55,7 +55,7 @@ class StudyFile(BaseModel):
     #: dotted config path -> values; every combination is a trial
     axes: dict[str, list[Any]] = {}
     #: Optuna search blocks are not supported by this version: only null
-    search: Literal[None] = None
+    search: None = None
     resources: Resources = Resources()
     #: profile name -> {dotted config path: value}, applied to base with --profile
     profiles: dict[str, dict[str, Any]] = {}

@@ -6,7 +6,6 @@ several writers, and Tune callbacks run in the driver.
 
 from __future__ import annotations
 
-import json
 import numbers
 import tempfile
 import time
@@ -41,20 +40,6 @@ def default_tracking_uri(results_root: Path) -> str:
     root = Path(results_root).resolve()
     root.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{root}/mlflow.db"
-
-
-def flatten_config(config: dict[str, Any], prefix: str = "") -> dict[str, object]:
-    """Nested dict -> dotted keys (``model.pe``); lists become JSON strings."""
-    flat: dict[str, object] = {}
-    for key, value in config.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            flat.update(flatten_config(value, f"{name}."))
-        elif isinstance(value, (list, tuple)):
-            flat[name] = json.dumps(list(value))
-        else:
-            flat[name] = value
-    return flat
 
 
 def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
@@ -209,11 +194,11 @@ class MlflowTuneCallback(Callback):
         self,
         tracker: StudyTracker,
         describe: Describe,
-        resolved_config: Callable[[dict[str, Any]], Any] = lambda config: config.get("config"),
+        resolved_config: Callable[[dict[str, Any]], Any] | None = None,
     ) -> None:
         self.tracker = tracker
         self.describe = describe
-        self.resolved_config = resolved_config
+        self.resolved_config = resolved_config or _config_entry
         self._diverged: set[str] = set()
 
     def _run_id(self, trial: Any) -> tuple[str, str]:
@@ -259,6 +244,10 @@ class MlflowTuneCallback(Callback):
                 artifacts[plot.name] = plot
             self.tracker.finish(run_id, status, summary, artifacts, outcome, _step(last))
         self._diverged.discard(trial_id)
+
+
+def _config_entry(trial_config: dict[str, Any]) -> Any:
+    return trial_config.get("config")
 
 
 def _step(result: dict) -> int:

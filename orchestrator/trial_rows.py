@@ -7,6 +7,7 @@ axis of any study is a column to group by.
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict
 from datetime import datetime
 from typing import Any
@@ -15,6 +16,7 @@ from lengthgen import TrialConfig, TrialResult
 
 KEY_COLUMNS = {
     "task.name": "task",
+    "task.train_digits": "train_digits",
     "format.reverse": "reverse",
     "data.distribution": "distribution",
     "model.arch": "arch",
@@ -30,24 +32,26 @@ KEY_COLUMNS = {
 }
 
 
-def flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
+def flatten_config(config: dict[str, Any], prefix: str = "") -> dict[str, object]:
+    """Nested dict -> dotted keys (``model.pe``); lists become JSON strings."""
+    flat: dict[str, object] = {}
     for key, value in config.items():
-        path = f"{prefix}{key}"
+        name = f"{prefix}{key}"
         if isinstance(value, dict):
-            flat.update(flatten(value, path + "."))
+            flat.update(flatten_config(value, f"{name}."))
+        elif isinstance(value, (list, tuple)):
+            flat[name] = json.dumps(list(value))
         else:
-            flat[path] = value
+            flat[name] = value
     return flat
 
 
 def config_columns(config: TrialConfig) -> dict[str, Any]:
     columns: dict[str, Any] = {}
-    for path, value in flatten(config.to_dict()).items():
-        if path == "task.train_digits":
-            columns["train_min_digits"], columns["train_max_digits"] = value
-        else:
-            columns[KEY_COLUMNS.get(path, path.replace(".", "_"))] = value
+    for path, value in flatten_config(config.to_dict()).items():
+        columns[KEY_COLUMNS.get(path, path.replace(".", "_"))] = value
+    # the training range as two integers, so SQL can compare test lengths with it
+    columns["train_min_digits"], columns["train_max_digits"] = config.task.train_digits
     return columns
 
 

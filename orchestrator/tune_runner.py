@@ -31,9 +31,9 @@ from rich.progress import (
 
 from orchestrator.results_store import read_trial_statuses
 from orchestrator.study import Study
-from orchestrator.tracking import MlflowTuneCallback, StudyTracker, flatten_config
+from orchestrator.tracking import MlflowTuneCallback, StudyTracker
 from orchestrator.trainable import run_trial
-from orchestrator.trial_rows import config_columns
+from orchestrator.trial_rows import config_columns, flatten_config
 
 FINISHED = ("done", "diverged")
 
@@ -64,22 +64,30 @@ class ProgressCallback(tune.Callback):
 
     def __init__(self, progress: Progress, total: int) -> None:
         self.progress = progress
+        self.total = total
         self.task = progress.add_task("trials", total=total)
         self.running: set[str] = set()
         self.done = self.failed = 0
+        self.started = time.perf_counter()
 
     def __getstate__(self) -> dict:
         # Tune pickles callbacks into its experiment file; a live display is not picklable.
         return {**self.__dict__, "progress": None}
 
-    def _refresh(self) -> None:
+    def _refresh(self, finished: str | None = None) -> None:
         if self.progress is None:
             return
-        self.progress.update(
-            self.task,
-            completed=self.done + self.failed,
-            description=f"running {len(self.running)}  done {self.done}  failed {self.failed}",
-        )
+        status = f"running {len(self.running)}  done {self.done}  failed {self.failed}"
+        self.progress.update(self.task, completed=self.done + self.failed, description=status)
+        if finished and not self.progress.console.is_terminal:
+            # no live bar in a log file: one line per finished trial instead
+            elapsed = time.perf_counter() - self.started
+            count = self.done + self.failed
+            eta = elapsed / count * (self.total - count)
+            self.progress.console.print(
+                f"[{count}/{self.total}] {finished}; {status}; elapsed {elapsed:.0f} s, ETA {eta:.0f} s",
+                highlight=False,
+            )
 
     def on_trial_start(self, iteration, trials, trial, **info):
         self.running.add(trial.trial_id)
@@ -88,12 +96,12 @@ class ProgressCallback(tune.Callback):
     def on_trial_complete(self, iteration, trials, trial, **info):
         self.running.discard(trial.trial_id)
         self.done += 1
-        self._refresh()
+        self._refresh(f"trial {trial.config['trial']['trial_id']} finished")
 
     def on_trial_error(self, iteration, trials, trial, **info):
         self.running.discard(trial.trial_id)
         self.failed += 1
-        self._refresh()
+        self._refresh(f"trial {trial.config['trial']['trial_id']} failed")
 
 
 def start_ray(address: str | None, num_cpus: int | None = None) -> None:
@@ -136,6 +144,8 @@ def run_study(
         }
         for config in pending
     ]
+    # checkpoints at every evaluation are intended; Tune's warning about them is noise here
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     tracker = StudyTracker(tracking_uri, study.name)
     run_name = f"{study.name}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}"
     started = time.perf_counter()

@@ -53,3 +53,10 @@ def test_sequence_length_matches_encoding(task, n):
     operands = instance.sample_operands(np.random.default_rng(0), 3, n)
     encoded = encode_questions(instance, operands, FormatConfig(), tokenizer)
     assert encoded.tokens.shape == (3, sequence_length(instance, n))
+
+
+def test_fully_reversed_addition_layout_of_001_appendix_b():
+    operands = np.stack([digits.from_int(85, 3), digits.from_int(50, 3)])[None]
+    fmt = FormatConfig(reverse=True, reverse_operands=True)
+    encoded = encode_questions(TASKS["addition"](), operands, fmt, tokenizer)
+    assert tokenizer.decode(encoded.tokens[0].tolist(), keep_specials=True) == "<s>580+050=5310</s>"

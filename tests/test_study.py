@@ -63,3 +63,19 @@ def test_unknown_profile_lists_the_profiles():
 def test_missing_file_is_bad_input(tmp_path):
     result = runner.invoke(app, ["validate", str(tmp_path / "nope.yaml")])
     assert result.exit_code == 2 and "cannot read the file" in result.output
+
+
+def test_trial_command_trains_one_config_without_ray(tmp_path):
+    config = tmp_path / "trial.yaml"
+    config.write_text(
+        "task: {name: successor, train_digits: [1, 2]}\n"
+        "model: {size: tiny, pe: nope}\n"
+        "train: {steps: 4, batch_size: 4, warmup: 1, log_every: 2}\n"
+        "eval: {digits: [2, 3], samples: 4}\n"
+    )
+    result = runner.invoke(app, ["trial", str(config)])
+    assert result.exit_code == 0, result.output
+    assert "step      4" in result.output and "status done" in result.output
+    config.write_text("model: {pe: fire}\n")
+    refused = runner.invoke(app, ["trial", str(config)])
+    assert refused.exit_code == 2 and "model.pe" in refused.output

@@ -13,12 +13,8 @@ import numpy as np
 import pytest
 
 from analysis.plots import accuracy_vs_length
-from orchestrator.tracking import (
-    MlflowTuneCallback,
-    StudyTracker,
-    default_tracking_uri,
-    flatten_config,
-)
+from orchestrator.tracking import MlflowTuneCallback, StudyTracker, default_tracking_uri
+from orchestrator.trial_rows import flatten_config
 
 CONFIG = {
     "task": {"name": "addition", "train_digits": [1, 5]},

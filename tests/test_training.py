@@ -1,5 +1,6 @@
 """Training loop: schedule, checkpoint resume, divergence, and the answer records."""
 
+import itertools
 from dataclasses import replace
 
 import numpy as np
@@ -8,7 +9,7 @@ import torch
 
 from lengthgen import TrialConfig, train
 from lengthgen.config import EvalConfig, TaskConfig, TrainConfig
-from lengthgen.evaluation import EvalSet, _sample_records, summarize, LengthResult
+from lengthgen.evaluation import EvalSet, LengthResult, _sample_records, summarize
 from lengthgen.formats import EncodedQuestions
 from lengthgen.tokenizer import CharTokenizer
 from lengthgen.training import learning_rate
@@ -26,7 +27,7 @@ def test_learning_rate_warms_up_then_decays_to_zero():
     assert rates[0] == pytest.approx(0.1) and rates[9] == pytest.approx(1.0)
     assert rates[10] == pytest.approx(1.0)
     assert rates[55] == pytest.approx(0.5, abs=0.02)
-    assert all(a >= b for a, b in zip(rates[10:], rates[11:]))
+    assert all(a >= b for a, b in itertools.pairwise(rates[10:]))
     assert learning_rate(config, 100) == pytest.approx(0.0)
 
 
@@ -77,7 +78,7 @@ def test_non_finite_loss_stops_the_trial_as_diverged(monkeypatch):
 
 def test_answer_records_count_wrong_digits_and_ends():
     tokenizer = CharTokenizer()
-    digit = lambda d: tokenizer.digit_offset + d  # noqa: E731
+    digit = lambda d: tokenizer.digit_offset + d
     eos = tokenizer.eos_id
     target = np.array([[digit(1), digit(2), digit(3), eos]] * 4)
     predicted = np.array(
