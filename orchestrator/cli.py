@@ -12,7 +12,12 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__.splitlines()[0])
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    help="Robustness studies of length generalization in arithmetic transformers: "
+    "Ray Tune trials, MLflow runs, Parquet results, DuckDB SQL.",
+)
 # wide tables stay readable when stdout is a file or a pipe (rich would assume 80 columns)
 out = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
@@ -64,11 +69,14 @@ def run(
     from analysis.query import list_studies, open_results, run_sql_file
     from orchestrator.render import accuracy_by_length
     from orchestrator.tracking import default_tracking_uri
-    from orchestrator.tune_runner import run_study
+    from orchestrator.tune_runner import ResourceError, run_study
 
     uri = tracking_uri or default_tracking_uri(results)
     err.print(f"study [bold]{study.name}[/bold]: {len(study.trials)} trials -> {results / study.name}, MLflow {uri}")
-    summary = run_study(study, results, uri, address=address, console=err)
+    try:
+        summary = run_study(study, results, uri, address=address, console=err)
+    except ResourceError as error:
+        raise _bad_input(f"{study_file}: {error}") from None
     if summary.skipped:
         err.print(f"{summary.skipped} of {summary.total} trials had already finished and were not run again")
     if summary.ran:

@@ -37,9 +37,8 @@ T = TypeVar("T")
 
 
 def default_tracking_uri(results_root: Path) -> str:
-    root = Path(results_root).resolve()
-    root.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{root}/mlflow.db"
+    """SQLite store beside the results; the folder is made when a study first runs."""
+    return f"sqlite:///{Path(results_root).resolve()}/mlflow.db"
 
 
 def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:

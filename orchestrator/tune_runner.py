@@ -116,6 +116,22 @@ def start_ray(address: str | None, num_cpus: int | None = None) -> None:
         ray.init(num_cpus=num_cpus, **quiet)
 
 
+class ResourceError(ValueError):
+    """The cluster can never hold one trial of the study."""
+
+
+def check_resources(resources) -> None:
+    """Refuse a study whose trials need more of a resource than the whole cluster has:
+    Tune would otherwise leave them pending forever."""
+    available = ray.cluster_resources()
+    for name, needed in (("CPU", resources.cpus_per_trial), ("GPU", resources.gpus_per_trial)):
+        if needed > available.get(name, 0):
+            raise ResourceError(
+                f"resources: each trial asks for {needed:g} {name}, but the Ray cluster has "
+                f"{available.get(name, 0):g}; lower resources.{name.lower()}s_per_trial or add nodes"
+            )
+
+
 def run_study(
     study: Study,
     results_root: Path,
@@ -146,10 +162,12 @@ def run_study(
     ]
     # checkpoints at every evaluation are intended; Tune's warning about them is noise here
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    start_ray(address)
+    check_resources(resources)
+    results_root.mkdir(parents=True, exist_ok=True)
     tracker = StudyTracker(tracking_uri, study.name)
     run_name = f"{study.name}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}"
     started = time.perf_counter()
-    start_ray(address)
     with Progress(
         SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
         TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console,

@@ -79,3 +79,18 @@ def test_trial_command_trains_one_config_without_ray(tmp_path):
     config.write_text("model: {pe: fire}\n")
     refused = runner.invoke(app, ["trial", str(config)])
     assert refused.exit_code == 2 and "model.pe" in refused.output
+
+
+def test_study_needing_more_gpus_than_the_cluster_has_is_refused(tmp_path):
+    study = tmp_path / "gpu.yaml"
+    study.write_text((FILES / "good_two_trials.yaml").read_text().replace(
+        "resources: {cpus_per_trial: 1}", "resources: {cpus_per_trial: 1, gpus_per_trial: 0.25}"))
+    import ray
+
+    try:
+        result = runner.invoke(app, ["run", str(study), "--results", str(tmp_path / "results")])
+    finally:
+        ray.shutdown()
+    assert result.exit_code == 2, result.output
+    assert "asks for 0.25 GPU" in " ".join(result.output.split())
+    assert not (tmp_path / "results").exists()

@@ -42,7 +42,7 @@ def describe(config: dict[str, Any]) -> tuple[str, dict[str, str], dict[str, obj
 def test_default_tracking_uri_is_absolute_sqlite(tmp_path: Path) -> None:
     uri = default_tracking_uri(tmp_path / "r")
     assert uri == f"sqlite:///{(tmp_path / 'r').resolve()}/mlflow.db"
-    assert (tmp_path / "r").is_dir()
+    assert not (tmp_path / "r").exists()  # naming the store writes nothing
 
 
 def test_flatten_config_dotted_keys_and_json_lists() -> None:
