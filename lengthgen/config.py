@@ -71,15 +71,31 @@ class ModelConfig:
     pe: PositionalEncodingName = "rope"
     #: how position indices are assigned to tokens (lengthgen.model.positions)
     positions: PositionSamplerName = "plain"
-    #: largest position index + 1 the model supports (learned tables are this long)
+    #: largest position index + 1 the model supports (learned tables are this long;
+    #: randomized positions are drawn from [0, max_positions))
     max_positions: int = 512
     dropout: float = 0.0
+    #: randomized positions also at evaluation (default: plain positions at test time)
+    randomized_at_eval: bool = False
+    #: period T of cyclic positions, i mod T (000 §4.1)
+    cyclic_period: int = 3
+    #: T5 bias: number of buckets K + 1 (even) and the distance L_1 of 001 eq. (D.2)
+    t5_buckets: int = 32
+    t5_max_distance: int = 128
+    #: Shaw relative keys: distances are clipped to [-shaw_clip, shaw_clip] (003 eq. 2.1)
+    shaw_clip: int = 16
 
     def __post_init__(self) -> None:
         if self.max_positions < 1:
             raise ValueError(f"model.max_positions must be >= 1, got {self.max_positions}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"model.dropout must be in [0, 1), got {self.dropout}")
+        if self.cyclic_period < 1 or self.shaw_clip < 1:
+            raise ValueError("model.cyclic_period and model.shaw_clip must be >= 1")
+        if self.t5_buckets < 2 or self.t5_buckets % 2 or self.t5_max_distance <= self.t5_buckets // 2:
+            raise ValueError(
+                "model.t5_buckets must be even and >= 2, and model.t5_max_distance larger than half of it"
+            )
 
 
 @dataclass(frozen=True)

@@ -63,17 +63,21 @@ def build_eval_sets(config: TrialConfig, task: Task, tokenizer: CharTokenizer) -
 
 
 @torch.no_grad()
-def greedy_decode(
-    model: nn.Module, prompts: torch.Tensor, new_tokens: int, positions: PositionSampler
-) -> torch.Tensor:
+def greedy_decode(model: nn.Module, prompts: torch.Tensor, new_tokens: int, positions: torch.Tensor) -> torch.Tensor:
     """Append `new_tokens` argmax tokens to equal-length prompts (B, P) -> (B, new_tokens).
-    Re-runs the whole sequence for every token (no cache)."""
+    `positions` (B, P + new_tokens) are fixed up front, so each token keeps its
+    position as the sequence grows. Re-runs the whole sequence for every token (no cache)."""
     tokens = prompts
     for _ in range(new_tokens):
-        batch, length = tokens.shape
-        logits = model(tokens, positions(batch, length, tokens.device))[:, -1]  # (B, vocab)
+        logits = model(tokens, positions[:, : tokens.shape[1]])[:, -1]  # (B, vocab)
         tokens = torch.cat([tokens, logits.argmax(-1, keepdim=True)], dim=1)
     return tokens[:, prompts.shape[1] :]
+
+
+def eval_generator(config: TrialConfig, n_digits: int) -> torch.Generator:
+    """Torch randomness of the evaluation at one length (position sampling), from the eval seed only."""
+    seed = np.random.SeedSequence([config.seeds.eval, n_digits, 1]).generate_state(1)[0]
+    return torch.Generator().manual_seed(int(seed))
 
 
 def evaluate(
@@ -94,17 +98,14 @@ def evaluate(
         target = np.concatenate(
             [questions.answer, np.full((len(questions.answer), 1), tokenizer.eos_id)], axis=1
         )
-        predicted = np.concatenate(
-            [
-                greedy_decode(
-                    model,
-                    torch.from_numpy(questions.tokens[start : start + config.eval.batch_size, : questions.prompt_length]).to(device),
-                    target.shape[1],
-                    positions,
-                ).cpu().numpy()
-                for start in range(0, len(target), config.eval.batch_size)
-            ]
+        prompts = torch.from_numpy(questions.tokens[:, : questions.prompt_length]).to(device)
+        all_positions = positions(
+            len(prompts), prompts.shape[1] + target.shape[1], device, eval_generator(config, eval_set.digits)
         )
+        predicted = np.concatenate([
+            greedy_decode(model, prompts[start:end], target.shape[1], all_positions[start:end]).cpu().numpy()
+            for start, end in _chunks(len(prompts), config.eval.batch_size)
+        ])
         mismatch = predicted != target  # (Q, answer + 1)
         correct = ~mismatch.any(axis=1)
         results.append(
@@ -120,6 +121,10 @@ def evaluate(
             samples += _sample_records(eval_set, predicted, target, mismatch, correct, tokenizer)
     model.train(was_training)
     return results, samples
+
+
+def _chunks(total: int, size: int) -> list[tuple[int, int]]:
+    return [(start, min(start + size, total)) for start in range(0, total, size)]
 
 
 def _sample_records(eval_set, predicted, target, mismatch, correct, tokenizer) -> list[SampleRecord]:

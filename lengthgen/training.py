@@ -25,7 +25,7 @@ from lengthgen.distributions import DISTRIBUTIONS, Distribution
 from lengthgen.evaluation import LengthResult, SampleRecord, build_eval_sets, evaluate, summarize
 from lengthgen.formats import encode_questions
 from lengthgen.model import build_model, count_parameters
-from lengthgen.model.positions import POSITION_SAMPLERS
+from lengthgen.model.positions import build_position_sampler
 from lengthgen.tasks import TASKS, Task
 from lengthgen.tokenizer import CharTokenizer
 
@@ -103,6 +103,12 @@ def training_batch(
     return tokens, answer_mask
 
 
+def _step_generator(config: TrialConfig, step: int) -> torch.Generator:
+    """Torch randomness of training step `step` (position sampling), from the data seed only."""
+    seed = np.random.SeedSequence([config.seeds.data, step, 1]).generate_state(1)[0]
+    return torch.Generator().manual_seed(int(seed))
+
+
 def resolve_device(requested: str | None = None) -> torch.device:
     if requested:
         return torch.device(requested)
@@ -129,7 +135,7 @@ def train(
     tokenizer = CharTokenizer()
     task = TASKS[config.task.name]()
     distribution = DISTRIBUTIONS[config.data.distribution]()
-    positions = POSITION_SAMPLERS[config.model.positions]()
+    positions = build_position_sampler(config.model)
 
     model = build_model(config.model, len(tokenizer), config.seeds.weight).to(target_device)
     optimizer = torch.optim.AdamW(
@@ -178,7 +184,8 @@ def train(
         inputs = torch.from_numpy(batch[:, :-1]).to(target_device)
         targets = torch.from_numpy(batch[:, 1:]).to(target_device)
         mask = torch.from_numpy(answer_mask[:, 1:]).to(target_device)
-        logits = model(inputs, positions(*inputs.shape, target_device))
+        step_positions = positions(*inputs.shape, target_device, _step_generator(config, step), training=True)
+        logits = model(inputs, step_positions)
         loss = F.cross_entropy(logits[mask], targets[mask])
         step += 1
         if not torch.isfinite(loss):

@@ -9,10 +9,11 @@ import torch
 from lengthgen.config import ModelConfig
 from lengthgen.model import build_model
 from lengthgen.model.pe import POSITIONAL_ENCODINGS
-from lengthgen.model.pe.biases import ALiBi, alibi_slopes
+from lengthgen.model.pe.biases import FIRE, ALiBi, KerpleLog, T5Bias, alibi_slopes, t5_bucket
 from lengthgen.model.pe.embeddings import LearnedEmbedding, SinusoidalEmbedding
+from lengthgen.model.pe.relative_keys import ShawRelativeKeys
 from lengthgen.model.pe.rotary import Rotary
-from lengthgen.model.positions import POSITION_SAMPLERS
+from lengthgen.model.positions import POSITION_SAMPLERS, CyclicPositions, RandomizedPositions
 
 
 def test_sinusoidal_matches_vaswani_section_3_5():
@@ -95,5 +96,103 @@ def test_explicit_positions_are_used(pe):
     plain = torch.arange(10)[None]
     with torch.no_grad():
         same = torch.allclose(model(tokens, plain), model(tokens, plain + 5), atol=1e-5)
-    relative_or_none = {"nope", "rope", "alibi"}
+    # FIRE is relative while positions stay below its threshold L (512 at init)
+    relative_or_none = {"nope", "rope", "alibi", "kerple_log", "fire", "t5", "shaw"}
     assert same == (pe in relative_or_none)
+
+
+def test_kerple_log_matches_001_appendix_d1():
+    kerple = KerpleLog(3)
+    kerple.initialize(torch.Generator().manual_seed(0))
+    positions = torch.arange(6)[None]
+    bias = kerple(positions, positions)
+    for h in range(3):
+        r1, r2 = kerple.r1[h].item(), kerple.r2[h].item()
+        assert r1 > 0 and r2 > 0
+        for i, j in [(0, 0), (5, 0), (4, 2)]:
+            assert bias[0, h, i, j].item() == pytest.approx(-r1 * math.log(1 + r2 * abs(i - j)), rel=1e-5)
+
+
+def test_fire_matches_001_appendix_a1_with_max_not_min():
+    fire = FIRE(2, initial_threshold=4.0)
+    fire.initialize(torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        fire.c.fill_(0.5)
+    positions = torch.arange(10)[None]
+    bias = fire(positions, positions)
+
+    def psi(x):
+        return math.log(0.5 * x + 1)
+
+    for i, j in [(2, 0), (3, 3), (9, 1), (7, 2)]:
+        expected_input = psi(i - j) / (psi(max(4.0, i)) + 1e-6)  # L = 4: max(L, i)
+        expected = fire.mlp(torch.tensor([[expected_input]], dtype=torch.float32))[0]
+        assert torch.allclose(bias[0, :, i, j], expected, atol=1e-5), (i, j)
+    # normalising by min(L, i) instead would differ for i > L
+    wrong_input = psi(9 - 1) / (psi(min(4.0, 9)) + 1e-6)
+    assert not torch.allclose(bias[0, :, 9, 1], fire.mlp(torch.tensor([[wrong_input]]))[0])
+
+
+@pytest.mark.parametrize(
+    "distance, bucket",
+    # K + 1 = 8 buckets, L_1 = 32: exact below 4; then 4 + floor(4 log(d/4) / log(8)); 7 from 32 on
+    [(0, 0), (1, 1), (3, 3), (4, 4), (6, 4), (7, 5), (8, 5), (15, 6), (16, 6), (19, 6), (20, 7), (32, 7), (500, 7)],
+)
+def test_t5_buckets_match_001_eq_d2(distance, bucket):
+    expected = 4 + math.floor(4 * math.log(2 * distance / 8) / math.log(2 * 32 / 8)) if 4 <= distance < 32 else None
+    if expected is not None:
+        assert bucket == expected
+    assert t5_bucket(torch.tensor([float(distance)]), 8, 32).item() == bucket
+
+
+def test_t5_bias_looks_up_one_scalar_per_bucket_and_head():
+    t5 = T5Bias(2, n_buckets=8, max_distance=32)
+    positions = torch.arange(40)[None]
+    bias = t5(positions, positions)
+    assert bias[0, 1, 39, 0].item() == pytest.approx(t5.values.weight[7, 1].item())
+    assert bias[0, 0, 10, 5].item() == pytest.approx(t5.values.weight[4, 0].item())
+
+
+def test_shaw_scores_are_query_times_clipped_relative_vector():
+    shaw = ShawRelativeKeys(head_dim=4, clip=2)
+    q = torch.randn(1, 2, 5, 4)
+    positions = torch.arange(5)[None]
+    scores = shaw.scores(q, positions, positions)
+    for i in range(5):
+        for j in range(5):
+            vector = shaw.vectors.weight[max(-2, min(2, j - i)) + 2]
+            expected = (q[0, :, i] @ vector) / 2.0  # / sqrt(head_dim)
+            assert torch.allclose(scores[0, :, i, j], expected, atol=1e-5)
+
+
+def test_randomized_positions_are_sorted_distinct_and_in_range():
+    sampler = RandomizedPositions(max_positions=50)
+    positions = sampler(64, 20, torch.device("cpu"), torch.Generator().manual_seed(0), training=True)
+    assert positions.shape == (64, 20)
+    assert (positions[:, 1:] > positions[:, :-1]).all()  # sorted and distinct
+    assert positions.min() >= 0 and positions.max() < 50
+    assert positions.max() > 40  # the range beyond the sequence length is used
+    again = sampler(64, 20, torch.device("cpu"), torch.Generator().manual_seed(0), training=True)
+    assert torch.equal(positions, again)  # the generator alone decides them
+    plain = sampler(2, 5, torch.device("cpu"), training=False)
+    assert plain.tolist() == [list(range(5))] * 2  # test time: plain unless at_eval
+
+
+def test_cyclic_positions_are_i_mod_t():
+    assert CyclicPositions(3)(1, 8, torch.device("cpu"))[0].tolist() == [0, 1, 2, 0, 1, 2, 0, 1]
+
+
+@pytest.mark.parametrize("sampler", sorted(POSITION_SAMPLERS))
+def test_every_position_sampler_trains_a_model(sampler):
+    from lengthgen import TrialConfig, train
+    from lengthgen.config import EvalConfig, TaskConfig, TrainConfig
+
+    config = TrialConfig(
+        task=TaskConfig(name="successor", train_digits=(1, 2)),
+        model=ModelConfig(pe="rope", positions=sampler, max_positions=64, randomized_at_eval=True),
+        train=TrainConfig(steps=3, batch_size=4, warmup=1, log_every=1),
+        eval=EvalConfig(digits=(2, 4), samples=3),
+    )
+    first, second = train(config), train(config)
+    assert first.status == "done"
+    assert [r.correct for _, r in first.eval] == [r.correct for _, r in second.eval]

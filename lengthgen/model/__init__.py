@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # the config module builds its Literal types from this regist
 ModelFactory = Callable[["ModelConfig", int], nn.Module]
 
 ARCHITECTURES: dict[str, ModelFactory] = {
-    "decoder": lambda cfg, vocab: DecoderLM(vocab, cfg.size, cfg.pe, cfg.max_positions, cfg.dropout),
+    "decoder": lambda cfg, vocab: DecoderLM(cfg, vocab),
 }
 
 

@@ -1,4 +1,11 @@
-"""Positional encodings that add a bias to the attention scores: bias(q_pos, k_pos)."""
+"""Positional encodings that add a bias to the attention scores: bias(q_pos, k_pos).
+
+Each takes explicit positions (B, Tq) and (B, Tk) and returns (B, H, Tq, Tk), the
+term b(i, j) of 001 eq. (D.1), A = X W_Q (X W_K)^T + B. The decoder computes it
+once per forward pass and shares it across layers (as 001 App. E.2 does for FIRE).
+For causal models only j <= i matters: keys after the query are removed by the
+causal mask, not by these biases.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +13,11 @@ import math
 
 import torch
 from torch import nn
+
+
+def _distance(q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
+    """(B, 1, Tq, Tk) float tensor of i - j."""
+    return (q_positions[:, None, :, None] - k_positions[:, None, None, :]).float()
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
@@ -24,14 +36,103 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
 
 
 class ALiBi(nn.Module):
-    """Press et al. 2022, eq. in §3: score(i, j) += -m_h * (i - j) for keys j <= i.
-    Keys after the query are removed by the causal mask, not by this bias."""
+    """Press et al. 2022, §3 (001 eq. D.1 list): b(i, j) = -m_h |i - j|, fixed slopes m_h."""
 
     def __init__(self, n_heads: int) -> None:
         super().__init__()
         self.register_buffer("slopes", alibi_slopes(n_heads), persistent=False)
 
     def forward(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
-        """(B, Tq), (B, Tk) -> (B, H, Tq, Tk)."""
-        distance = (q_positions[:, None, :, None] - k_positions[:, None, None, :]).float()
-        return -self.slopes[None, :, None, None] * distance.abs()
+        return -self.slopes[None, :, None, None] * _distance(q_positions, k_positions).abs()
+
+
+class KerpleLog(nn.Module):
+    """Chi et al. 2022, logarithmic variant; 001 App. D.1:
+    b(i, j) = -r1 log(1 + r2 |i - j|), with r1, r2 > 0 learned per head.
+
+    Choice (the papers do not fix it): r1 and r2 are kept positive by clamping at
+    1e-2 in the forward pass and start uniform in (0, 2) and (0, 1), the ranges of
+    the KERPLE authors' release."""
+
+    minimum = 1e-2
+
+    def __init__(self, n_heads: int) -> None:
+        super().__init__()
+        self.r1 = nn.Parameter(torch.ones(n_heads))
+        self.r2 = nn.Parameter(torch.ones(n_heads))
+
+    @torch.no_grad()
+    def initialize(self, generator: torch.Generator) -> None:
+        self.r1.copy_(torch.rand(self.r1.shape, generator=generator) * 2)
+        self.r2.copy_(torch.rand(self.r2.shape, generator=generator))
+
+    def forward(self, q_positions, k_positions):
+        r1 = self.r1.clamp(min=self.minimum)[None, :, None, None]
+        r2 = self.r2.clamp(min=self.minimum)[None, :, None, None]
+        return -r1 * torch.log1p(r2 * _distance(q_positions, k_positions).abs())
+
+
+class FIRE(nn.Module):
+    """Li et al. 2024 (FIRE); 001 App. A.1, D.1 and E.2:
+    b(i, j) = f_theta( psi(i - j) / psi(max(L, i)) ),  psi(x) = log(c x + 1),
+    f_theta a 2-layer MLP (1 -> 32 -> heads, ReLU), c > 0 and L > 0 learned. Note the
+    max, not min: short queries are normalised by L, long ones by their own position.
+
+    Choices: c starts at 0.1 and L at 512 (L = |multiplier| * 512 with a learned
+    multiplier starting at 1), as in the FIRE authors' description; |c| is used so
+    that psi stays defined; the denominator gets 1e-6 so that it is never 0."""
+
+    def __init__(self, n_heads: int, hidden: int = 32, initial_c: float = 0.1, initial_threshold: float = 512.0):
+        super().__init__()
+        self.mlp = nn.Sequential(nn.Linear(1, hidden), nn.ReLU(), nn.Linear(hidden, n_heads))
+        self.c = nn.Parameter(torch.tensor(initial_c))
+        self.threshold_multiplier = nn.Parameter(torch.tensor(1.0))
+        self.initial_c, self.initial_threshold = initial_c, initial_threshold
+
+    @torch.no_grad()
+    def initialize(self, generator: torch.Generator) -> None:
+        for layer in (self.mlp[0], self.mlp[2]):
+            nn.init.normal_(layer.weight, std=0.02 if layer is self.mlp[2] else 1.0, generator=generator)
+            nn.init.zeros_(layer.bias)
+        self.c.fill_(self.initial_c)
+        self.threshold_multiplier.fill_(1.0)
+
+    def psi(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.log1p(self.c.abs() * x)
+
+    def forward(self, q_positions, k_positions):
+        distance = _distance(q_positions, k_positions).abs()  # (B, 1, Tq, Tk)
+        threshold = (self.threshold_multiplier * self.initial_threshold).abs()
+        normaliser = torch.maximum(q_positions.float(), threshold)[:, None, :, None]  # (B, 1, Tq, 1)
+        normalised = self.psi(distance) / (self.psi(normaliser) + 1e-6)
+        return self.mlp(normalised[..., None]).squeeze(1).permute(0, 3, 1, 2)  # (B, H, Tq, Tk)
+
+
+def t5_bucket(distance: torch.Tensor, n_buckets: int, max_distance: int) -> torch.Tensor:
+    """001 eq. (D.2), K + 1 = n_buckets buckets (K + 1 even), L_1 = max_distance:
+    exact buckets r_d for 0 <= d < (K+1)/2, logarithmic ones up to L_1, r_K beyond.
+    Negative distances (keys after the query, masked in causal models) use bucket 0."""
+    if n_buckets % 2:
+        raise ValueError(f"T5 needs an even number of buckets (K + 1), got {n_buckets}")
+    half = n_buckets // 2
+    d = distance.clamp(min=0)
+    logarithmic = half + torch.floor(
+        half * torch.log(2 * d.clamp(min=half) / n_buckets) / math.log(2 * max_distance / n_buckets)
+    )
+    bucket = torch.where(d < half, d, logarithmic)
+    bucket = torch.where(d >= max_distance, torch.full_like(d, n_buckets - 1), bucket)
+    return bucket.long().clamp(max=n_buckets - 1)
+
+
+class T5Bias(nn.Module):
+    """Raffel et al. 2020; 001 eq. (D.2): b(i, j) = r_bucket(i - j), one learned scalar per
+    bucket and head. Defaults: 32 buckets, L_1 = 128 (the T5 release)."""
+
+    def __init__(self, n_heads: int, n_buckets: int = 32, max_distance: int = 128) -> None:
+        super().__init__()
+        self.n_buckets, self.max_distance = n_buckets, max_distance
+        self.values = nn.Embedding(n_buckets, n_heads)
+
+    def forward(self, q_positions, k_positions):
+        buckets = t5_bucket(_distance(q_positions, k_positions)[:, 0], self.n_buckets, self.max_distance)
+        return self.values(buckets).permute(0, 3, 1, 2)  # (B, H, Tq, Tk)
