@@ -76,7 +76,7 @@ def test_trial_command_trains_one_config_without_ray(tmp_path):
     result = runner.invoke(app, ["trial", str(config)])
     assert result.exit_code == 0, result.output
     assert "step      4" in result.output and "status done" in result.output
-    config.write_text("model: {pe: fire}\n")
+    config.write_text("model: {pe: rotary}\n")
     refused = runner.invoke(app, ["trial", str(config)])
     assert refused.exit_code == 2 and "model.pe" in refused.output
 
