@@ -16,6 +16,7 @@ from typing import Literal
 
 from lengthgen.distributions import DISTRIBUTIONS
 from lengthgen.model import ARCHITECTURES
+from lengthgen.model.layers import FEED_FORWARDS, NORM_PLACEMENTS, NORMS
 from lengthgen.model.pe import POSITIONAL_ENCODINGS
 from lengthgen.model.positions import POSITION_SAMPLERS
 from lengthgen.model.sizes import SIZES
@@ -27,6 +28,9 @@ ArchitectureName = Literal[tuple(ARCHITECTURES)]
 SizeName = Literal[tuple(SIZES)]
 PositionalEncodingName = Literal[tuple(POSITIONAL_ENCODINGS)]
 PositionSamplerName = Literal[tuple(POSITION_SAMPLERS)]
+FeedForwardName = Literal[tuple(FEED_FORWARDS)]
+NormName = Literal[tuple(NORMS)]
+NormPlacementName = Literal[NORM_PLACEMENTS]
 
 _STRICT = {"extra": "forbid"}
 
@@ -75,6 +79,12 @@ class ModelConfig:
     #: randomized positions are drawn from [0, max_positions))
     max_positions: int = 512
     dropout: float = 0.0
+    #: feed-forward variant (lengthgen.model.layers): gelu MLP, or geglu as in 001 E.2
+    ffn: FeedForwardName = "gelu"
+    #: normalisation (layernorm, or rmsnorm as in 001 E.2) and where it sits:
+    #: pre (before each sublayer) or pre_post (also on each sublayer's output, 001 E.2)
+    norm: NormName = "layernorm"
+    norm_placement: NormPlacementName = "pre"
     #: randomized positions also at evaluation (default: plain positions at test time)
     randomized_at_eval: bool = False
     #: period T of cyclic positions, i mod T (000 §4.1)

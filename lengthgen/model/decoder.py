@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lengthgen.model.layers import FEED_FORWARDS, NORMS, Residual
 from lengthgen.model.pe import POSITIONAL_ENCODINGS
 from lengthgen.model.sizes import SIZES, Dimensions
 
@@ -52,30 +53,19 @@ class CausalSelfAttention(nn.Module):
         return self.out(y)
 
 
-class FeedForward(nn.Module):
-    def __init__(self, dims: Dimensions, dropout: float) -> None:
-        super().__init__()
-        self.up = nn.Linear(dims.d_model, dims.d_ff)
-        self.down = nn.Linear(dims.d_ff, dims.d_model)
-        self.dropout = nn.Dropout(dropout)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.dropout(self.down(F.gelu(self.up(x))))
-
-
 class Block(nn.Module):
-    """Pre-norm: x + attn(norm(x)), then x + ff(norm(x))."""
+    """x + attention(norm(x)), then x + feed_forward(norm(x)); with `pre_post` the
+    sublayer outputs are normalised too (lengthgen.model.layers.Residual)."""
 
-    def __init__(self, dims: Dimensions, qk_transform, relative_keys, dropout: float) -> None:
+    def __init__(self, dims: Dimensions, cfg: ModelConfig, qk_transform, relative_keys) -> None:
         super().__init__()
-        self.attention_norm = nn.LayerNorm(dims.d_model)
-        self.attention = CausalSelfAttention(dims, qk_transform, relative_keys, dropout)
-        self.feed_forward_norm = nn.LayerNorm(dims.d_model)
-        self.feed_forward = FeedForward(dims, dropout)
+        attention = CausalSelfAttention(dims, qk_transform, relative_keys, cfg.dropout)
+        feed_forward = FEED_FORWARDS[cfg.ffn](dims, cfg.dropout)
+        self.attention = Residual(attention, dims.d_model, cfg.norm, cfg.norm_placement)
+        self.feed_forward = Residual(feed_forward, dims.d_model, cfg.norm, cfg.norm_placement)
 
     def forward(self, x, positions, mask):
-        x = x + self.attention(self.attention_norm(x), positions, mask)
-        return x + self.feed_forward(self.feed_forward_norm(x))
+        return self.feed_forward(self.attention(x, positions, mask))
 
 
 def causal_mask_with(scores: torch.Tensor) -> torch.Tensor:
@@ -95,10 +85,10 @@ class DecoderLM(nn.Module):
         self.attention_bias = parts.attention_bias
         # one q/k transform shared by all layers: it holds no trained parameters
         self.blocks = nn.ModuleList(
-            Block(dims, parts.qk_transform, parts.relative_keys() if parts.relative_keys else None, cfg.dropout)
+            Block(dims, cfg, parts.qk_transform, parts.relative_keys() if parts.relative_keys else None)
             for _ in range(dims.n_layers)
         )
-        self.final_norm = nn.LayerNorm(dims.d_model)
+        self.final_norm = NORMS[cfg.norm](dims.d_model)
         self.lm_head = nn.Linear(dims.d_model, vocab_size, bias=False)
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -128,9 +118,10 @@ def initialize(model: nn.Module, generator: torch.Generator) -> None:
             module.initialize(generator)
         elif id(module) in handled:
             continue
-        elif isinstance(module, nn.LayerNorm):
+        elif isinstance(module, (nn.LayerNorm, nn.RMSNorm)):
             nn.init.ones_(module.weight)
-            nn.init.zeros_(module.bias)
+            if getattr(module, "bias", None) is not None:
+                nn.init.zeros_(module.bias)
         elif isinstance(module, (nn.Linear, nn.Embedding)):
             nn.init.normal_(module.weight, mean=0.0, std=0.02, generator=generator)
             if getattr(module, "bias", None) is not None:
