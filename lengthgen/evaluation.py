@@ -63,15 +63,40 @@ def build_eval_sets(config: TrialConfig, task: Task, tokenizer: CharTokenizer) -
 
 
 @torch.no_grad()
-def greedy_decode(model: nn.Module, prompts: torch.Tensor, new_tokens: int, positions: torch.Tensor) -> torch.Tensor:
+def greedy_decode(
+    model: nn.Module, prompts: torch.Tensor, new_tokens: int, positions: torch.Tensor, use_cache: bool = True
+) -> torch.Tensor:
     """Append `new_tokens` argmax tokens to equal-length prompts (B, P) -> (B, new_tokens).
     `positions` (B, P + new_tokens) are fixed up front, so each token keeps its
-    position as the sequence grows. Re-runs the whole sequence for every token (no cache)."""
-    tokens = prompts
-    for _ in range(new_tokens):
-        logits = model(tokens, positions[:, : tokens.shape[1]])[:, -1]  # (B, vocab)
-        tokens = torch.cat([tokens, logits.argmax(-1, keepdim=True)], dim=1)
-    return tokens[:, prompts.shape[1] :]
+    position as the sequence grows. With the KV cache each new token runs through the
+    model once; without it the whole sequence is re-run for every token."""
+    prompt_length = prompts.shape[1]
+    if not use_cache or not hasattr(model, "empty_cache"):
+        tokens = prompts
+        for _ in range(new_tokens):
+            logits = model(tokens, positions[:, : tokens.shape[1]])[:, -1]  # (B, vocab)
+            tokens = torch.cat([tokens, logits.argmax(-1, keepdim=True)], dim=1)
+        return tokens[:, prompt_length:]
+    cache = model.empty_cache()
+    logits = model(prompts, positions[:, :prompt_length], cache)[:, -1]
+    generated = []
+    for step in range(new_tokens):
+        next_token = logits.argmax(-1, keepdim=True)  # (B, 1)
+        generated.append(next_token)
+        if step + 1 < new_tokens:
+            at = prompt_length + step
+            logits = model(next_token, positions[:, at : at + 1], cache)[:, -1]
+    return torch.cat(generated, dim=1)
+
+
+@torch.no_grad()
+def teacher_forced_argmax(model: nn.Module, tokens: torch.Tensor, positions: torch.Tensor, prompt_length: int):
+    """Argmax prediction of every answer token given the true prefix, in one forward
+    pass: (B, T) -> (B, T - prompt_length). A question is answered exactly by greedy
+    decoding if and only if all of these equal the target: the first wrong argmax is
+    where greedy decoding would first leave the target, on the same prefix."""
+    logits = model(tokens[:, :-1], positions[:, :-1])  # position t predicts token t + 1
+    return logits[:, prompt_length - 1 :].argmax(-1)
 
 
 def eval_generator(config: TrialConfig, n_digits: int) -> torch.Generator:
@@ -95,17 +120,24 @@ def evaluate(
     samples: list[SampleRecord] = []
     for eval_set in eval_sets:
         questions = eval_set.questions
-        target = np.concatenate(
-            [questions.answer, np.full((len(questions.answer), 1), tokenizer.eos_id)], axis=1
-        )
-        prompts = torch.from_numpy(questions.tokens[:, : questions.prompt_length]).to(device)
-        all_positions = positions(
-            len(prompts), prompts.shape[1] + target.shape[1], device, eval_generator(config, eval_set.digits)
-        )
+        prompt_length = questions.prompt_length
+        tokens = torch.from_numpy(questions.tokens).to(device)
+        target = questions.tokens[:, prompt_length:]  # answer tokens and the end token
+        all_positions = positions(*tokens.shape, device, eval_generator(config, eval_set.digits))
+        chunks = _chunks(len(tokens), config.eval.batch_size)
+        # exact match in one teacher-forced pass; greedy decoding only for the wrong
+        # answers, and only when their predictions are recorded
         predicted = np.concatenate([
-            greedy_decode(model, prompts[start:end], target.shape[1], all_positions[start:end]).cpu().numpy()
-            for start, end in _chunks(len(prompts), config.eval.batch_size)
+            teacher_forced_argmax(model, tokens[a:b], all_positions[a:b], prompt_length).cpu().numpy()
+            for a, b in chunks
         ])
+        if with_samples:
+            wrong = torch.from_numpy(np.flatnonzero((predicted != target).any(axis=1)))
+            for a, b in _chunks(len(wrong), config.eval.batch_size):
+                rows = wrong[a:b]
+                predicted[rows.numpy()] = greedy_decode(
+                    model, tokens[rows, :prompt_length], target.shape[1], all_positions[rows]
+                ).cpu().numpy()
         mismatch = predicted != target  # (Q, answer + 1)
         correct = ~mismatch.any(axis=1)
         results.append(

@@ -7,6 +7,7 @@ bias or on the keys, according to its registry entry (lengthgen.model.pe).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -21,6 +22,21 @@ if TYPE_CHECKING:
     from lengthgen.config import ModelConfig
 
 
+@dataclass
+class KVCache:
+    """Keys and values of the tokens seen so far, per layer, and their positions, so
+    that greedy decoding runs each new token through the model once."""
+
+    keys: list[torch.Tensor | None]
+    values: list[torch.Tensor | None]
+    #: (B, T_past) positions of the cached tokens
+    positions: torch.Tensor | None = None
+
+    @classmethod
+    def empty(cls, n_layers: int) -> KVCache:
+        return cls([None] * n_layers, [None] * n_layers)
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, dims: Dimensions, qk_transform: nn.Module | None,
                  relative_keys: nn.Module | None, dropout: float) -> None:
@@ -32,24 +48,35 @@ class CausalSelfAttention(nn.Module):
         self.relative_keys = relative_keys
         self.dropout = dropout
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None):
-        """mask: additive (B, H, T, T) scores with -inf above the diagonal, or None for
-        a plain causal mask."""
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, key_positions: torch.Tensor,
+                mask: torch.Tensor | None, cache: KVCache | None = None, layer: int = 0):
+        """x: the new tokens (B, Tq, d) at `positions` (B, Tq); `key_positions` (B, Tk) also
+        covers the cached tokens. mask: additive (B, H, Tq, Tk) scores, -inf on future
+        keys, or None for a plain causal mask."""
         batch, length, d_model = x.shape
         q, k, v = self.qkv(x).split(d_model, dim=-1)
         q, k, v = (t.view(batch, length, self.n_heads, self.head_dim).transpose(1, 2) for t in (q, k, v))
-        # (B, nh, T, hd)
+        # (B, nh, Tq, hd)
         if self.qk_transform is not None:
             q, k = self.qk_transform(q, k, positions, positions)
+        if cache is not None:
+            if cache.keys[layer] is not None:
+                k = torch.cat([cache.keys[layer], k], dim=2)  # (B, nh, Tk, hd)
+                v = torch.cat([cache.values[layer], v], dim=2)
+            cache.keys[layer], cache.values[layer] = k, v
         if self.relative_keys is not None:
-            scores = self.relative_keys.scores(q, positions, positions)  # (B, nh, T, T)
+            scores = self.relative_keys.scores(q, positions, key_positions)  # (B, nh, Tq, Tk)
             mask = causal_mask_with(scores) if mask is None else mask + scores
         dropout = self.dropout if self.training else 0.0
-        if mask is None:
+        if mask is None and length == k.shape[2]:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout)
+        elif mask is None and length == 1:
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout)  # every key is in the past
         else:
+            if mask is None:
+                mask = causal_mask_with(q.new_zeros(batch, 1, length, k.shape[2]))
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
-        y = y.transpose(1, 2).reshape(batch, length, d_model)  # (B, T, d)
+        y = y.transpose(1, 2).reshape(batch, length, d_model)  # (B, Tq, d)
         return self.out(y)
 
 
@@ -64,14 +91,15 @@ class Block(nn.Module):
         self.attention = Residual(attention, dims.d_model, cfg.norm, cfg.norm_placement)
         self.feed_forward = Residual(feed_forward, dims.d_model, cfg.norm, cfg.norm_placement)
 
-    def forward(self, x, positions, mask):
-        return self.feed_forward(self.attention(x, positions, mask))
+    def forward(self, x, positions, key_positions, mask, cache=None, layer=0):
+        return self.feed_forward(self.attention(x, positions, key_positions, mask, cache, layer))
 
 
 def causal_mask_with(scores: torch.Tensor) -> torch.Tensor:
-    """Additive (B, H, T, T) mask: the given scores where j <= i, -inf after."""
-    length = scores.shape[-1]
-    future = torch.ones(length, length, dtype=torch.bool, device=scores.device).triu(1)
+    """Additive (B, H, Tq, Tk) mask: the given scores where key j is not after query i,
+    -inf after. The Tq queries are the last Tq of the Tk tokens (decoding with a cache)."""
+    queries, keys = scores.shape[-2:]
+    future = torch.ones(queries, keys, dtype=torch.bool, device=scores.device).triu(1 + keys - queries)
     return scores.masked_fill(future, float("-inf"))
 
 
@@ -91,18 +119,28 @@ class DecoderLM(nn.Module):
         self.final_norm = NORMS[cfg.norm](dims.d_model)
         self.lm_head = nn.Linear(dims.d_model, vocab_size, bias=False)
 
-    def forward(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """tokens, positions: (B, T) -> logits (B, T, vocab)."""
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        """tokens, positions: (B, T) -> logits (B, T, vocab). With a cache, `tokens` are
+        the new tokens only; the cache is extended in place."""
+        key_positions = positions
+        if cache is not None and cache.positions is not None:
+            key_positions = torch.cat([cache.positions, positions], dim=1)  # (B, Tk)
         x = self.token_embedding(tokens)  # (B, T, d)
         if self.input_position is not None:
             x = x + self.input_position(positions)
         mask = None
         if self.attention_bias is not None:
-            # computed once and shared by every layer (001 App. E.2 for FIRE)
-            mask = causal_mask_with(self.attention_bias(positions, positions))  # (B, H, T, T)
-        for block in self.blocks:
-            x = block(x, positions, mask)
+            # computed once and shared by every layer (001 App. E.2 for FIRE); with a
+            # cache, only the rows of the new queries
+            mask = causal_mask_with(self.attention_bias(positions, key_positions))  # (B, H, Tq, Tk)
+        for layer, block in enumerate(self.blocks):
+            x = block(x, positions, key_positions, mask, cache, layer)
+        if cache is not None:
+            cache.positions = key_positions
         return self.lm_head(self.final_norm(x))
+
+    def empty_cache(self) -> KVCache:
+        return KVCache.empty(len(self.blocks))
 
 
 @torch.no_grad()

@@ -1,0 +1,88 @@
+"""Decoding equivalences: KV-cached greedy == uncached greedy, and teacher-forced exact
+match == greedy exact match, for every positional encoding and position sampler."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from lengthgen import TrialConfig, train
+from lengthgen.config import EvalConfig, ModelConfig, TaskConfig, TrainConfig
+from lengthgen.evaluation import (
+    build_eval_sets,
+    eval_generator,
+    greedy_decode,
+    teacher_forced_argmax,
+)
+from lengthgen.model import build_model
+from lengthgen.model.pe import POSITIONAL_ENCODINGS
+from lengthgen.model.positions import POSITION_SAMPLERS, build_position_sampler
+from lengthgen.tasks import TASKS
+from lengthgen.tokenizer import CharTokenizer
+
+tokenizer = CharTokenizer()
+
+
+def model_config(pe: str, positions: str = "plain") -> ModelConfig:
+    return ModelConfig(pe=pe, positions=positions, max_positions=64, randomized_at_eval=True)
+
+
+@pytest.mark.parametrize("positions", sorted(POSITION_SAMPLERS))
+@pytest.mark.parametrize("pe", sorted(POSITIONAL_ENCODINGS))
+def test_cached_greedy_equals_uncached_greedy(pe, positions):
+    cfg = model_config(pe, positions)
+    model = build_model(cfg, len(tokenizer), weight_seed=3).eval()
+    # random weights give arbitrary but deterministic tokens: a strict comparison
+    prompts = torch.randint(3, len(tokenizer), (6, 7), generator=torch.Generator().manual_seed(0))
+    sampled = build_position_sampler(cfg)(6, 7 + 9, torch.device("cpu"), torch.Generator().manual_seed(1))
+    cached = greedy_decode(model, prompts, 9, sampled, use_cache=True)
+    uncached = greedy_decode(model, prompts, 9, sampled, use_cache=False)
+    assert torch.equal(cached, uncached)
+
+
+@pytest.mark.parametrize("pe", sorted(POSITIONAL_ENCODINGS))
+def test_cached_logits_equal_full_forward(pe):
+    model = build_model(model_config(pe), len(tokenizer), weight_seed=0).eval()
+    tokens = torch.randint(3, len(tokenizer), (2, 10))
+    positions = torch.arange(10).expand(2, 10)
+    with torch.no_grad():
+        full = model(tokens, positions)
+        cache = model.empty_cache()
+        first = model(tokens[:, :6], positions[:, :6], cache)
+        rest = [model(tokens[:, t : t + 1], positions[:, t : t + 1], cache) for t in range(6, 10)]
+    assert torch.allclose(torch.cat([first, *rest], dim=1), full, atol=1e-5)
+
+
+def trained(pe: str) -> tuple[TrialConfig, torch.nn.Module]:
+    """A model trained just long enough to answer some questions and miss others."""
+    config = TrialConfig(
+        task=TaskConfig(name="successor", train_digits=(1, 3)),
+        model=replace(model_config(pe), size="tiny"),
+        train=TrainConfig(steps=200, batch_size=32, lr=3e-3, warmup=10, log_every=200),
+        eval=EvalConfig(digits=(1, 2, 3), samples=48),
+    )
+    states = []
+    train(config, on_report=lambda r: r.checkpoint and states.append(r.checkpoint()))
+    model = build_model(config.model, len(tokenizer), config.seeds.weight)
+    model.load_state_dict(states[-1]["model"])
+    return config, model.eval()
+
+
+@pytest.mark.parametrize("pe", sorted(POSITIONAL_ENCODINGS))
+def test_teacher_forced_exact_match_equals_greedy_exact_match(pe):
+    config, model = trained(pe)
+    sampler = build_position_sampler(config.model)
+    outcomes = []
+    for eval_set in build_eval_sets(config, TASKS["successor"](), tokenizer):
+        questions = eval_set.questions
+        tokens = torch.from_numpy(questions.tokens)
+        positions = sampler(*tokens.shape, torch.device("cpu"), eval_generator(config, eval_set.digits))
+        target = questions.tokens[:, questions.prompt_length :]
+        forced = teacher_forced_argmax(model, tokens, positions, questions.prompt_length).numpy()
+        greedy = greedy_decode(model, tokens[:, : questions.prompt_length], target.shape[1], positions).numpy()
+        forced_right = (forced == target).all(axis=1)
+        assert np.array_equal(forced_right, (greedy == target).all(axis=1))
+        outcomes += forced_right.tolist()
+    # the comparison means something only when some answers are right and some wrong
+    assert 0 < sum(outcomes) < len(outcomes), f"{sum(outcomes)} of {len(outcomes)} right"
