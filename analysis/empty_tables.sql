@@ -1,7 +1,8 @@
 -- Empty, typed stand-ins for the views in views.sql, for a table that has no Parquet
 -- file yet. The columns mirror the schemas in orchestrator/results_store.py (a test
--- checks that they agree). `trials` also carries the key settings DESIGN.md names, so
--- queries such as summary.sql bind on a study with no finished trial.
+-- checks that they agree). `trials` also carries the key settings DESIGN.md names and
+-- the training range, so queries such as summary.sql and the analysis files bind on a
+-- study with no finished trial.
 
 create or replace view trials as
 select
@@ -22,7 +23,10 @@ select
     null::varchar as distribution,
     null::bigint as weight_seed,
     null::bigint as data_seed,
-    null::double as lr
+    null::bigint as eval_seed,
+    null::double as lr,
+    null::bigint as train_min_digits,
+    null::bigint as train_max_digits
 where false;
 
 create or replace view train as

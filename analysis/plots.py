@@ -6,6 +6,7 @@ from pathlib import Path
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 
 def accuracy_vs_length(
@@ -36,6 +37,309 @@ def accuracy_vs_length(
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower left")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    return path
+
+
+# ---------------------------------------------------------------------------------------
+# Report figures. Each takes the rows of one analysis SQL file (list of dicts, as
+# pyarrow's to_pylist gives them), draws one panel per configuration group, saves a PNG
+# and returns its path, or None when there is nothing to draw.
+
+NCOLS = 4
+PANEL = (3.7, 2.9)  # inches per panel
+SEED_STYLES = ("-", "--", ":", "-.")
+
+
+def accuracy_by_group(trial_rows: list[dict], summary_rows: list[dict], path: Path) -> Path | None:
+    """Final accuracy vs test length: every trial thin, the group mean (with its t 95 %
+    interval, clipped to [0, 1]) and the best-of-N trial on top; training range shaded."""
+    groups = _by_group(trial_rows)
+    if not groups:
+        return None
+    summary = _by_group(summary_rows)
+    fig, axes = _panels(len(groups))
+    for ax, (label, rows) in zip(axes, groups.items()):
+        for trial in _unique(r["trial_id"] for r in rows):
+            pts = sorted((r["digits"], r["accuracy"]) for r in rows if r["trial_id"] == trial)
+            ax.plot(*zip(*pts), color="0.6", lw=0.8, alpha=0.8, label="one trial")
+        stats = sorted(summary.get(label, []), key=lambda r: r["digits"])
+        if stats:
+            xs = [r["digits"] for r in stats]
+            low = [_clip(r["ci95_t_low"], r["mean"]) for r in stats]
+            high = [_clip(r["ci95_t_high"], r["mean"]) for r in stats]
+            ax.fill_between(xs, low, high, color="tab:blue", alpha=0.15, lw=0,
+                            label="mean, t 95 % interval")
+            ax.plot(xs, [r["mean"] for r in stats], color="tab:blue", lw=2, marker="o", ms=3,
+                    label="mean")
+            ax.plot(xs, [r["best_of_n"] for r in stats], color="tab:red", lw=1.5, ls="--",
+                    label="best of N (one trial)")
+        _shade_training_range(ax, rows)
+        n = len({r["trial_id"] for r in rows})
+        _style(ax, f"{label} (N = {n})", "test length (digits)", "exact match")
+        ax.set_xticks(sorted({r["digits"] for r in rows}))
+    _legend(fig, axes[0])
+    return _save(fig, path)
+
+
+def seed_heatmaps(lucky_rows: list[dict], path: Path) -> Path | None:
+    """Weight seed x data seed grid of out-of-distribution accuracy per crossed group;
+    lucky weight seeds marked with *."""
+    groups = _by_group(lucky_rows)
+    if not groups:
+        return None
+    fig, axes = _panels(len(groups), panel=(3.9, 3.2))
+    image = None
+    for ax, (label, rows) in zip(axes, groups.items()):
+        rows = sorted(rows, key=lambda r: r["weight_seed"])
+        data_seeds = rows[0]["data_seeds"]
+        grid = [r["ood_accuracy_by_data_seed"] for r in rows]
+        image = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto")
+        if len(rows) * len(data_seeds) <= 100:
+            for i, line in enumerate(grid):
+                for j, value in enumerate(line):
+                    ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7,
+                            color="white" if value < 0.6 else "black")
+        ax.set_xticks(range(len(data_seeds)), [str(d) for d in data_seeds])
+        ax.set_yticks(range(len(rows)),
+                      [f"{r['weight_seed']}{' *' if r['lucky'] else ''}" for r in rows])
+        ax.set_xlabel("data seed")
+        ax.set_ylabel("weight seed")
+        w = rows[0]["kendall_w"]
+        ax.set_title(f"{_wrap(label)}\nKendall's W = {'n/a' if w is None else f'{w:.2f}'}",
+                     fontsize=8)
+    fig.subplots_adjust(wspace=0.45, hspace=0.6)
+    fig.colorbar(image, ax=axes, shrink=0.8, label="OOD exact match")
+    return _save(fig, path)
+
+
+def variance_shares(lucky_rows: list[dict], path: Path) -> Path | None:
+    """Stacked bars: share of the OOD-accuracy variance due to the weight seed, the data
+    seed and the residual, one bar per crossed group."""
+    groups = {label: rows[0] for label, rows in _by_group(lucky_rows).items()}
+    if not groups:
+        return None
+    labels = list(groups)
+    fig = Figure(figsize=(7.5, 0.5 * len(labels) + 1.4))
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    left = [0.0] * len(labels)
+    parts = (("share_weight", "weight seed", "tab:blue"), ("share_data", "data seed", "tab:orange"),
+             ("share_residual", "residual", "0.7"))
+    for key, name, color in parts:
+        values = [groups[label][key] or 0.0 for label in labels]
+        ax.barh(range(len(labels)), values, left=left, color=color, label=name)
+        for i, (x0, v) in enumerate(zip(left, values)):
+            if v >= 0.06:
+                ax.text(x0 + v / 2, i, f"{v:.0%}", ha="center", va="center", fontsize=8)
+        left = [a + b for a, b in zip(left, values)]
+    ax.set_yticks(range(len(labels)), [_wrap(label, 40) for label in labels], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("share of the variance of OOD accuracy (sum of squares / total)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25 if len(labels) < 3 else -0.12),
+              ncol=3, frameon=False)
+    return _save(fig, path)
+
+
+def cascade_breakdown(cascade_rows: list[dict], path: Path) -> Path | None:
+    """Accuracy by carry-cascade length, one line per test length (dashed: longer than
+    trained), with Wilson 95 % intervals."""
+    groups = _by_group(cascade_rows)
+    if not groups:
+        return None
+    colors = _length_colors(r["digits"] for r in cascade_rows)
+    fig, axes = _panels(len(groups))
+    for ax, (label, rows) in zip(axes, groups.items()):
+        lengths = sorted({r["digits"] for r in rows})
+        for i, digits in enumerate(lengths):
+            cells = sorted((r for r in rows if r["digits"] == digits), key=lambda r: r["cascade"])
+            shift = 0.06 * (i - (len(lengths) - 1) / 2)  # keeps the error bars apart
+            xs = [r["cascade"] + shift for r in cells]
+            ys = [r["accuracy"] for r in cells]
+            # max(0, ...): the interval's round-off can leave it a hair inside p = 0 or 1
+            err = [[max(0.0, y - r["wilson95_low"]) for y, r in zip(ys, cells)],
+                   [max(0.0, r["wilson95_high"] - y) for y, r in zip(ys, cells)]]
+            ax.errorbar(xs, ys, yerr=err, color=colors[digits], marker="o", ms=3, lw=1.2,
+                        capsize=2, ls="-" if cells[0]["in_distribution"] else "--",
+                        label=f"{digits} digits")
+        _style(ax, label, "carry-cascade length", "exact match")
+        ax.set_xticks(sorted({r["cascade"] for r in rows}))
+    _legend(fig, axes[0], title="test length")
+    return _save(fig, path)
+
+
+def error_by_carry(error_rows: list[dict], path: Path) -> Path | None:
+    """Error rate of questions with vs without carry, by test length."""
+    rows = [r for r in error_rows if r["facet"] == "carry"]
+    groups = {k: v for k, v in _by_group(rows).items() if any(r["wrong"] for r in v)}
+    if not groups:
+        return None
+    fig, axes = _panels(len(groups))
+    for ax, (label, cells) in zip(axes, groups.items()):
+        lengths = sorted({r["digits"] for r in cells})
+        for offset, bucket, color in ((-0.2, "without carry", "tab:green"),
+                                      (0.2, "with carry", "tab:purple")):
+            rates = {r["digits"]: r["error_rate"] for r in cells if r["bucket"] == bucket}
+            ax.bar([i + offset for i in range(len(lengths))],
+                   [rates.get(d, 0.0) for d in lengths], width=0.4, color=color, label=bucket)
+        ax.set_xticks(range(len(lengths)), [str(d) for d in lengths])
+        _style(ax, label, "test length (digits)", "error rate")
+    _legend(fig, axes[0])
+    return _save(fig, path)
+
+
+def error_distribution(error_rows: list[dict], facet: str, xlabel: str, path: Path) -> Path | None:
+    """Share of the wrong answers per bucket of ``facet`` (first_wrong or wrong_digits),
+    one line per test length; premature and late ends as the last two buckets."""
+    rows = [r for r in error_rows if r["facet"] == facet]
+    groups = _by_group(rows)
+    if not groups:
+        return None
+    colors = _length_colors(r["digits"] for r in rows)
+    fig, axes = _panels(len(groups))
+    for ax, (label, cells) in zip(axes, groups.items()):
+        values = sorted({r["bucket_value"] for r in cells if r["bucket_value"] is not None})
+        ticks = [str(v) for v in values] + ["ends\nearly", "ends\nlate"]
+        where = {str(v): i for i, v in enumerate(values)}
+        where.update({"premature end": len(values), "late end": len(values) + 1})
+        for digits in sorted({r["digits"] for r in cells}):
+            share = {where[r["bucket"]]: r["share_of_errors"] for r in cells if r["digits"] == digits}
+            if values:
+                xs = range(len(values))
+                ax.plot(xs, [share.get(x, 0.0) for x in xs], color=colors[digits], marker="o",
+                        ms=3, lw=1, label=f"{digits} digits")
+            ends = range(len(values), len(ticks))
+            ax.plot(ends, [share.get(x, 0.0) for x in ends], color=colors[digits], marker="D",
+                    ms=4, ls="none", label=f"{digits} digits")
+        if values:
+            ax.axvline(len(values) - 0.5, color="0.5", lw=0.6, ls=":")
+        ax.set_xlim(-0.5, len(ticks) - 0.5)
+        ax.set_xticks(range(len(ticks)), ticks, fontsize=6 if len(ticks) > 12 else 7)
+        _style(ax, label, xlabel, "share of wrong answers")
+    _legend(fig, axes[0], title="test length")
+    return _save(fig, path)
+
+
+def training_curves(training_rows: list[dict], path: Path) -> Path | None:
+    """Accuracy per test length over training steps, one line style per trial; dotted
+    verticals at each trial's grokking step."""
+    groups = _by_group(training_rows)
+    if not groups:
+        return None
+    colors = _length_colors(r["digits"] for r in training_rows)
+    fig, axes = _panels(len(groups))
+    for ax, (label, rows) in zip(axes, groups.items()):
+        by_trial: dict[str, list[dict]] = {}
+        for row in rows:
+            by_trial.setdefault(row["trial_id"], []).append(row)
+        few = len(by_trial) <= len(SEED_STYLES)  # else one faint solid line per trial
+        for i, mine in enumerate(by_trial.values()):
+            style = SEED_STYLES[i] if few else "-"
+            for digits in sorted({r["digits"] for r in mine}):
+                pts = sorted((r["step"], r["accuracy"]) for r in mine if r["digits"] == digits)
+                ax.plot(*zip(*pts), color=colors[digits], ls=style, lw=1 if few else 0.7,
+                        alpha=1 if few else 0.35, label=f"{digits} digits" if i == 0 else None)
+            if mine[0]["grok_step"] is not None:
+                ax.axvline(mine[0]["grok_step"], color="black", ls=style, lw=0.8,
+                           alpha=0.6 if few else 0.2)
+        _style(ax, label, "training step", "exact match")
+        firsts = [mine[0] for mine in by_trial.values()]
+        if few:
+            styles = [Line2D([], [], color="black", lw=1, ls=SEED_STYLES[i])
+                      for i in range(len(firsts))]
+            names = [f"w{r['weight_seed']} d{r['data_seed']}" for r in firsts]
+            ax.add_artist(ax.legend(styles, names, loc="center right", fontsize=6,
+                                    handlelength=2.5, framealpha=0.8))
+        else:
+            ax.text(0.98, 0.5, f"{len(firsts)} trials", transform=ax.transAxes, ha="right",
+                    fontsize=7)
+    _legend(fig, axes[0], title="test length")
+    return _save(fig, path)
+
+
+def _by_group(rows: list[dict]) -> dict[str, list[dict]]:
+    groups: dict[str, list[dict]] = {}
+    for row in rows:
+        groups.setdefault(row["group_label"], []).append(row)
+    return groups
+
+
+def _unique(values) -> list:
+    return list(dict.fromkeys(values))
+
+
+def _panels(n: int, panel: tuple[float, float] = PANEL) -> tuple[Figure, list]:
+    ncols = min(NCOLS, n)
+    nrows = -(-n // ncols)
+    fig = Figure(figsize=(panel[0] * ncols, panel[1] * nrows + 0.6))
+    FigureCanvasAgg(fig)
+    grid = fig.subplots(nrows, ncols, squeeze=False)
+    axes = [ax for row in grid for ax in row]
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    return fig, axes[:n]
+
+
+def _style(ax, label: str, xlabel: str, ylabel: str) -> None:
+    ax.set_title(_wrap(label), fontsize=8)
+    ax.set_xlabel(xlabel, fontsize=8)
+    ax.set_ylabel(ylabel, fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.set_ylim(-0.03, 1.03)
+    ax.grid(alpha=0.3)
+
+
+def _shade_training_range(ax, rows: list[dict]) -> None:
+    inside = [r["digits"] for r in rows if r["in_distribution"]]
+    if inside:
+        ax.axvspan(min(inside) - 0.5, max(inside) + 0.5, color="tab:green", alpha=0.1,
+                   label="training lengths")
+
+
+def _legend(fig: Figure, ax, title: str | None = None) -> None:
+    handles, labels = ax.get_legend_handles_labels()
+    unique: dict = {}
+    for handle, label in zip(handles, labels):
+        unique.setdefault(label, handle)  # the first artist of a label: a line, not a marker
+    legend = fig.legend(unique.values(), unique.keys(), loc="upper center",
+                        ncol=min(len(unique), 8), fontsize=8, title=title, title_fontsize=8,
+                        frameon=False, bbox_to_anchor=(0.5, 1.0))
+    for handle in legend.legend_handles:
+        if isinstance(handle, Line2D):
+            handle.set_alpha(1)  # faint lines in the panels, readable keys in the legend
+    fig.subplots_adjust(top=1 - 0.9 / fig.get_figheight(), hspace=0.55, wspace=0.3)
+
+
+def _length_colors(lengths) -> dict[int, tuple]:
+    from matplotlib import colormaps
+
+    ordered = sorted(set(lengths))
+    cmap = colormaps["viridis"]
+    return {d: cmap(0.9 * i / max(len(ordered) - 1, 1)) for i, d in enumerate(ordered)}
+
+
+def _clip(value: float | None, fallback: float) -> float:
+    return fallback if value is None else min(1.0, max(0.0, value))
+
+
+def _wrap(label: str, width: int = 34) -> str:
+    """Break a group label into lines of about ``width`` characters, after '/' or ' '."""
+    import re
+
+    lines, line = [], ""
+    for piece in re.findall(r"[^/ ]+[/ ]?|[/ ]", label):
+        if line and len(line) + len(piece.rstrip()) > width:
+            lines.append(line.rstrip())
+            line = ""
+        line += piece
+    lines.append(line.rstrip())
+    return "\n".join(lines)
+
+
+def _save(fig: Figure, path: Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100, bbox_inches="tight")

@@ -12,6 +12,7 @@ import io
 import json
 import math
 import re
+import warnings
 from decimal import Decimal
 from importlib.resources import files
 from pathlib import Path
@@ -22,13 +23,31 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 TABLES = ("trials", "train", "eval", "samples")
+DERIVED_VIEWS = ("groups",)  # defined in views.sql over the tables, in this order
 ROOT_VARIABLE = "results_glob_root"  # the DuckDB variable views.sql reads
 
 _VIEW_NAME = re.compile(r"create\s+(?:or\s+replace\s+)?view\s+(\w+)", re.IGNORECASE)
+_GETVARIABLE = re.compile(r"getvariable\(\s*'(\w+)'\s*\)", re.IGNORECASE)
 
 
 class QueryError(ValueError):
     """SQL that DuckDB refused; the message is DuckDB's own."""
+
+
+class DamagedResultsWarning(UserWarning):
+    """A file under a study's results that the views leave out (truncated, not Parquet,
+    or outside the ``<table>/trial_id=<id>/*.parquet`` layout)."""
+
+
+# Statements that write files or reach outside the in-memory database: `query` and the
+# analysis files only read the results (write a result with --format ... --out FILE).
+WRITING_STATEMENTS = {
+    duckdb.StatementType.COPY, duckdb.StatementType.COPY_DATABASE, duckdb.StatementType.EXPORT,
+    duckdb.StatementType.ATTACH, duckdb.StatementType.DETACH, duckdb.StatementType.LOAD,
+    duckdb.StatementType.EXTENSION, duckdb.StatementType.VACUUM,
+}
+_PARTITION = re.compile(r"trial_id=[^/]+")
+_TABLE_GLOB = re.compile(r"getvariable\(\s*'results_glob_root'\s*\)\s*\|\|\s*'/\w+/\*\*/\*\.parquet'")
 
 
 def list_studies(root: Path) -> list[str]:
@@ -64,12 +83,42 @@ def open_results(root: Path, study: str | None = None) -> duckdb.DuckDBPyConnect
         con.execute("set TimeZone = 'UTC'")  # timestamps print the same on every machine
         con.execute(f"set variable {ROOT_VARIABLE} = ?", [glob_root.as_posix()])
         for table in TABLES:
-            has_files = any(search_root.glob(file_glob.format(table=table)))
-            con.execute(views[table] if has_files else empties[table])
+            files = sorted(search_root.glob(file_glob.format(table=table)))
+            good = [path for path in files if _readable(path, table)]
+            if not good:
+                con.execute(empties[table])
+            elif len(good) == len(files):
+                con.execute(views[table])  # the glob: later files show up too
+            else:  # the good files by name, fixed for this connection
+                con.execute(_view_over_files(views[table], table, good))
+        for name in DERIVED_VIEWS:  # views over the tables, e.g. groups
+            con.execute(views[name])
     except duckdb.Error as error:
         con.close()
         raise QueryError(str(error)) from error
     return con
+
+
+def _readable(path: Path, table: str) -> bool:
+    """Whether the views can read ``path``; if not, warn naming it and why."""
+    if path.parent.parent.name != table or not _PARTITION.fullmatch(path.parent.name):
+        reason = f"not in the results layout {table}/trial_id=<id>/*.parquet"
+    else:
+        try:
+            pq.read_metadata(path)  # a truncated or foreign file has no valid footer
+            return True
+        except (OSError, pa.ArrowException) as error:
+            reason = str(error).split(". ")[0]
+    warnings.warn(f"skipping damaged results file {path}: {reason}", DamagedResultsWarning, stacklevel=3)
+    return False
+
+
+def _view_over_files(statement: str, table: str, files: list[Path]) -> str:
+    listed = "[" + ", ".join("'" + p.as_posix().replace("'", "''") + "'" for p in files) + "]"
+    view, count = _TABLE_GLOB.subn(lambda _: listed, statement)
+    if count != 1:
+        raise RuntimeError(f"analysis/views.sql: view {table} reads no results_glob_root glob")
+    return view
 
 
 def run_query(
@@ -77,27 +126,56 @@ def run_query(
 ) -> pa.Table:
     """Run one or more statements; return the last one's result.
 
-    ``params`` binds ``$name`` parameters; each statement gets only those it uses, so
-    one set of parameters can serve a file of several statements.
+    ``params`` fill the SQL's parameters, given as text. A parameter is either a
+    ``$name`` placeholder, which must be given, or a DuckDB variable read with
+    ``getvariable('name')``, which the SQL may default when it is not given (the
+    analysis files do; the DuckDB command-line client sets the same variables with
+    ``SET VARIABLE``). Variables are set for this call only. Each statement gets only
+    the parameters it uses and the rest are dropped, so one set of parameters can
+    serve any query.
     """
     params = params or {}
     try:
         statements = con.extract_statements(sql)
         if not statements:
             raise QueryError("no SQL statement to run")
-        result: duckdb.DuckDBPyRelation | None = None
         for statement in statements:
-            used = statement.named_parameters
-            missing = sorted(used - params.keys())
-            if missing:
-                names = ", ".join(f"${name}" for name in missing)
-                raise QueryError(f"no value given for parameter {names}")
-            bound = {name: params[name] for name in used}
-            result = con.sql(statement.query, params=bound or None)
-        # Reading statements are lazy: errors in the last one surface here.
-        return result.to_arrow_table() if result is not None else pa.table({})
+            if statement.type in WRITING_STATEMENTS:
+                raise QueryError(
+                    f"{statement.type.name} statements are refused: queries read the results "
+                    "and write nothing (save a result with --format csv/json/parquet --out FILE)"
+                )
+        _, variables = sql_parameters(con, sql)
+        set_variables = sorted(params.keys() & variables)
+        for name in set_variables:
+            con.execute(f"set variable {name} = ?", [params[name]])
+        try:
+            result: duckdb.DuckDBPyRelation | None = None
+            for statement in statements:
+                used = statement.named_parameters
+                missing = sorted(used - params.keys())
+                if missing:
+                    names = ", ".join(f"${name}" for name in missing)
+                    raise QueryError(f"no value given for parameter {names}")
+                bound = {name: params[name] for name in used}
+                result = con.sql(statement.query, params=bound or None)
+            # Reading statements are lazy: errors in the last one surface here.
+            return result.to_arrow_table() if result is not None else pa.table({})
+        finally:
+            for name in set_variables:
+                con.execute(f"reset variable {name}")
     except duckdb.Error as error:
         raise QueryError(str(error)) from error
+
+
+def sql_parameters(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[set[str], set[str]]:
+    """The parameters ``sql`` takes: ($name placeholders, getvariable('name') variables)."""
+    try:
+        statements = con.extract_statements(sql)
+    except duckdb.Error as error:
+        raise QueryError(str(error)) from error
+    placeholders = set().union(*(statement.named_parameters for statement in statements))
+    return placeholders, set(_GETVARIABLE.findall(sql)) - {ROOT_VARIABLE}
 
 
 def run_sql_file(
@@ -137,7 +215,8 @@ def _statements_by_view(con: duckdb.DuckDBPyConnection, sql_file: str) -> dict[s
         match = _VIEW_NAME.match(statement.query.lstrip())
         if match:
             statements[match.group(1).lower()] = statement.query
-    missing = [table for table in TABLES if table not in statements]
+    wanted = TABLES + DERIVED_VIEWS if sql_file == "views.sql" else TABLES
+    missing = [name for name in wanted if name not in statements]
     if missing:
         raise RuntimeError(f"analysis/{sql_file} defines no view for {missing}")
     return statements

@@ -1,5 +1,6 @@
 -- The results views `trials`, `train`, `eval` and `samples` over one study's Parquet
--- files, or over every study's.
+-- files, or over every study's, and the derived view `groups` (configuration groups:
+-- trials that differ only by their seeds; defined at the end of this file).
 --
 -- Set the root first, then run this file. In the DuckDB command-line client:
 --
@@ -51,3 +52,111 @@ from read_parquet(
     hive_types = {'trial_id': varchar},
     union_by_name = true
 );
+
+-- `groups`: which configuration group is each trial in? A group is the set of trials
+-- whose resolved configs are equal except for the weight and the data seed (the eval
+-- seed is fixed per study and stays in the key). One row per trial.
+--
+-- group_id is the first 12 hex digits of sha256 of the config_json text with its
+-- "seeds" object cut down to {"eval": E}: the same text analysis/groups.py builds in
+-- Python for the MLflow tag `group`, so the two ids agree. (The JSON is edited as
+-- text, not parsed and re-written, because DuckDB writes numbers differently from
+-- Python, e.g. 0.00001 for 1e-05.)
+--
+-- group_label reads task/pe/size/distribution, followed by the settings that tell
+-- apart groups sharing those four, e.g. "addition/rope/tiny/uniform_length train.lr=0.001".
+
+create or replace view groups as
+with
+
+seedless as (
+    select
+        study,
+        trial_id,
+        weight_seed,
+        data_seed,
+        concat_ws(
+            '/',
+            config_json ->> '$.task.name',
+            config_json ->> '$.model.pe',
+            config_json ->> '$.model.size',
+            config_json ->> '$.data.distribution'
+        ) as base_label,
+        regexp_replace(
+            config_json,
+            '"seeds":\{[^{}]*\}',
+            '"seeds":{' || coalesce('"eval":' || json_extract(config_json, '$.seeds.eval'), '') || '}'
+        ) as group_config_json
+    from trials
+),
+
+keyed as (
+    select
+        *,
+        left(sha256(group_config_json), 12) as group_id
+    from seedless
+),
+
+distinct_groups as (
+    select distinct
+        group_id,
+        base_label,
+        group_config_json
+    from keyed
+),
+
+-- every setting of every group: leaves and whole lists, as "section.key" = value
+settings as (
+    select
+        distinct_groups.group_id,
+        distinct_groups.base_label,
+        substr(setting.fullkey, 3) as setting,
+        setting.value ->> '$' as value
+    from distinct_groups, json_tree(distinct_groups.group_config_json) as setting
+    where setting.type <> 'OBJECT' and setting.fullkey not like '%[%'
+),
+
+groups_per_label as (
+    select
+        base_label,
+        count(*) as n_groups
+    from distinct_groups
+    group by base_label
+),
+
+-- settings that differ (or are missing) between groups that share a base label
+differing as (
+    select
+        settings.base_label,
+        settings.setting
+    from settings
+    inner join groups_per_label using (base_label)
+    group by settings.base_label, settings.setting, groups_per_label.n_groups
+    having count(distinct settings.value) > 1 or count(distinct settings.group_id) < groups_per_label.n_groups
+),
+
+suffixes as (
+    select
+        settings.group_id,
+        string_agg(settings.setting || '=' || settings.value, ' ' order by settings.setting) as suffix
+    from settings
+    inner join differing using (base_label, setting)
+    group by settings.group_id
+),
+
+final as (
+    select
+        keyed.study,
+        keyed.trial_id,
+        keyed.group_id,
+        keyed.base_label || coalesce(' ' || suffixes.suffix, '') as group_label,
+        keyed.weight_seed,
+        keyed.data_seed,
+        count(*) over (partition by keyed.group_id) as trials_in_group,
+        keyed.group_config_json
+    from keyed
+    left join suffixes using (group_id)
+)
+
+select *
+from final;

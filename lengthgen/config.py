@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Literal
 
 from lengthgen.distributions import DISTRIBUTIONS
@@ -20,7 +20,8 @@ from lengthgen.model.layers import FEED_FORWARDS, NORM_PLACEMENTS, NORMS
 from lengthgen.model.pe import POSITIONAL_ENCODINGS
 from lengthgen.model.positions import POSITION_SAMPLERS
 from lengthgen.model.sizes import SIZES
-from lengthgen.tasks import TASKS
+from lengthgen.precision import PRECISIONS
+from lengthgen.tasks import TASKS, build_task
 
 TaskName = Literal[tuple(TASKS)]
 DistributionName = Literal[tuple(DISTRIBUTIONS)]
@@ -29,6 +30,7 @@ SizeName = Literal[tuple(SIZES)]
 PositionalEncodingName = Literal[tuple(POSITIONAL_ENCODINGS)]
 PositionSamplerName = Literal[tuple(POSITION_SAMPLERS)]
 FeedForwardName = Literal[tuple(FEED_FORWARDS)]
+PrecisionName = Literal[tuple(PRECISIONS)]
 NormName = Literal[tuple(NORMS)]
 NormPlacementName = Literal[NORM_PLACEMENTS]
 
@@ -39,13 +41,22 @@ _STRICT = {"extra": "forbid"}
 class TaskConfig:
     __pydantic_config__ = _STRICT
     name: TaskName = "addition"
-    #: inclusive range of operand lengths seen in training
+    #: inclusive range of operand lengths seen in training (the multiplicand's for
+    #: multiplication; with uniform_operands, [1, L_int] sets the pool, 000 §3.3)
     train_digits: tuple[int, int] = (1, 5)
+    #: multiplication only: digits k of the multiplier, uniform over [10^(k-1), 10^k) (003 §3.2)
+    multiplier_digits: int = 1
 
     def __post_init__(self) -> None:
         low, high = self.train_digits
         if not 1 <= low <= high:
             raise ValueError(f"task.train_digits must satisfy 1 <= low <= high, got {low}, {high}")
+        if not 1 <= self.multiplier_digits <= 17:
+            raise ValueError(f"task.multiplier_digits must be in 1..17, got {self.multiplier_digits}")
+        reads = ("name", "train_digits", *TASKS[self.name].options)
+        for option in fields(self):
+            if option.name not in reads and getattr(self, option.name) != option.default:
+                raise ValueError(f"task.{option.name} does not apply to task.name {self.name}; remove it")
 
 
 @dataclass(frozen=True)
@@ -56,6 +67,23 @@ class FormatConfig:
     #: write the operands least significant digit first too, 001 App. B's reversed
     #: format "A_1A_2A_3 + B_1B_2B_3 = C_1C_2C_3" (A_1 the least significant digit)
     reverse_operands: bool = False
+    #: zero-pad operands to the question length and the answer to its full length
+    #: (000 §3.2, 001 App. E.1); false: no leading zeros, operands of exactly n digits
+    pad: bool = True
+    #: a hint symbol before every digit naming its place, a random run of the 102
+    #: ordered hints per question, at training and test time (001 App. A.2, E.1)
+    index_hints: bool = False
+    #: training only: a space in each gap between question symbols with probability
+    #: 1/2 (001 Fig. 7, after Shen et al. 2023)
+    random_spaces: bool = False
+    #: input alignment "+ a_n b_n ... a_1 b_1", N x 1 "* a_n b ... a_1 b" (000 App. A.4)
+    interleave: bool = False
+    #: 003 eq. 3.1-3.2: operands right-aligned in fixed-length fields filled with 003's
+    #: "pad" symbol (with pad false; zeros with pad true), the answer aligned with the
+    #: input positions, for models with one output per position
+    fixed_length: bool = False
+    #: training only: append s ~ U{0..W-n} zeros to the scaled operands (003 A3, M3)
+    shift_zeros: bool = False
 
 
 @dataclass(frozen=True)
@@ -121,6 +149,10 @@ class TrainConfig:
     grad_clip: float = 1.0
     #: report the training loss every this many steps
     log_every: int = 50
+    #: fp32, or bf16 autocast (lengthgen.precision)
+    precision: PrecisionName = "fp32"
+    #: compile the model with torch.compile (slower start, faster steps on GPUs)
+    compile: bool = False
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "log_every"):
@@ -180,14 +212,38 @@ class TrialConfig:
     seeds: SeedConfig = field(default_factory=SeedConfig)
 
     def __post_init__(self) -> None:
-        from lengthgen.formats import sequence_length
+        from lengthgen.formats import check_format, sequence_length
 
-        longest = sequence_length(TASKS[self.task.name](), max(max(self.eval.digits), self.task.train_digits[1]))
+        task = build_task(self.task)
+        distribution = DISTRIBUTIONS[self.data.distribution]()
+        distribution.check(task, self)
+        check_format(self.format, task, self.longest_digits)
+        if self.format.fixed_length and not getattr(ARCHITECTURES[self.model.arch], "aligned_outputs", False):
+            raise ValueError(
+                f"format.fixed_length aligns the answer with the input, for a model with one output "
+                f"per position (003 §3); model.arch {self.model.arch} does not have aligned outputs"
+            )
+        longest = max(
+            sequence_length(task, max(self.eval.digits), self.format, width=self.longest_digits),
+            sequence_length(
+                task, distribution.longest_digits(task, self.task.train_digits), self.format,
+                training=True, width=self.longest_digits,
+            ),
+        )
         if longest > self.model.max_positions:
             raise ValueError(
                 f"model.max_positions = {self.model.max_positions} is shorter than the longest "
                 f"sequence ({longest} tokens); raise it or shorten eval.digits"
             )
+
+    @property
+    def longest_digits(self) -> int:
+        """W, the longest question length of the trial, tested or trained (the field
+        width of format.fixed_length, the shift bound of format.shift_zeros)."""
+        trained = DISTRIBUTIONS[self.data.distribution]().longest_digits(
+            build_task(self.task), self.task.train_digits
+        )
+        return max(max(self.eval.digits), trained)
 
     def to_dict(self) -> dict:
         return json.loads(json.dumps(asdict(self)))

@@ -2,16 +2,31 @@
 
 Each distribution draws with the numpy Generator it is given and nothing else;
 the trainer seeds that Generator from `seeds.data` and the step number only.
+`leading_zeros` (lengthgen.formats.leading_zeros) says whether an n-digit operand
+is uniform over [0, base^n) or has exactly n digits (format.pad false).
+
+003's "uniform distribution over D_s" (all pairs below 10^l_s) is uniform_length
+with task.train_digits = [l_s, l_s]: zero-padded uniform digits.
 """
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from functools import lru_cache
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from lengthgen.tasks import Task
+from lengthgen import digits
+from lengthgen.complexity import MAX_CASCADE_DIGITS
+from lengthgen.tasks import Operands, Task
+
+if TYPE_CHECKING:
+    from lengthgen.config import TrialConfig
+
+#: operands of a batch grouped by question length n
+Groups = dict[int, Operands]
 
 
 class Distribution(ABC):
@@ -19,28 +34,233 @@ class Distribution(ABC):
 
     @abstractmethod
     def sample(
-        self, task: Task, rng: np.random.Generator, questions: int, digit_range: tuple[int, int]
-    ) -> dict[int, np.ndarray]:
-        """Operands for `questions` questions, grouped by operand length n:
-        {n: (Q_n, n_operands, n) LSD-first digits}, the Q_n summing to `questions`."""
+        self,
+        task: Task,
+        rng: np.random.Generator,
+        questions: int,
+        digit_range: tuple[int, int],
+        leading_zeros: bool = True,
+    ) -> Groups:
+        """Operands for `questions` questions grouped by length n, {n: operands}, the
+        group sizes summing to `questions`."""
+
+    def eval_operands(
+        self,
+        task: Task,
+        rng: np.random.Generator,
+        questions: int,
+        n_digits: int,
+        digit_range: tuple[int, int],
+        leading_zeros: bool = True,
+    ) -> Operands:
+        """The test questions of length n (uniform; a distribution whose training set is
+        a finite pool excludes it, so that no test question was trained on)."""
+        return task.sample_operands(rng, questions, n_digits, leading_zeros)
+
+    def longest_digits(self, task: Task, digit_range: tuple[int, int]) -> int:
+        """The longest question length this distribution trains on."""
+        return digit_range[1]
+
+    def check(self, task: Task, config: TrialConfig) -> None:
+        """Refuse a configuration this distribution cannot serve (ValueError naming the field)."""
+
+
+def _merge(parts: list[Groups]) -> Groups:
+    merged: dict[int, list[Operands]] = {}
+    for groups in parts:
+        for n, operands in groups.items():
+            merged.setdefault(n, []).append(operands)
+    return {
+        n: tuple(np.concatenate(column) for column in zip(*pieces)) for n, pieces in sorted(merged.items())
+    }
+
+
+def _lengths(rng: np.random.Generator, questions: int, digit_range: tuple[int, int]) -> dict[int, int]:
+    low, high = digit_range
+    counts = np.bincount(rng.integers(low, high + 1, size=questions), minlength=high + 1)
+    return {n: int(counts[n]) for n in range(low, high + 1) if counts[n]}
 
 
 class UniformLength(Distribution):
     """001 App. E.1: the operand length is drawn uniformly from the training range,
-    then both operands of that length with every digit uniform (zero-padded, so a
-    leading zero is allowed: the operands are uniform over [0, 10^n))."""
+    then every scaled operand of that length with every digit uniform (zero-padded, so
+    a leading zero is allowed: uniform over [0, base^n)); exactly n digits without
+    leading zeros."""
 
     name = "uniform_length"
 
-    def sample(self, task, rng, questions, digit_range):
-        low, high = digit_range
-        lengths = rng.integers(low, high + 1, size=questions)
-        counts = np.bincount(lengths, minlength=high + 1)
+    def sample(self, task, rng, questions, digit_range, leading_zeros=True):
         return {
-            int(n): task.sample_operands(rng, int(counts[n]), int(n))
-            for n in range(low, high + 1)
-            if counts[n]
+            n: task.sample_operands(rng, count, n, leading_zeros)
+            for n, count in _lengths(rng, questions, digit_range).items()
         }
 
 
-DISTRIBUTIONS: dict[str, type[Distribution]] = {d.name: d for d in (UniformLength,)}
+class CascadeUniform(Distribution):
+    """Uniform over complexity, 003 §4 (C3) and Fig. 8c ("samples that are selected
+    equally for their complexity"): the length n is uniform on the training range
+    (as in uniform_length), then the complexity uniform among those n-digit
+    questions can have (0..n carry-cascade lengths for addition), then the question
+    uniform among those of exactly that complexity, built directly by the task
+    (Task.sample_with_complexity) rather than by rejection. Choice where 003 is
+    silent: levels are uniform per length, not over the whole range."""
+
+    name = "cascade_uniform"
+
+    def sample(self, task, rng, questions, digit_range, leading_zeros=True):
+        groups = {}
+        for n, count in _lengths(rng, questions, digit_range).items():
+            levels = rng.choice(task.complexity_levels(n, leading_zeros), size=count)
+            groups[n] = task.sample_with_complexity(rng, levels, n, leading_zeros)
+        return groups
+
+    def check(self, task, config):
+        if config.task.train_digits[1] > MAX_CASCADE_DIGITS:
+            raise ValueError(
+                f"data.distribution {config.data.distribution} builds questions of at most "
+                f"{MAX_CASCADE_DIGITS} digits: lower task.train_digits"
+            )
+        if not task.constructible_complexity:
+            from lengthgen.tasks import TASKS
+
+            able = [name for name, t in TASKS.items() if t.constructible_complexity]
+            raise ValueError(
+                f"data.distribution {config.data.distribution} needs questions of a chosen "
+                f"complexity, which task.name {task.name} cannot build (tasks that can: {able})"
+            )
+
+
+class Mixed(Distribution):
+    """003 §4 (C3), Fig. 8c: "each sample is chosen based on a 50/50 probability" from
+    uniform_length and cascade_uniform, independently per question."""
+
+    name = "mixed"
+
+    def sample(self, task, rng, questions, digit_range, leading_zeros=True):
+        from_uniform = int((rng.random(questions) < 0.5).sum())
+        return _merge([
+            UniformLength().sample(task, rng, from_uniform, digit_range, leading_zeros),
+            CascadeUniform().sample(task, rng, questions - from_uniform, digit_range, leading_zeros),
+        ])
+
+    def check(self, task, config):
+        CascadeUniform().check(task, config)
+
+
+#: seed of the fixed train/validation split of uniform_operands (never a trial seed)
+UNIFORM_OPERANDS_SPLIT_SEED = 2**20
+#: share of the pool that is training data (000 §3.3: "split the set by a 7:1 ratio")
+UNIFORM_OPERANDS_TRAIN_SHARE = 7 / 8
+#: the largest pool, 2^22 + 1 numbers (000 uses 2^20)
+MAX_POOL_BITS = 22
+
+
+def pool_bits(task: Task, high: int) -> int:
+    """B of the pool [0, 2^B]: round(high * log2(base)), B = 20 for 000's L_int = 6."""
+    return round(high * math.log2(task.base))
+
+
+@lru_cache(maxsize=4)
+def _split(bits: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(training values in permuted order, sorted validation values, is_training[v])."""
+    permutation = np.random.default_rng(UNIFORM_OPERANDS_SPLIT_SEED).permutation(2**bits + 1)
+    cut = int(len(permutation) * UNIFORM_OPERANDS_TRAIN_SHARE)
+    is_training = np.zeros(len(permutation), dtype=bool)
+    is_training[permutation[:cut]] = True
+    return permutation[:cut], np.sort(permutation[cut:]), is_training
+
+
+class UniformOperands(Distribution):
+    """000 §3.3: "a random permutation of numbers in the range [0, 2^20], split by a
+    7:1 ratio for training and validation; both operands drawn independently".
+
+    Choices where 000 is silent, so the setting generalises:
+    - task.train_digits = [1, L_int] sets the pool [0, 2^B] with
+      B = round(L_int * log2(base)): B = 20 for 000's L_int = 6 in base 10, and for
+      parity (base 2) B = L_int bits (002 §3.3 converts the same numbers to binary).
+      The lower bound must be 1: the pool holds numbers of every length.
+    - Every scaled operand is drawn from the training part; the other operands
+      (N x 1's digit, the multiplier) as the task draws them. Questions are written at
+      the length of 2^B (7 decimal digits for B = 20), zero-padded with format.pad.
+    - In-distribution test lengths are still task.train_digits, [1, L_int]; the
+      padded length of 2^B (7) counts as out of distribution, as in 000's L_int <= 6.
+    - The permutation is fixed by UNIFORM_OPERANDS_SPLIT_SEED, not by a trial seed, so
+      every trial shares one split. Test questions (drawn from seeds.eval) never use
+      a training number as a scaled operand: at lengths whose numbers all lie in the
+      pool they are drawn from the validation part, and beyond, training numbers are
+      redrawn (rejection), so the test questions stay uniform over the rest.
+    """
+
+    name = "uniform_operands"
+
+    def _pool(self, task, digit_range):
+        bits = pool_bits(task, digit_range[1])
+        return bits, len(np.base_repr(2**bits, task.base))
+
+    def longest_digits(self, task, digit_range):
+        return self._pool(task, digit_range)[1]
+
+    def sample(self, task, rng, questions, digit_range, leading_zeros=True):
+        bits, width = self._pool(task, digit_range)
+        training, _, _ = _split(bits)
+        scaled = [
+            digits.from_ints(training[rng.integers(0, len(training), size=questions)], width, task.base)
+            for _ in range(sum(task.scales))
+        ]
+        return {width: task.assemble(scaled, rng)}
+
+    def eval_operands(self, task, rng, questions, n_digits, digit_range, leading_zeros=True):
+        bits, width = self._pool(task, digit_range)
+        _, validation, is_training = _split(bits)
+        low = 0 if leading_zeros else task.base ** (n_digits - 1)
+        if n_digits <= width and task.base**n_digits <= 2**bits + 1:  # all inside the pool
+            allowed = validation[(validation >= low) & (validation < task.base**n_digits)]
+            if not len(allowed):
+                raise ValueError(f"no validation number of uniform_operands has {n_digits} digits")
+            scaled = [
+                digits.from_ints(allowed[rng.integers(0, len(allowed), size=questions)], n_digits, task.base)
+                for _ in range(sum(task.scales))
+            ]
+            return task.assemble(scaled, rng)
+        operands = list(task.sample_operands(rng, questions, n_digits, leading_zeros))
+        for i, scaled in enumerate(task.scales):
+            while scaled:
+                trained = self._trained(operands[i], bits, width, is_training, task.base)
+                if not trained.any():
+                    break
+                operands[i][trained] = digits.uniform_digits(
+                    rng, int(trained.sum()), n_digits, task.base, leading_zeros
+                )
+        return tuple(operands)
+
+    @staticmethod
+    def _trained(operand, bits, width, is_training, base) -> np.ndarray:
+        low = operand[:, :width].astype(np.int64) @ (base ** np.arange(min(width, operand.shape[1])))
+        inside = (low <= 2**bits) & ~operand[:, width:].any(axis=1)
+        return inside & is_training[np.minimum(low, 2**bits)]
+
+    def check(self, task, config):
+        low, high = config.task.train_digits
+        if low != 1:
+            raise ValueError(
+                f"task.train_digits must start at 1 with data.distribution uniform_operands: "
+                f"the pool [0, 2^B] holds numbers of every length (got {low})"
+            )
+        bits = pool_bits(task, high)
+        if bits > MAX_POOL_BITS:
+            raise ValueError(
+                f"data.distribution uniform_operands draws from [0, 2^B], B = round(train_digits "
+                f"high * log2(base)) = {bits} > {MAX_POOL_BITS}: lower task.train_digits"
+            )
+        from lengthgen.formats import leading_zeros
+
+        for n in config.eval.digits:
+            try:
+                self.eval_operands(task, np.random.default_rng(0), 1, n, (low, high), leading_zeros(config.format))
+            except ValueError as error:
+                raise ValueError(f"eval.digits: {error}; remove {n}") from None
+
+
+DISTRIBUTIONS: dict[str, type[Distribution]] = {
+    d.name: d for d in (UniformLength, UniformOperands, CascadeUniform, Mixed)
+}

@@ -15,7 +15,8 @@ import torch
 from torch import nn
 
 from lengthgen.config import TrialConfig
-from lengthgen.formats import EncodedQuestions, encode_questions
+from lengthgen.distributions import DISTRIBUTIONS
+from lengthgen.formats import EncodedQuestions, encode_questions, leading_zeros
 from lengthgen.model.positions import PositionSampler
 from lengthgen.tasks import Task
 from lengthgen.tokenizer import CharTokenizer
@@ -25,7 +26,8 @@ from lengthgen.tokenizer import CharTokenizer
 class EvalSet:
     digits: int
     questions: EncodedQuestions
-    #: (Q,) carry-cascade length of each question (003 §4, App. C.4)
+    #: (Q,) complexity of each question, Task.complexity: the carry-cascade length of
+    #: sums, the dependency level of products (003 §4, App. C.4), parity's one-bits
     cascade: np.ndarray
 
 
@@ -54,11 +56,20 @@ class SampleRecord:
 
 
 def build_eval_sets(config: TrialConfig, task: Task, tokenizer: CharTokenizer) -> list[EvalSet]:
+    """The test questions of each length, from a Generator seeded by (seeds.eval, n)
+    alone (operands, then hints); a distribution with a finite training pool keeps
+    its training numbers out (lengthgen.distributions.UniformOperands)."""
+    distribution = DISTRIBUTIONS[config.data.distribution]()
     sets = []
     for n in config.eval.digits:
         rng = np.random.default_rng([config.seeds.eval, n])
-        operands = task.sample_operands(rng, config.eval.samples, n)
-        sets.append(EvalSet(n, encode_questions(task, operands, config.format, tokenizer), task.complexity(operands)))
+        operands = distribution.eval_operands(
+            task, rng, config.eval.samples, n, config.task.train_digits, leading_zeros(config.format)
+        )
+        questions = encode_questions(task, operands, config.format, tokenizer, rng, width=config.longest_digits)
+        if questions.prompt_lengths is not None:
+            raise ValueError(f"the {n}-digit test prompts differ in length; greedy decoding needs one length")
+        sets.append(EvalSet(n, questions, task.complexity(operands)))
     return sets
 
 
@@ -123,6 +134,7 @@ def evaluate(
         prompt_length = questions.prompt_length
         tokens = torch.from_numpy(questions.tokens).to(device)
         target = questions.tokens[:, prompt_length:]  # answer tokens and the end token
+        compared = target != tokenizer.pad_id  # a shorter answer (format.pad false) ends early
         all_positions = positions(*tokens.shape, device, eval_generator(config, eval_set.digits))
         chunks = _chunks(len(tokens), config.eval.batch_size)
         # exact match in one teacher-forced pass; greedy decoding only for the wrong
@@ -132,13 +144,13 @@ def evaluate(
             for a, b in chunks
         ])
         if with_samples:
-            wrong = torch.from_numpy(np.flatnonzero((predicted != target).any(axis=1)))
+            wrong = torch.from_numpy(np.flatnonzero(((predicted != target) & compared).any(axis=1)))
             for a, b in _chunks(len(wrong), config.eval.batch_size):
                 rows = wrong[a:b]
                 predicted[rows.numpy()] = greedy_decode(
                     model, tokens[rows, :prompt_length], target.shape[1], all_positions[rows]
                 ).cpu().numpy()
-        mismatch = predicted != target  # (Q, answer + 1)
+        mismatch = (predicted != target) & compared  # (Q, answer + 1)
         correct = ~mismatch.any(axis=1)
         results.append(
             LengthResult(

@@ -15,6 +15,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -23,10 +24,11 @@ import torch.nn.functional as F
 from lengthgen.config import TrialConfig
 from lengthgen.distributions import DISTRIBUTIONS, Distribution
 from lengthgen.evaluation import LengthResult, SampleRecord, build_eval_sets, evaluate, summarize
-from lengthgen.formats import encode_questions
+from lengthgen.formats import encode_questions, leading_zeros
 from lengthgen.model import build_model, count_parameters
 from lengthgen.model.positions import build_position_sampler
-from lengthgen.tasks import TASKS, Task
+from lengthgen.precision import autocast
+from lengthgen.tasks import Task, build_task
 from lengthgen.tokenizer import CharTokenizer
 
 
@@ -83,24 +85,52 @@ def learning_rate(config: TrialConfig, step: int) -> float:
     return train.lr * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
 
 
+class TrainingBatch(NamedTuple):
+    """One training batch; the loss is taken where `answer_mask` is True."""
+
+    #: (B, T) token ids, rows right-padded with the pad id
+    tokens: np.ndarray
+    #: (B, T) True on the answer tokens (hints included) and the end token
+    answer_mask: np.ndarray
+    #: format.fixed_length (003 §3): (B, T) target of every position, the pad id where
+    #: no loss is taken, for models with one output per position. None in the
+    #: sequential layout, where position t predicts tokens[t + 1]
+    targets: np.ndarray | None = None
+
+
 def training_batch(
     config: TrialConfig, task: Task, distribution: Distribution, tokenizer: CharTokenizer, step: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Batch number `step`: (B, T) tokens right-padded, and (B, T) answer mask
-    (True on the answer digits and the end token, where the loss is taken)."""
+) -> TrainingBatch:
+    """Batch number `step`, drawn (questions, hints, spaces, shifts) from a Generator
+    seeded by (seeds.data, step) alone. Built per question length, with no loop
+    over questions; rows of different lengths are right-padded."""
     rng = np.random.default_rng([config.seeds.data, step])
-    groups = distribution.sample(task, rng, config.train.batch_size, config.task.train_digits)
-    encoded = [encode_questions(task, operands, config.format, tokenizer) for operands in groups.values()]
+    groups = distribution.sample(
+        task, rng, config.train.batch_size, config.task.train_digits, leading_zeros(config.format)
+    )
+    longest = config.longest_digits
+    encoded = [
+        encode_questions(task, operands, config.format, tokenizer, rng, training=True, width=longest)
+        for operands in groups.values()
+    ]
     length = max(e.tokens.shape[1] for e in encoded)
     tokens = np.full((config.train.batch_size, length), tokenizer.pad_id, dtype=np.int64)
     answer_mask = np.zeros((config.train.batch_size, length), dtype=bool)
+    targets = np.full_like(tokens, tokenizer.pad_id) if config.format.fixed_length else None
     row = 0
     for e in encoded:
         rows, width = e.tokens.shape
-        tokens[row : row + rows, :width] = e.tokens
-        answer_mask[row : row + rows, e.prompt_length : width] = True
+        block = slice(row, row + rows)
+        tokens[block, :width] = e.tokens
+        column = np.arange(width)[None, :]
+        if e.aligned:
+            answer_mask[block, width - e.answer.shape[1] : width] = True
+            targets[block, width - e.answer.shape[1] : width] = e.answer
+        else:
+            start = e.row_prompt_lengths()[:, None]
+            answer_mask[block, :width] = (column >= start) & (column <= start + e.row_answer_lengths()[:, None])
         row += rows
-    return tokens, answer_mask
+    return TrainingBatch(tokens, answer_mask, targets)
 
 
 def _step_generator(config: TrialConfig, step: int) -> torch.Generator:
@@ -133,7 +163,7 @@ def train(
     on_report = on_report or (lambda report: None)
     target_device = resolve_device(device)
     tokenizer = CharTokenizer()
-    task = TASKS[config.task.name]()
+    task = build_task(config.task)
     distribution = DISTRIBUTIONS[config.data.distribution]()
     positions = build_position_sampler(config.model)
 
@@ -142,6 +172,8 @@ def train(
         _decay_groups(model, config.train.weight_decay), lr=config.train.lr, betas=(0.9, 0.98)
     )
     eval_sets = build_eval_sets(config, task, tokenizer)
+    # the compiled module shares its parameters with `model`; checkpoints use `model`
+    forward = torch.compile(model) if config.train.compile else model
 
     step, tokens_seen, wall_offset = 0, 0, 0.0
     history: dict[str, list] = {"train": [], "eval": []}
@@ -179,14 +211,15 @@ def train(
             group["lr"] = lr
         if config.model.dropout > 0:
             torch.manual_seed(int(np.random.SeedSequence([config.seeds.data, step]).generate_state(1)[0]))
-        batch, answer_mask = training_batch(config, task, distribution, tokenizer, step)
+        batch, answer_mask, _ = training_batch(config, task, distribution, tokenizer, step)
         tokens_seen += int((batch != tokenizer.pad_id).sum())
         inputs = torch.from_numpy(batch[:, :-1]).to(target_device)
         targets = torch.from_numpy(batch[:, 1:]).to(target_device)
         mask = torch.from_numpy(answer_mask[:, 1:]).to(target_device)
         step_positions = positions(*inputs.shape, target_device, _step_generator(config, step), training=True)
-        logits = model(inputs, step_positions)
-        loss = F.cross_entropy(logits[mask], targets[mask])
+        with autocast(target_device, config.train.precision):
+            logits = forward(inputs, step_positions)
+        loss = F.cross_entropy(logits[mask].float(), targets[mask])
         step += 1
         if not torch.isfinite(loss):
             return _diverged(config, model, target_device, history, step, last_finite_loss, on_report)
@@ -203,9 +236,10 @@ def train(
             report.train = TrainLog(step, last_finite_loss, lr, tokens_seen, time.perf_counter() - started)
             history["train"].append(report.train)
         if final or (config.eval.every and step % config.eval.every == 0):
-            report.eval, report.samples = evaluate(
-                model, eval_sets, config, tokenizer, positions, target_device, with_samples=final
-            )
+            with autocast(target_device, config.train.precision):
+                report.eval, report.samples = evaluate(
+                    model, eval_sets, config, tokenizer, positions, target_device, with_samples=final
+                )
             report.summary = summarize(report.eval)
             history["eval"] += [(step, r) for r in report.eval]
             report.checkpoint = checkpoint

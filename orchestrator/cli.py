@@ -5,7 +5,10 @@ Exit codes: 0 success, 1 a study that ran but had failed trials, 2 bad input.
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -33,6 +36,23 @@ DEFAULT_RESULTS = Path("results")
 def _bad_input(message: str) -> typer.Exit:
     err.print(f"[red]error:[/red] {message}", highlight=False)
     return typer.Exit(2)
+
+
+@contextlib.contextmanager
+def _results_warnings() -> Iterator[None]:
+    """Print the results files that reading skipped (damaged, foreign) on stderr."""
+    from analysis.query import DamagedResultsWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DamagedResultsWarning)
+        try:
+            yield
+        finally:
+            for warning in caught:
+                if issubclass(warning.category, DamagedResultsWarning):
+                    err.print(f"[yellow]warning:[/yellow] {warning.message}", highlight=False)
+                else:
+                    warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
 
 
 def _load(study_file: Path, profile: str | None):
@@ -63,28 +83,56 @@ def run(
     address: Annotated[str | None, typer.Option("--address", help="Ray cluster address (default: local Ray).")] = None,
     results: ResultsOption = DEFAULT_RESULTS,
     tracking_uri: TrackingOption = None,
+    restart: Annotated[bool, typer.Option(
+        "--restart", help="Delete the study's results and MLflow runs, then run every trial afresh.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before --restart deletes.")] = False,
 ):
-    """Run a study; re-running resumes it (finished trials are not run again)."""
+    """Run a study; re-running resumes it (finished trials are not run again, interrupted
+    ones continue from their last checkpoint). Ctrl-C or SIGTERM stops it cleanly (exit 130)."""
     study = _load(study_file, profile)
     from analysis.query import list_studies, open_results, run_sql_file
+    from orchestrator.recovery import StudyBusy
     from orchestrator.render import accuracy_by_length
     from orchestrator.tracking import default_tracking_uri
     from orchestrator.tune_runner import ResourceError, run_study
 
     uri = tracking_uri or default_tracking_uri(results)
+    if restart and not yes and not typer.confirm(
+        f"--restart deletes {results / study.name} and the MLflow runs of study {study.name!r} "
+        f"in {uri}, then runs all {len(study.trials)} trials again. Go on?", err=True,
+    ):
+        err.print("not restarted; nothing was changed")
+        raise typer.Exit(1)
     err.print(f"study [bold]{study.name}[/bold]: {len(study.trials)} trials -> {results / study.name}, MLflow {uri}")
     try:
-        summary = run_study(study, results, uri, address=address, console=err)
+        summary = run_study(study, results, uri, address=address, console=err, restart=restart)
     except ResourceError as error:
         raise _bad_input(f"{study_file}: {error}") from None
+    except StudyBusy as error:
+        raise _bad_input(str(error)) from None
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted[/yellow]: run the same command again to resume "
+                  "(unfinished trials continue from their last checkpoint)")
+        raise typer.Exit(130) from None
     if summary.skipped:
         err.print(f"{summary.skipped} of {summary.total} trials had already finished and were not run again")
+    if summary.resumed:
+        err.print(f"{len(summary.resumed)} trials had been interrupted or had failed and were run again "
+                  "from their last checkpoint")
+    if summary.killed_runs:
+        err.print(f"{len(summary.killed_runs)} MLflow runs of interrupted trials were ended as KILLED")
+    if summary.repaired_runs:
+        err.print(f"{len(summary.repaired_runs)} MLflow runs of finished trials were completed from the results")
     if summary.ran:
         err.print(f"ran {summary.ran} trials in {summary.wall_s:.0f} s, {len(summary.failed)} failed")
     if study.name in list_studies(results):
-        with open_results(results, study.name) as con:
+        with _results_warnings(), open_results(results, study.name) as con:
             table = run_sql_file(con, _sql("summary.sql"))
         out.print(accuracy_by_length(table, f"{study.name}: accuracy by test length"))
+    if summary.interrupted:
+        err.print(f"[yellow]interrupted[/yellow]: {len(summary.interrupted)} of {summary.total} trials not "
+                  "finished; run the same command again to resume them")
+        raise typer.Exit(130)
     if summary.failed:
         err.print("[red]failed trials:[/red]")
         for line in summary.failed:
@@ -107,7 +155,8 @@ def status(
         spec = _load(Path(study), profile)
         study, total = spec.name, len(spec.trials)
     try:
-        con = open_results(results, study)
+        with _results_warnings():
+            con = open_results(results, study)
     except LookupError as error:
         raise _bad_input(str(error)) from None
     with con:
@@ -180,7 +229,7 @@ def query(
     except OSError as error:
         raise _bad_input(f"{file}: {error.strerror}") from None
     try:
-        with open_results(results, study) as con:
+        with _results_warnings(), open_results(results, study) as con:
             table = run_query(con, text, params)
     except (QueryError, LookupError) as error:
         raise _bad_input(str(error)) from None
@@ -198,7 +247,95 @@ def query(
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
 
+@app.command()
+def report(
+    study: Annotated[str, typer.Argument(help="Study name (its folder under --results).")],
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="Output folder (default: RESULTS/STUDY/report).")
+    ] = None,
+    param: Annotated[
+        list[str] | None, typer.Option("--param", help="name=value for the analysis files, e.g. threshold=0.8.")
+    ] = None,
+    results: ResultsOption = DEFAULT_RESULTS,
+):
+    """One HTML page of the study's analysis: seed variance, lucky tickets, cascades, errors, training."""
+    from analysis.query import QueryError
+    from analysis.report import build_report
+
+    try:
+        with _results_warnings():
+            built = build_report(results, study, out_dir, _params(param))
+    except (QueryError, LookupError) as error:
+        raise _bad_input(str(error)) from None
+    err.print(f"{len(built.figures)} plots beside it")
+    out.print(str(built.page), highlight=False, soft_wrap=True)
+
+
+@app.command()
+def ui(
+    study: Annotated[str | None, typer.Option("--study", help="Print this study's experiment URL too.")] = None,
+    port: Annotated[int, typer.Option("--port", help="Port on 127.0.0.1.")] = 5000,
+    results: ResultsOption = DEFAULT_RESULTS,
+    tracking_uri: TrackingOption = None,
+):
+    """The MLflow UI on 127.0.0.1 over the study's tracking store (Ctrl-C stops it)."""
+    from analysis.mlflow_ui import UiError, default_store_uri, serve, start
+
+    uri = tracking_uri or default_store_uri(results)
+    try:
+        server = start(uri, port, study)
+    except UiError as error:
+        raise _bad_input(str(error)) from None
+    if server.process is not None:
+        err.print(f"MLflow UI over {uri} (server pid {server.process.pid}, log {server.log});"
+                  " Ctrl-C stops it", highlight=False)
+    out.print(f"MLflow UI: {server.url}", highlight=False, soft_wrap=True)
+    if server.experiment_url:
+        out.print(f"experiment {study}: {server.experiment_url}", highlight=False, soft_wrap=True)
+    sys.stdout.flush()
+    raise typer.Exit(serve(server))
+
+
+def _params(items: list[str] | None) -> dict[str, str]:
+    params = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise _bad_input(f"--param {item!r}: expected name=value")
+        params[name] = value
+    return params
+
+
+@app.command()
+def bench(
+    only: Annotated[list[str] | None, typer.Option("--only", help="Run only these benchmarks (repeatable).")] = None,
+):
+    """Speed ratios, each measured against its reference in the same run."""
+    from rich.table import Table
+
+    from orchestrator.bench import BENCHMARKS, machine
+    from orchestrator.bench import run as run_benchmarks
+
+    unknown = sorted(set(only or []) - set(BENCHMARKS))
+    if unknown:
+        raise _bad_input(f"--only {', '.join(unknown)}: choose from {', '.join(BENCHMARKS)}")
+    table = Table(title=f"lg-study bench: {machine()}")
+    for column in ("measurement", "ratio", "target", "met", "measured"):
+        table.add_column(column, overflow="fold")
+
+    def show(m):
+        err.print(f"{m.name}: {m.ratio:.2f} ({m.detail})", highlight=False)
+        table.add_row(m.name, f"{m.ratio:.2f}", m.target, {True: "yes", False: "no", None: "-"}[m.met], m.detail)
+
+    run_benchmarks(only, on_result=show)
+    out.print(table)
+
+
 def _sql(name: str) -> Path:
     from importlib.resources import files
 
     return Path(str(files("analysis") / name))
+
+
+if __name__ == "__main__":
+    app()

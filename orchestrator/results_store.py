@@ -12,6 +12,7 @@ import json
 import os
 import re
 import uuid
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,7 @@ def write_trial_table(
     tmp = path.with_name(f".{FILE_NAME}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
         pq.write_table(arrow_table, tmp)
+        _fsync(tmp)  # the rename must not outlive the data after a power cut
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -123,15 +125,53 @@ def write_trial_table(
     return path
 
 
+def _fsync(path: Path) -> None:
+    with open(path, "rb") as file:
+        os.fsync(file.fileno())
+
+
 def read_trial_statuses(root: Path, study: str) -> dict[str, str]:
-    """trial_id -> status for every trial of ``study`` with a trials file; {} if none."""
+    """trial_id -> status for every trial of ``study`` with a trials file; {} if none.
+
+    A damaged file is skipped with a warning: its trial counts as not finished, so
+    the next run does it again and replaces the file.
+    """
     check_path_component(study, "study")
     statuses: dict[str, str] = {}
     for path in sorted((Path(root) / study / "trials").glob(f"trial_id=*/{FILE_NAME}")):
-        # partitioning=None: read the file alone, without the folder's hive key.
-        part = pq.read_table(path, columns=["trial_id", "status"], partitioning=None)
+        try:
+            # partitioning=None: read the file alone, without the folder's hive key.
+            part = pq.read_table(path, columns=["trial_id", "status"], partitioning=None)
+        except (OSError, pa.ArrowException) as error:
+            from analysis.query import DamagedResultsWarning
+
+            warnings.warn(f"skipping damaged results file {path}: {error}",
+                          DamagedResultsWarning, stacklevel=2)
+            continue
         statuses.update(zip(part["trial_id"].to_pylist(), part["status"].to_pylist()))
     return statuses
+
+
+def read_trial_row(root: Path, study: str, trial_id: str) -> dict[str, Any] | None:
+    """The trial's row of ``trials`` as a dict (JSON columns stay text), or None."""
+    path = table_path(root, study, "trials", trial_id)
+    try:
+        rows = pq.read_table(path, partitioning=None).to_pylist()
+    except (OSError, pa.ArrowException):
+        return None
+    return rows[0] if rows else None
+
+
+def remove_temp_files(root: Path, study: str) -> list[Path]:
+    """Delete the half-written temporary files a killed writer left in the study.
+
+    Call it only while no trial of the study runs (the driver holds the study lock).
+    """
+    check_path_component(study, "study")
+    stale = [p for p in (Path(root) / study).glob("**/.*.tmp-*") if p.is_file()]
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale
 
 
 def trials_schema(rows: Iterable[dict[str, Any]]) -> pa.Schema:

@@ -11,6 +11,7 @@ import copy
 import dataclasses
 import itertools
 import json
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,9 @@ class Resources(BaseModel):
     gpus_per_trial: float = Field(0.0, ge=0)
     #: at most this many trials at once (default: as many as the resources allow)
     max_concurrent_trials: int | None = Field(None, ge=1)
+    #: times a trial is retried, from its last checkpoint, after its worker process
+    #: died (or it raised); past this the trial is `failed` and the study goes on
+    max_failures: int = Field(1, ge=0, le=100)
 
 
 class StudyFile(BaseModel):
@@ -81,7 +85,7 @@ def load_study(path: Path, profile: str | None = None) -> Study:
     text = _read(path)
     lines = _LineFinder(text)
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         raise StudyError(path, None, f"not valid YAML: {getattr(error, 'problem', error)}",
@@ -142,9 +146,29 @@ def load_trial_config(path: Path) -> TrialConfig:
 
 def _read(path: Path) -> str:
     try:
-        return path.read_text()
+        return path.read_text(encoding="utf-8")
     except OSError as error:
         raise StudyError(path, None, f"cannot read the file ({error.strerror})") from None
+    except UnicodeDecodeError as error:
+        raise StudyError(path, None, f"not a UTF-8 text file (byte {error.start})") from None
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping (PyYAML keeps the last
+    one silently, so a repeated axis would quietly replace the first)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, typing.Hashable) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None,
+                    f"duplicate key {key!r} (first at line {seen[key] + 1})", key_node.start_mark,
+                )
+            if isinstance(key, typing.Hashable):
+                seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
 
 
 def _validate_trial(path, lines, config, spec, profile, settings) -> TrialConfig:

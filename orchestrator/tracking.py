@@ -30,6 +30,10 @@ from analysis.plots import accuracy_vs_length
 # Result keys forwarded to MLflow; everything else is Tune bookkeeping.
 METRIC_PREFIXES = ("loss", "lr", "acc/", "summary/")
 ACC_PREFIX = "acc/digits_"
+RUN_NAME_TAG = "mlflow.runName"  # MLflow's own tag for a run's name
+# The MLflow 3 UI opens an experiment in its "model training" views (runs, metrics)
+# rather than its GenAI ones (traces) when it carries this tag.
+EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
 OUTCOME = {"FINISHED": "done", "FAILED": "failed", "KILLED": "killed"}
 
 Describe = Callable[[dict[str, Any]], tuple[str, dict[str, str], dict[str, object]]]
@@ -57,6 +61,8 @@ class StudyTracker:
         self.client = MlflowClient(tracking_uri)
         self.study = study
         self._run_ids: dict[str, str] = {}
+        #: run_id -> metric -> last step logged (metrics are never logged twice at a step)
+        self._last_step: dict[str, dict[str, int]] = {}
         experiment = self.client.get_experiment_by_name(study)
         if experiment is not None:
             self.experiment_id = experiment.experiment_id
@@ -65,7 +71,9 @@ class StudyTracker:
                 self.client.restore_experiment(self.experiment_id)
         else:
             self.experiment_id = self.client.create_experiment(
-                study, artifact_location=_artifact_location(tracking_uri, study)
+                study,
+                artifact_location=_artifact_location(tracking_uri, study),
+                tags=EXPERIMENT_TAGS,
             )
 
     def __reduce__(self) -> tuple[type[StudyTracker], tuple[str, str]]:
@@ -73,10 +81,21 @@ class StudyTracker:
         # rather than pickling a live database connection.
         return StudyTracker, (self.client.tracking_uri, self.study)
 
-    def run_for_trial(self, trial_id: str, tags: dict[str, str], params: dict[str, object]) -> str:
-        """The trial's run, created or re-attached and left RUNNING (the trial is starting)."""
+    def run_for_trial(
+        self,
+        trial_id: str,
+        tags: dict[str, str],
+        params: dict[str, object],
+        run_name: str | None = None,
+    ) -> str:
+        """The trial's run, created or re-attached and left RUNNING (the trial is starting).
+
+        The run is named ``run_name``, else the tag ``mlflow.runName``, else the trial id.
+        """
         if trial_id in self._run_ids:
             return self._run_ids[trial_id]
+        run_name = run_name or tags.get(RUN_NAME_TAG) or trial_id
+        tags = {**tags, RUN_NAME_TAG: run_name}
         found = self.client.search_runs(
             [self.experiment_id],
             filter_string=f"tags.trial_id = '{trial_id}'",
@@ -91,7 +110,7 @@ class StudyTracker:
             existing = run.data.params
         else:
             run = self.client.create_run(
-                self.experiment_id, tags={**tags, "trial_id": trial_id}, run_name=trial_id
+                self.experiment_id, tags={**tags, "trial_id": trial_id}, run_name=run_name
             )
             run_id = run.info.run_id
             existing = {}
@@ -104,15 +123,24 @@ class StudyTracker:
             self.client.log_batch(run_id, params=chunk)
         if found:
             self._set_tags(run_id, {**tags, "trial_id": trial_id})
+        self._last_step[run_id] = self._logged_steps(run) if found else {}
         self._run_ids[trial_id] = run_id
         return run_id
 
     def log_metrics(self, run_id: str, metrics: Mapping[str, float | None], step: int) -> None:
-        """NaN is logged on purpose (divergence must show); MLflow clamps inf to +-max float."""
+        """NaN is logged on purpose (divergence must show); MLflow clamps inf to +-max float.
+
+        A metric is not logged at a step at or before the last one it has in the run:
+        a trial resumed from its checkpoint repeats the steps after the checkpoint,
+        which the run may have logged before the interruption.
+        """
+        last = self._last_step.setdefault(run_id, {})
+        fresh = {k: v for k, v in metrics.items() if v is not None and step > last.get(k, -1)}
         ts = _now_ms()
-        batch = [Metric(k, float(v), ts, step) for k, v in metrics.items() if v is not None]
+        batch = [Metric(k, float(v), ts, step) for k, v in fresh.items()]
         for chunk in _chunks(batch, MAX_METRICS_PER_BATCH):
             self.client.log_batch(run_id, metrics=chunk)
+        last.update(dict.fromkeys(fresh, step))
 
     def finish(
         self,
@@ -159,6 +187,38 @@ class StudyTracker:
             page_token = page.token
             if not page_token:
                 return runs
+
+    def end_running_runs(self, status: str = "KILLED") -> list[str]:
+        """End every run of the study that is still RUNNING; return their trial ids.
+
+        Only the driver holding the study lock writes the study's runs, so a RUNNING
+        run it did not finish belongs to an interrupted trial (this driver's, or one
+        left by a driver that was killed). The trial's next attempt re-attaches it.
+        """
+        ended = []
+        for trial_id, runs in self.runs_by_trial().items():
+            for run in runs:
+                if run["status"] == "RUNNING":
+                    self._set_tags(run["run_id"], {"status": OUTCOME[status]})
+                    self.client.set_terminated(run["run_id"], status)
+                    self._run_ids.pop(trial_id, None)  # re-attaching must set it RUNNING again
+                    ended.append(trial_id)
+        return ended
+
+    def delete_runs(self) -> int:
+        """Delete every run of the study (``run --restart``); return how many."""
+        run_ids = [run["run_id"] for runs in self.runs_by_trial().values() for run in runs]
+        for run_id in run_ids:
+            self.client.delete_run(run_id)
+        self._run_ids.clear()
+        self._last_step.clear()
+        return len(run_ids)
+
+    def _logged_steps(self, run: Any) -> dict[str, int]:
+        return {
+            key: max((m.step for m in self.client.get_metric_history(run.info.run_id, key)), default=-1)
+            for key in run.data.metrics
+        }
 
     def _set_tags(self, run_id: str, tags: dict[str, str]) -> None:
         batch = [RunTag(k, str(v)[:MAX_TAG_VAL_LENGTH]) for k, v in tags.items()]
@@ -226,6 +286,11 @@ class MlflowTuneCallback(Callback):
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._finish(trial, "FAILED", "failed")
+
+    def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        # the worker died and Tune retries the trial from its checkpoint, in the same run
+        _, run_id = self._run_id(trial)
+        self.tracker._set_tags(run_id, {"worker_failures": str(getattr(trial, "num_failures", ""))})
 
     def _finish(self, trial: Any, status: str, outcome: str) -> None:
         trial_id, run_id = self._run_id(trial)

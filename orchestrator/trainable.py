@@ -1,29 +1,44 @@
 """The Ray Tune trainable: one trial, in a Ray worker process.
 
 A plain function (STYLE.md 7): it trains with lengthgen, forwards reports to
-`tune.report` at the trial's logging rate, checkpoints at evaluation steps,
-resumes from `tune.get_checkpoint()`, and writes the trial's Parquet files. The
-trials row is written last, so "done" in `trials` means every table is there.
+`tune.report` at the trial's logging rate, checkpoints at evaluation steps, and
+writes the trial's Parquet files. The trials row is written first as `running`
+(with the node and process it runs on) and last with the outcome, so "done" in
+`trials` means every table is there.
+
+Checkpoints live in the study's own store, ``<results>/<study>/_checkpoints/
+<trial_id>.pt``, keyed by trial id rather than by Tune experiment: each `lg-study
+run` is a new Tune experiment over the trials still to do, so a Tune checkpoint
+would be lost with the experiment that made it, while this file is found by the
+retry of a crashed worker (within a run) and by the next run after an
+interruption (across runs) alike. It holds plain tensors, dicts, lists, numbers
+and strings, is written atomically and is loaded with ``weights_only=True``. A
+finished (done or diverged) trial removes it.
 """
 
 from __future__ import annotations
 
-import tempfile
+import os
+import pickle
+import socket
+import sys
 import traceback
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pydantic
+import ray
 import torch
 from ray import tune
 
 from lengthgen import Report, TrialConfig, train
-from lengthgen.training import resolve_device
-from orchestrator.results_store import write_trial_table
+from lengthgen.evaluation import LengthResult, summarize
+from lengthgen.training import TrainLog, resolve_device
+from orchestrator.results_store import check_path_component, write_trial_table
 from orchestrator.trial_rows import result_rows, trials_row
 
-CHECKPOINT_FILE = "trial_state.pt"
+CHECKPOINTS = "_checkpoints"
 TRIAL_CONFIG = pydantic.TypeAdapter(TrialConfig)
 
 
@@ -39,6 +54,60 @@ def report_metrics(report: Report) -> dict[str, Any]:
     return metrics
 
 
+def checkpoint_path(root: Path, study: str, trial_id: str) -> Path:
+    check_path_component(study, "study")
+    check_path_component(trial_id, "trial_id")
+    return Path(root) / study / CHECKPOINTS / f"{trial_id}.pt"
+
+
+def save_checkpoint(path: Path, state: dict) -> None:
+    """Write atomically: a reader (or a crash) never sees half a checkpoint."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as file:
+            torch.save(state, file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def load_checkpoint(path: Path, config: TrialConfig) -> dict | None:
+    """The trial's last checkpoint, or None (none yet, unreadable, or another config's)."""
+    if not path.exists():
+        return None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, OSError, EOFError, ValueError, pickle.UnpicklingError) as error:
+        # a damaged file costs the trial its progress, not the trial
+        print(f"lg-study: ignoring unreadable checkpoint {path}: {error}", file=sys.stderr)
+        return None
+    if not isinstance(state, dict) or state.get("config") != config.to_dict():
+        print(f"lg-study: ignoring checkpoint {path}: it is not this trial's", file=sys.stderr)
+        return None
+    return state
+
+
+def replayed_report(state: dict) -> Report:
+    """The report of the checkpoint's own step, sent again on resume: the checkpoint is
+    saved just before that step is reported, so an interruption in between would
+    otherwise leave the step out of MLflow (the driver skips steps it already has)."""
+    step = state["step"]
+    logs = [TrainLog(**t) for t in state["history"]["train"] if t["step"] == step]
+    results = [LengthResult(**r) for s, r in state["history"]["eval"] if s == step]
+    return Report(step=step, train=logs[0] if logs else None, eval=results,
+                  summary=summarize(results) if results else {})
+
+
+def where_it_runs() -> dict[str, Any]:
+    """trials columns naming the Ray node, host and process of this attempt."""
+    node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
+    return {"node": node, "host": socket.gethostname(), "pid": os.getpid()}
+
+
 def run_trial(tune_config: dict[str, Any]) -> None:
     params = tune_config["trial"]
     config = TRIAL_CONFIG.validate_python(params["config"])
@@ -46,37 +115,42 @@ def run_trial(tune_config: dict[str, Any]) -> None:
     torch.set_num_threads(max(1, int(params["threads"])))
     device = str(resolve_device(params.get("device")))
     started_at = datetime.now(timezone.utc)
-    write_trial_table(root, study, "trials", config.trial_id,
-                      [trials_row(study, config, "running", device, started_at)])
+    saved = checkpoint_path(root, study, config.trial_id)
+    resume_state = load_checkpoint(saved, config)
+    attempt = {
+        **where_it_runs(),
+        "resumed_from_step": resume_state["step"] if resume_state else None,
+    }
 
-    resume_state = None
-    checkpoint = tune.get_checkpoint()
-    if checkpoint is not None:
-        with checkpoint.as_directory() as folder:
-            resume_state = torch.load(Path(folder) / CHECKPOINT_FILE, weights_only=False)
+    def row(status: str, **more: Any) -> list[dict[str, Any]]:
+        return [{**trials_row(study, config, status, device, started_at, **more), **attempt}]
+
+    write_trial_table(root, study, "trials", config.trial_id, row("running"))
+    if resume_state is not None:
+        tune.report(report_metrics(replayed_report(resume_state)))
 
     def on_report(report: Report) -> None:
-        if report.checkpoint is None or report.final:
-            tune.report(report_metrics(report))
-            return
-        with tempfile.TemporaryDirectory() as folder:
-            torch.save(report.checkpoint(), Path(folder) / CHECKPOINT_FILE)
-            tune.report(report_metrics(report), checkpoint=tune.Checkpoint.from_directory(folder))
+        if report.checkpoint is not None and not report.final:
+            # saved before the report, so whatever MLflow has, the checkpoint is at least as far
+            save_checkpoint(saved, report.checkpoint())
+        tune.report(report_metrics(report))
 
     try:
         result = train(config, on_report=on_report, resume_state=resume_state, device=device)
     except Exception:
-        write_trial_table(root, study, "trials", config.trial_id, [
-            trials_row(study, config, "failed", device, started_at,
-                       datetime.now(timezone.utc), error=traceback.format_exc(limit=5))
-        ])
+        write_trial_table(root, study, "trials", config.trial_id, row(
+            "failed", finished_at=datetime.now(timezone.utc), error=traceback.format_exc(limit=5)))
         raise
     for table, rows in result_rows(result).items():
         write_trial_table(root, study, table, config.trial_id, rows)
     error = None
     if result.status == "diverged":
         error = f"non-finite loss at step {result.diverged_at}; last finite loss {result.last_finite_loss}"
-    write_trial_table(root, study, "trials", config.trial_id, [
-        trials_row(study, config, result.status, result.device, started_at,
-                   datetime.now(timezone.utc), result.n_params, error)
-    ])
+    write_trial_table(root, study, "trials", config.trial_id, [{
+        **trials_row(study, config, result.status, result.device, started_at,
+                     datetime.now(timezone.utc), result.n_params, error),
+        **attempt,
+        "diverged_at": result.diverged_at,
+        "last_finite_loss": result.last_finite_loss,
+    }])
+    saved.unlink(missing_ok=True)

@@ -29,9 +29,18 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from orchestrator.results_store import read_trial_statuses
+from analysis import groups
+from lengthgen import TrialConfig
+from orchestrator.recovery import (
+    TrialFailureCallback,
+    stop_on_sigterm,
+    study_lock,
+    sync_mlflow,
+    wipe_study,
+)
+from orchestrator.results_store import read_trial_statuses, remove_temp_files
 from orchestrator.study import Study
-from orchestrator.tracking import MlflowTuneCallback, StudyTracker
+from orchestrator.tracking import RUN_NAME_TAG, MlflowTuneCallback, StudyTracker
 from orchestrator.trainable import run_trial
 from orchestrator.trial_rows import config_columns, flatten_config
 
@@ -45,12 +54,26 @@ class RunSummary:
     ran: int = 0
     failed: list[str] = field(default_factory=list)
     wall_s: float = 0.0
+    #: trials that had started before (interrupted or failed) and continued in this run
+    resumed: list[str] = field(default_factory=list)
+    #: trials still unfinished after this run: it was interrupted
+    interrupted: list[str] = field(default_factory=list)
+    #: trials whose MLflow run was left RUNNING and was ended as KILLED
+    killed_runs: list[str] = field(default_factory=list)
+    #: finished trials whose MLflow run was completed from the Parquet files
+    repaired_runs: list[str] = field(default_factory=list)
 
 
 def describe_trial(params: dict[str, Any]) -> tuple[str, dict[str, str], dict[str, object]]:
     """(trial_id, MLflow tags, MLflow params) of one Tune trial's config."""
-    columns = params["columns"]
-    tags = {"trial_id": params["trial_id"], "study": params["study"]}
+    columns, config = params["columns"], params["config"]
+    tags = {
+        "trial_id": params["trial_id"],
+        "study": params["study"],
+        "group": groups.group_id(config),  # = group_id of the view `groups` (views.sql)
+        "group_label": groups.base_label(config),
+        RUN_NAME_TAG: groups.run_name(config),  # e.g. rope-tiny-addition-w0-d3
+    }
     tags.update({k: str(v) for k, v in columns.items() if k in TAGGED_COLUMNS})
     return params["trial_id"], tags, flatten_config(params["config"])
 
@@ -103,9 +126,30 @@ class ProgressCallback(tune.Callback):
         self.failed += 1
         self._refresh(f"trial {trial.config['trial']['trial_id']} failed")
 
+    def on_trial_recover(self, iteration, trials, trial, **info):
+        if self.progress is not None:
+            self.progress.console.print(
+                f"trial {trial.config['trial']['trial_id']}: attempt {trial.num_failures} failed "
+                f"({_error_name(trial)}); retrying from its last checkpoint", highlight=False,
+            )
+
+
+def _error_name(trial) -> str:
+    try:
+        text = Path(trial.error_file).read_text()
+    except (TypeError, OSError):
+        return "unknown error"
+    names = [line.split(":")[0].split(".")[-1] for line in text.splitlines()
+             if line.split(":")[0].split(".")[-1].endswith(("Error", "Exception"))]
+    return names[-1] if names else "unknown error"
+
 
 def start_ray(address: str | None, num_cpus: int | None = None) -> None:
-    """Connect to `address` (or RAY_ADDRESS), else start a local Ray on this machine."""
+    """Connect to `address` (or RAY_ADDRESS), else start a local Ray on this machine.
+
+    The local Ray is always a new one ("local": a plain ray.init() would join a
+    cluster started here with `ray start`), listening on 127.0.0.1 only.
+    """
     if ray.is_initialized():
         return
     address = address or os.environ.get("RAY_ADDRESS")
@@ -113,7 +157,21 @@ def start_ray(address: str | None, num_cpus: int | None = None) -> None:
     if address:
         ray.init(address=address, **quiet)
     else:
-        ray.init(num_cpus=num_cpus, **quiet)
+        _single_node_on_loopback()
+        ray.init(address="local", num_cpus=num_cpus, **quiet)
+
+
+def _single_node_on_loopback() -> None:
+    """Make a local Ray take 127.0.0.1 as its node address, so that its servers (GCS,
+    raylet, workers) listen there rather than on every interface. Ray maps 127.0.0.1
+    given as the node address to the machine's network address unless multi-node
+    clusters are switched off, which RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 does (read by
+    Ray's processes at import, so it is also set on the already imported module)."""
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    from ray._private import ray_constants
+
+    if hasattr(ray_constants, "ENABLE_RAY_CLUSTER"):
+        ray_constants.ENABLE_RAY_CLUSTER = False
 
 
 class ResourceError(ValueError):
@@ -138,34 +196,105 @@ def run_study(
     tracking_uri: str,
     address: str | None = None,
     console: Console | None = None,
+    restart: bool = False,
 ) -> RunSummary:
+    """Run the study's unfinished trials; see docs/reliability.md for what survives what.
+
+    Trials done or diverged in `trials` are skipped; the others (never started,
+    `running` when a run was interrupted, `failed`) run, each continuing from its
+    checkpoint when it has one. ``restart`` deletes the study's results and MLflow
+    runs first. Raises StudyBusy when another driver runs the study.
+    """
     console = console or Console(stderr=True)
     results_root = Path(results_root).resolve()
-    statuses = read_trial_statuses(results_root, study.name)
+    statuses = {} if restart else read_trial_statuses(results_root, study.name)
     pending = [t for t in study.trials if statuses.get(t.trial_id) not in FINISHED]
-    summary = RunSummary(total=len(study.trials), skipped=len(study.trials) - len(pending))
-    if not pending:
-        return summary
-
     resources = study.spec.resources
-    trials = [
-        {
-            "trial_id": config.trial_id,
-            "study": study.name,
-            "config": config.to_dict(),
-            "columns": config_columns(config),
-            "results_root": str(results_root),
-            "threads": max(1, int(resources.cpus_per_trial)),
-            "device": "cuda" if resources.gpus_per_trial > 0 else "cpu",
-        }
-        for config in pending
-    ]
-    # checkpoints at every evaluation are intended; Tune's warning about them is noise here
-    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
-    start_ray(address)
-    check_resources(resources)
-    results_root.mkdir(parents=True, exist_ok=True)
-    tracker = StudyTracker(tracking_uri, study.name)
+    if pending:
+        # checkpoints at every evaluation are intended; Tune's warning about them is noise here
+        os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+        # a failed attempt is one line from ProgressCallback, its error goes to `trials.error`
+        os.environ.setdefault("TUNE_PRINT_ALL_TRIAL_ERRORS", "0")
+        start_ray(address)
+        check_resources(resources)  # refused before anything is written
+    elif not (results_root / study.name).is_dir():
+        return RunSummary(total=len(study.trials), skipped=len(study.trials))
+
+    with study_lock(results_root, study.name):
+        tracker = StudyTracker(tracking_uri, study.name)
+        if restart:
+            wipe_study(results_root, study.name)
+            tracker.delete_runs()
+        remove_temp_files(results_root, study.name)
+        # re-read under the lock: the statuses a previous driver left are final now
+        statuses = read_trial_statuses(results_root, study.name)
+        pending = [t for t in study.trials if statuses.get(t.trial_id) not in FINISHED]
+        summary = RunSummary(total=len(study.trials), skipped=len(study.trials) - len(pending))
+        params = {c.trial_id: trial_params(c, study, results_root) for c in study.trials}
+        summary.killed_runs = tracker.end_running_runs("KILLED")  # left by a killed driver
+        summary.repaired_runs = sync_mlflow(
+            tracker, lambda: mlflow_callback(tracker), results_root, study.name,
+            {k: v for k, v in statuses.items() if v in FINISHED}, params,
+        )
+        if not pending:
+            return summary
+        summary.resumed = [t.trial_id for t in pending if statuses.get(t.trial_id) is not None]
+        try:
+            _fit(study, [params[t.trial_id] for t in pending], results_root, tracker, console, summary)
+        finally:
+            # trials stopped by an interruption keep `running` in `trials` (the next run
+            # resumes them); their MLflow runs end as KILLED and are re-attached then
+            with contextlib.suppress(Exception):
+                summary.killed_runs += tracker.end_running_runs("KILLED")
+        after = read_trial_statuses(results_root, study.name)
+        summary.interrupted = [t.trial_id for t in pending if after.get(t.trial_id) not in (*FINISHED, "failed")]
+        summary.ran = len(pending) - len(summary.interrupted)
+    return summary
+
+
+def trial_params(config: TrialConfig, study: Study, results_root: Path) -> dict[str, Any]:
+    """The Tune param of one trial: everything its worker and the driver callbacks read."""
+    resources = study.spec.resources
+    return {
+        "trial_id": config.trial_id,
+        "study": study.name,
+        "config": config.to_dict(),
+        "columns": config_columns(config),
+        "results_root": str(results_root),
+        "threads": max(1, int(resources.cpus_per_trial)),
+        "device": "cuda" if resources.gpus_per_trial > 0 else "cpu",
+    }
+
+
+class _TuneRestoreHints(logging.Filter):
+    """Drops Tune's advice to resume with Tuner.restore, and its complaint about the
+    metrics of trials that never started: re-running `lg-study run` is how to resume."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return "Tuner.restore" not in message and "Failed to fetch metrics" not in message
+
+
+@contextlib.contextmanager
+def _without_tune_restore_hints():
+    loggers = [logging.getLogger(n) for n in ("ray.tune.tune", "ray.tune.analysis.experiment_analysis")]
+    hint_filter = _TuneRestoreHints()
+    for logger in loggers:
+        logger.addFilter(hint_filter)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(hint_filter)
+
+
+def mlflow_callback(tracker: StudyTracker) -> MlflowTuneCallback:
+    return MlflowTuneCallback(tracker, lambda c: describe_trial(c["trial"]), lambda c: c["trial"]["config"])
+
+
+def _fit(study: Study, trials: list[dict[str, Any]], results_root: Path, tracker: StudyTracker,
+         console: Console, summary: RunSummary) -> None:
+    resources = study.spec.resources
     run_name = f"{study.name}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}"
     started = time.perf_counter()
     with Progress(
@@ -183,18 +312,20 @@ def run_study(
                 name=run_name,
                 storage_path=str(results_root / study.name / "_tune"),
                 callbacks=[
-                    MlflowTuneCallback(tracker, lambda c: describe_trial(c["trial"]), lambda c: c["trial"]["config"]),
+                    TrialFailureCallback(results_root, study.name),
+                    mlflow_callback(tracker),
                     progress_callback,
                 ],
-                failure_config=tune.FailureConfig(max_failures=0),
-                checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+                # a trial whose worker dies (or that raises) is retried from its checkpoint
+                failure_config=tune.FailureConfig(max_failures=resources.max_failures),
                 verbose=0,
             ),
         )
         # Tune prints its own tables to stdout even at verbose=0; keep them in a log file
         log_path = results_root / study.name / "_tune" / f"{run_name}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "w") as log, contextlib.redirect_stdout(log):
+        with open(log_path, "w") as log, contextlib.redirect_stdout(log), stop_on_sigterm(), \
+                _without_tune_restore_hints():
             grid = tuner.fit()
     summary.ran = len(trials)
     summary.failed = [
@@ -203,4 +334,3 @@ def run_study(
         if r.error is not None
     ]
     summary.wall_s = time.perf_counter() - started
-    return summary

@@ -132,7 +132,7 @@ class DecoderLM(nn.Module):
         if self.attention_bias is not None:
             # computed once and shared by every layer (001 App. E.2 for FIRE); with a
             # cache, only the rows of the new queries
-            mask = causal_mask_with(self.attention_bias(positions, key_positions))  # (B, H, Tq, Tk)
+            mask = causal_mask_with(self.attention_bias(*_shared_rows(positions, key_positions)))  # (B|1, H, Tq, Tk)
         for layer, block in enumerate(self.blocks):
             x = block(x, positions, key_positions, mask, cache, layer)
         if cache is not None:
@@ -141,6 +141,14 @@ class DecoderLM(nn.Module):
 
     def empty_cache(self) -> KVCache:
         return KVCache.empty(len(self.blocks))
+
+
+def _shared_rows(q_positions: torch.Tensor, k_positions: torch.Tensor):
+    """When every row has the same positions (plain and cyclic samplers), one row is
+    enough: the bias is computed once and broadcast over the batch."""
+    if bool((q_positions == q_positions[:1]).all()) and bool((k_positions == k_positions[:1]).all()):
+        return q_positions[:1], k_positions[:1]
+    return q_positions, k_positions
 
 
 @torch.no_grad()

@@ -1,0 +1,386 @@
+"""`lg-study report`: the analysis SQL files run over one study, as one HTML page.
+
+The page holds the key numbers as HTML tables and the plots as PNG files (written
+beside it and embedded in it, so the page also stands alone). Every number comes from
+one of the analysis/*.sql files; this module only runs them, draws and lays out.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import html
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from analysis import plots
+from analysis.query import QueryError, open_results, run_sql_file, sql_parameters
+
+SQL_FILES = (
+    "status_counts",
+    "final_accuracy",
+    "variance",
+    "lucky_tickets",
+    "cascade",
+    "errors",
+    "training",
+)
+MAX_GROUPS = 24  # panels per figure; the caption says when groups were left out
+MAX_TABLE_ROWS = 300
+
+
+@dataclass
+class Figure:
+    file: str  # PNG name beside the page
+    title: str
+    caption: str
+    sql: tuple[str, ...]
+
+
+@dataclass
+class Report:
+    page: Path
+    figures: list[Path] = field(default_factory=list)
+    tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+def sql_path(name: str) -> Path:
+    return Path(str(files("analysis") / f"{name}.sql"))
+
+
+def build_report(
+    results_root: Path,
+    study: str,
+    out_dir: Path | None = None,
+    params: dict[str, str] | None = None,
+) -> Report:
+    """Run the analysis files over ``study`` and write ``index.html`` plus PNGs to
+    ``out_dir`` (default ``<results_root>/<study>/report``).
+
+    ``params`` go to the files that take them (e.g. ``threshold`` to lucky_tickets.sql);
+    a parameter no file takes is refused. Raises LookupError for an unknown study and
+    QueryError for SQL that DuckDB refuses.
+    """
+    results_root = Path(results_root)
+    out_dir = Path(out_dir) if out_dir is not None else results_root / study / "report"
+    params = params or {}
+    with open_results(results_root, study) as con:
+        texts = {name: sql_path(name).read_text() for name in SQL_FILES}
+        taken = {name: set().union(*sql_parameters(con, text)) for name, text in texts.items()}
+        unused = sorted(set(params) - set().union(*taken.values()))
+        if unused:
+            accepted = ", ".join(sorted(set().union(*taken.values())))
+            raise QueryError(f"no analysis file takes parameter {', '.join(unused)}; "
+                             f"they take: {accepted}")
+        tables = {
+            name: run_sql_file(
+                con, sql_path(name), {k: v for k, v in params.items() if k in taken[name]}
+            ).to_pylist()
+            for name in SQL_FILES
+        }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    report = Report(page=out_dir / "index.html", tables=tables)
+    sections = _sections(tables, out_dir, report)
+    report.page.write_text(_page(study, results_root, tables, sections, params))
+    return report
+
+
+# --- the sections ---------------------------------------------------------------------
+
+
+def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> list[str]:
+    def figure(fig: Figure, draw: Callable[[Path], Path | None], groups: int) -> str:
+        path = draw(out_dir / fig.file)
+        if path is None:
+            return f"<p class='empty'>{html.escape(fig.title)}: nothing to draw.</p>"
+        report.figures.append(path)
+        left_out = ""
+        if groups > MAX_GROUPS:
+            left_out = f" Only the first {MAX_GROUPS} of {groups} groups are drawn."
+        return _figure_html(path, fig, left_out)
+
+    final = tables["final_accuracy"]
+    variance = tables["variance"]
+    lucky = tables["lucky_tickets"]
+    cascade = tables["cascade"]
+    errors = tables["errors"]
+    training = tables["training"]
+    n_groups = len({r["group_id"] for r in final})
+    out: list[str] = []
+
+    # 1. seed variance
+    out.append("<h2 id='variance'>1. Accuracy vs test length: seed variance (001 Fig. 10)</h2>")
+    out.append(figure(
+        Figure("accuracy_by_group.png", "Accuracy vs test length",
+               "Exact-match accuracy at each trial's final evaluation, by test length, one "
+               "panel per configuration group (trials that differ only by their seeds). Grey: "
+               "each trial; blue: the group mean with its t-based 95 % interval of the mean "
+               "(clipped to [0, 1]); red dashed: the best-of-N trial (highest mean over all "
+               "lengths); green band: training lengths.",
+               ("final_accuracy.sql", "variance.sql")),
+        lambda p: plots.accuracy_by_group(_first_groups(final), _first_groups(variance), p),
+        n_groups,
+    ))
+    out.append(_table(
+        variance,
+        [("group_label", "group"), ("digits", "length"), ("in_distribution", "trained"),
+         ("n_trials", "N"), ("mean", "mean"), ("sd", "sd"), ("ci95_t_low", "95 % low (t)"),
+         ("ci95_t_high", "95 % high (t)"), ("min", "min"), ("median", "median"),
+         ("max", "max"), ("best_of_n", "best of N")],
+        "Per group and test length (variance.sql). 95 % interval of the mean: "
+        "mean ± t(0.975, N−1)·sd/√N.",
+    ))
+
+    # 2. lucky tickets
+    out.append("<h2 id='lucky'>2. Weight seeds × data seeds: lucky tickets "
+               "(001 Fig. 11, F.9)</h2>")
+    if not lucky:
+        out.append("<p class='empty'>No configuration group of this study crosses weight "
+                   "seeds with data seeds (lucky_tickets.sql needs at least 2 × 2 finished "
+                   "trials, every pair once), so there is no weight/data decomposition to "
+                   "show.</p>")
+    else:
+        crossed = len({r["group_id"] for r in lucky})
+        threshold = lucky[0]["threshold"]
+        measured = ", ".join(str(d) for d in lucky[0]["measured_digits"])
+        out.append(figure(
+            Figure("seed_heatmap.png", "Weight × data seed heatmap",
+                   "Out-of-distribution exact match (mean over the test lengths "
+                   f"{measured}) of every weight seed × data seed trial, one panel per "
+                   "crossed group; * marks a lucky weight seed (its minimum over data "
+                   f"orders above {threshold:g}); Kendall's W = agreement of the data "
+                   "orders' rankings of the weight seeds.",
+                   ("lucky_tickets.sql",)),
+            lambda p: plots.seed_heatmaps(_first_groups(lucky), p),
+            crossed,
+        ))
+        out.append(figure(
+            Figure("variance_shares.png", "Variance shares",
+                   "Share of the variance of out-of-distribution accuracy explained by the "
+                   "weight seed, by the data seed, and left as residual (two-way ANOVA "
+                   "without replication: SS / SS_total), one bar per crossed group.",
+                   ("lucky_tickets.sql",)),
+            lambda p: plots.variance_shares(_first_groups(lucky), p),
+            crossed,
+        ))
+        group_rows = list({r["group_id"]: r for r in lucky}.values())
+        out.append(_table(
+            group_rows,
+            [("group_label", "group"), ("n_weight_seeds", "weight seeds"),
+             ("n_data_seeds", "data seeds"), ("grand_mean", "mean OOD acc."),
+             ("share_weight", "share weight"), ("share_data", "share data"),
+             ("share_residual", "share residual"), ("kendall_w", "Kendall's W")],
+            "Per crossed group (lucky_tickets.sql).",
+        ))
+        out.append(_table(
+            lucky,
+            [("group_label", "group"), ("weight_seed", "weight seed"), ("mean", "mean"),
+             ("min", "min"), ("max", "max"), ("lucky", "lucky"), ("threshold", "threshold"),
+             ("ood_accuracy_by_data_seed", "by data seed")],
+            "Per weight seed, over data orders (lucky_tickets.sql).",
+        ))
+
+    # 3. carry cascades
+    out.append("<h2 id='cascade'>3. Carry-cascade breakdown (003 Fig. 8a, 8c)</h2>")
+    out.append(figure(
+        Figure("cascade.png", "Accuracy by carry-cascade length",
+               "Exact match by the question's longest carry cascade (003 §4; 0 = no carry), "
+               "one line per test length (dashed: longer than trained), pooled over the "
+               "group's trials at their last sampled step; error bars: Wilson 95 % "
+               "intervals, wide where a cascade length is rare.",
+               ("cascade.sql",)),
+        lambda p: plots.cascade_breakdown(_first_groups(cascade), p),
+        n_groups,
+    ))
+    out.append(_table(
+        cascade,
+        [("group_label", "group"), ("digits", "length"), ("cascade", "cascade"),
+         ("questions", "questions"), ("correct", "right"), ("accuracy", "accuracy"),
+         ("wilson95_low", "95 % low"), ("wilson95_high", "95 % high"),
+         ("share_of_questions", "share of questions")],
+        "Per group, test length and cascade length (cascade.sql).",
+        collapsed=True,
+    ))
+
+    # 4. errors
+    out.append("<h2 id='errors'>4. Error anatomy (001 Fig. 9, F.10–F.12)</h2>")
+    out.append(figure(
+        Figure("errors_carry.png", "Errors with and without carry",
+               "Share of questions answered wrongly, for questions with a carry "
+               "(cascade > 0) and without, by test length.", ("errors.sql",)),
+        lambda p: plots.error_by_carry(_first_groups(errors), p),
+        n_groups,
+    ))
+    out.append(figure(
+        Figure("errors_position.png", "Position of the first wrong digit",
+               "Where the first wrong token of a wrong answer is (index in the answer as "
+               "written: least significant digit first in the reversed format), as a share "
+               "of the wrong answers; answers that stop early or run on are counted apart "
+               "as 'premature end' and 'late end'.", ("errors.sql",)),
+        lambda p: plots.error_distribution(
+            _first_groups(errors), "first_wrong", "first wrong position (written order)", p),
+        n_groups,
+    ))
+    out.append(figure(
+        Figure("errors_count.png", "Wrong digits per wrong answer",
+               "How many answer positions are wrong in a wrong answer, as a share of the "
+               "wrong answers; premature and late ends counted apart.", ("errors.sql",)),
+        lambda p: plots.error_distribution(
+            _first_groups(errors), "wrong_digits", "wrong digits per wrong answer", p),
+        n_groups,
+    ))
+    out.append(_table(
+        [r for r in errors if r["facet"] == "carry"],
+        [("group_label", "group"), ("digits", "length"), ("bucket", "kind"),
+         ("questions", "questions"), ("wrong", "wrong"), ("error_rate", "error rate"),
+         ("share_of_errors", "share of errors")],
+        "Wrong answers with and without carry (errors.sql, facet carry).",
+        collapsed=True,
+    ))
+    ends = [r for r in errors if r["facet"] == "wrong_digits"]
+    out.append(_table(
+        ends,
+        [("group_label", "group"), ("digits", "length"), ("bucket", "wrong digits / end"),
+         ("wrong", "wrong answers"), ("share_of_errors", "share")],
+        "Wrong digits per wrong answer, premature and late ends apart "
+        "(errors.sql, facet wrong_digits).",
+        collapsed=True,
+    ))
+
+    # 5. training
+    out.append("<h2 id='training'>5. Accuracy over training (001 App. F.3, Fig. 6)</h2>")
+    threshold = training[0]["grok_threshold"] if training else 0.99
+    out.append(figure(
+        Figure("training.png", "Accuracy over training steps",
+               "Exact match at each evaluation step, one colour per test length and one line "
+               "style per trial (seeds in the corner); dotted verticals: the step at which "
+               f"the trial's mean in-distribution accuracy first reached {threshold:.0%} "
+               "(grokking step).", ("training.sql",)),
+        lambda p: plots.training_curves(_first_groups(training), p),
+        n_groups,
+    ))
+    per_trial = list({r["trial_id"]: r for r in training}.values())
+    out.append(_table(
+        per_trial,
+        [("group_label", "group"), ("weight_seed", "weight seed"), ("data_seed", "data seed"),
+         ("trial_id", "trial"), ("grok_step", f"first step with in-dist. ≥ {threshold:.0%}"),
+         ("in_distribution_accuracy", "final in-dist. acc."),
+         ("ood_accuracy", "final OOD acc."), ("loss", "final loss")],
+        "Grokking step per trial (training.sql); the last three columns at the final step.",
+    ))
+    return out
+
+
+# --- HTML -------------------------------------------------------------------------------
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px;
+       padding: 0 1em; color: #222; }
+h1 { margin-bottom: 0.2em; }
+h2 { margin-top: 2em; border-bottom: 1px solid #ccc; }
+figure { margin: 1em 0; }
+figure img { max-width: 100%; border: 1px solid #eee; }
+figcaption { font-size: 0.9em; color: #444; max-width: 70em; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0 1.5em; }
+th, td { border: 1px solid #ddd; padding: 2px 6px; text-align: right; }
+th { background: #f4f4f4; }
+td.text { text-align: left; }
+caption { text-align: left; font-size: 0.9em; color: #444; padding-bottom: 4px; }
+code { background: #f4f4f4; padding: 0 3px; }
+.empty { color: #666; font-style: italic; }
+"""
+
+
+def _page(study: str, root: Path, tables: dict, sections: list[str], params: dict) -> str:
+    counts = ", ".join(f"{r['status']} {r['trials']}" for r in tables["status_counts"])
+    n_groups = len({r["group_id"] for r in tables["final_accuracy"]})
+    given = ", ".join(f"{k}={v}" for k, v in sorted(params.items())) or "none (defaults)"
+    generated = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>lg-study report: {html.escape(study)}</title>
+<style>{STYLE}</style>
+</head>
+<body>
+<h1>Study <code>{html.escape(study)}</code></h1>
+<p>Results: <code>{html.escape(str(Path(root).resolve() / study))}</code>; generated
+{generated}.<br>
+Trials: {html.escape(counts or "none")}; configuration groups with finished trials:
+{n_groups}. Parameters: {html.escape(given)}.</p>
+<p>Every number and plot comes from the SQL files in <code>analysis/</code>; run one
+yourself with <code>lg-study query --file analysis/variance.sql --study
+{html.escape(study)}</code>. Accuracies are exact match at each trial's final evaluation
+unless said otherwise; "trained" marks test lengths inside the training range.</p>
+<p><a href="#variance">seed variance</a> · <a href="#lucky">lucky tickets</a> ·
+<a href="#cascade">carry cascades</a> · <a href="#errors">errors</a> ·
+<a href="#training">training</a></p>
+{"".join(sections)}
+</body>
+</html>
+"""
+
+
+def _figure_html(path: Path, fig: Figure, note: str) -> str:
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    sources = " and ".join(f"<code>analysis/{name}</code>" for name in fig.sql)
+    return (
+        f"<figure><a href='{html.escape(path.name)}'>"
+        f"<img src='data:image/png;base64,{data}' alt='{html.escape(fig.title)}'></a>"
+        f"<figcaption><b>{html.escape(fig.title)}.</b> {html.escape(fig.caption)}{note} "
+        f"Computed by {sources}.</figcaption></figure>"
+    )
+
+
+def _table(
+    rows: list[dict],
+    columns: list[tuple[str, str]],
+    caption: str,
+    collapsed: bool = False,
+) -> str:
+    if not rows:
+        return f"<p class='empty'>{html.escape(caption)} No rows.</p>"
+    shown = rows[:MAX_TABLE_ROWS]
+    more = (f" First {MAX_TABLE_ROWS} of {len(rows)} rows; the SQL file gives all."
+            if len(rows) > MAX_TABLE_ROWS else "")
+    head = "".join(f"<th>{html.escape(title)}</th>" for _, title in columns)
+    body = "".join(
+        "<tr>" + "".join(_cell(row.get(key)) for key, _ in columns) + "</tr>" for row in shown
+    )
+    table = (f"<table><caption>{html.escape(caption + more)}</caption>"
+             f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+    if collapsed:
+        return f"<details><summary>{html.escape(caption)}</summary>{table}</details>"
+    return table
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "<td></td>"
+    if isinstance(value, bool):
+        return f"<td class='text'>{'yes' if value else 'no'}</td>"
+    if isinstance(value, float):
+        return f"<td>{value:.3f}</td>"
+    if isinstance(value, int):
+        return f"<td>{value}</td>"
+    if isinstance(value, (list, tuple)):
+        text = ", ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in value)
+        return f"<td class='text'>{html.escape(text)}</td>"
+    return f"<td class='text'>{html.escape(str(value))}</td>"
+
+
+def _first_groups(rows: Iterable[dict], limit: int = MAX_GROUPS) -> list[dict]:
+    """The rows of the first ``limit`` groups, in the SQL's order."""
+    keep: dict[str, None] = {}
+    out = []
+    for row in rows:
+        gid = row["group_id"]
+        if gid not in keep and len(keep) >= limit:
+            continue
+        keep.setdefault(gid, None)
+        out.append(row)
+    return out

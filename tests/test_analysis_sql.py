@@ -1,0 +1,511 @@
+"""The analysis SQL files against synthetic Parquet with known answers, each compared
+with an independent numpy computation: seed variance, lucky tickets (variance shares,
+Kendall's W), carry cascades, error anatomy, training curves, configuration groups."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from datetime import datetime, timezone
+from importlib.resources import files
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from analysis import groups as py_groups
+from analysis.query import QueryError, open_results, run_query, run_sql_file
+from orchestrator.cli import app
+from orchestrator.results_store import write_trial_table
+
+STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+SQL = files("analysis")
+STUDY = "synthetic"
+LENGTHS = (2, 4, 6, 8)  # trained on 1-4 digits: 2 and 4 in distribution, 6 and 8 not
+OOD = (6, 8)
+FINAL, EARLY = 100, 50  # evaluation steps; only FINAL counts for the final accuracy
+# two-sided 95 % Student t quantiles, from scipy.stats.t.ppf(0.975, df)
+T975 = {1: 12.706204736174694, 5: 2.5705818356363146, 11: 2.200985160091639,
+        32: 2.0369333434601016}
+
+
+def config(pe: str, weight: int, data: int, lr: float = 1e-05) -> dict:
+    """A resolved config shaped like lengthgen's (lr 1e-05: Python and DuckDB write it
+    differently, which the group id must survive)."""
+    return {
+        "task": {"name": "addition", "train_digits": [1, 4]},
+        "format": {"reverse": True},
+        "data": {"distribution": "uniform_length"},
+        "model": {"arch": "decoder", "pe": pe, "size": "tiny"},
+        "train": {"lr": lr, "steps": FINAL},
+        "eval": {"digits": list(LENGTHS)},
+        "seeds": {"weight": weight, "data": data, "eval": 0},
+    }
+
+
+def canonical(cfg: dict) -> str:
+    return json.dumps(cfg, sort_keys=True, separators=(",", ":"))
+
+
+def trial_id(cfg: dict) -> str:
+    return hashlib.sha256(canonical(cfg).encode()).hexdigest()[:12]
+
+
+def write_trial(root: Path, study: str, cfg: dict, final: dict[int, float] | None,
+                status: str = "done", early_factor: float = 0.5,
+                samples: list[dict] | None = None) -> str:
+    """One trial's trials row and, unless ``final`` is None, its train and eval rows:
+    accuracy ``final[d]`` at step FINAL and ``early_factor * final[d]`` at step EARLY."""
+    tid = trial_id(cfg)
+    write_trial_table(root, study, "trials", tid, [{
+        "status": status, "config_json": canonical(cfg), "n_params": 10, "device": "cpu",
+        "started_at": STARTED, "task": cfg["task"]["name"], "pe": cfg["model"]["pe"],
+        "size": cfg["model"]["size"], "arch": cfg["model"]["arch"],
+        "distribution": cfg["data"]["distribution"], "lr": cfg["train"]["lr"],
+        "weight_seed": cfg["seeds"]["weight"], "data_seed": cfg["seeds"]["data"],
+        "eval_seed": cfg["seeds"]["eval"], "train_digits": cfg["task"]["train_digits"],
+        "train_min_digits": 1, "train_max_digits": 4,
+    }])
+    if final is None:
+        return tid
+    write_trial_table(root, study, "train", tid, [
+        {"step": s, "loss": 1.0 / s, "lr": 1e-3, "tokens": 64 * s, "wall_s": 0.01 * s}
+        for s in (30, 60, 90)
+    ])
+    write_trial_table(root, study, "eval", tid, [
+        {"step": step, "digits": d, "n": 100, "correct": round(100 * acc * factor),
+         "accuracy": acc * factor, "in_distribution": d <= 4}
+        for step, factor in ((EARLY, early_factor), (FINAL, 1.0)) for d, acc in final.items()
+    ])
+    if samples is not None:
+        write_trial_table(root, study, "samples", tid, samples)
+    return tid
+
+
+def random_samples(rng: np.random.Generator, n: int = 40) -> list[dict]:
+    """Questions at the final step (and a few at EARLY, which must be ignored) with
+    random cascade lengths; long cascades are rare and answered worse."""
+    rows = []
+    for step in (EARLY, FINAL):
+        for d in LENGTHS:
+            for idx in range(n if step == FINAL else 3):
+                cascade = int(rng.choice(4, p=[0.3, 0.45, 0.2, 0.05]))
+                correct = bool(rng.random() < 0.9 - 0.2 * cascade - 0.05 * d)
+                rows.append({"step": step, "digits": d, "idx": idx, "cascade": cascade,
+                             "correct": correct, "wrong_digits": 0 if correct else 1,
+                             "first_wrong": None if correct else 0,
+                             "target": "1" * (d + 1), "prediction": "1" * (d + 1)})
+    return rows
+
+
+class Truth:
+    """What was written, for the numpy side: trial -> (group name, seeds, final acc)."""
+
+    def __init__(self) -> None:
+        self.trials: dict[str, dict] = {}
+        self.samples: dict[str, list[dict]] = {}
+
+    def add(self, name: str, cfg: dict, final: dict[int, float], samples=None) -> None:
+        self.trials[trial_id(cfg)] = {"group": name, "cfg": cfg, "w": cfg["seeds"]["weight"],
+                                      "d": cfg["seeds"]["data"], "final": final}
+        if samples is not None:
+            self.samples[trial_id(cfg)] = samples
+
+    def group(self, name: str) -> dict[str, dict]:
+        return {t: v for t, v in self.trials.items() if v["group"] == name}
+
+
+def build_study(root: Path) -> Truth:
+    """Four configuration groups and a failed trial:
+
+    cross  fire, lr 1e-05: 3 weight x 4 data seeds, random accuracies with weight and
+           data effects, random samples
+    exact  rope: 3 weight x 2 data seeds; OOD accuracy depends on the weight seed only
+           (0.95, 0.5, 0.1), so the weight seed explains all the variance and W = 1
+    many   nope: 33 weight seeds, one data seed (not crossed; 32 degrees of freedom)
+           in-distribution accuracy 0.985 (below the 99 % grokking threshold), plus a
+           failed trial without results, which every file must leave out
+    lr     fire, lr 3e-4: 2 weight seeds; shares task/pe/size/distribution with cross,
+           so both labels name train.lr; it "groks" at the early step already
+    """
+    rng = np.random.default_rng(7)
+    truth = Truth()
+    weight_effect, data_effect = [0.7, 0.3, 0.5], [0.1, -0.1, 0.05, -0.05]
+    for w in range(3):
+        for d in range(4):
+            cfg = config("fire", w, d)
+            final = {2: 1.0, 4: 1.0}
+            final.update({n: float(np.clip(weight_effect[w] + data_effect[d]
+                                           + rng.normal(0, 0.08), 0, 1)) for n in OOD})
+            samples = random_samples(rng)
+            write_trial(root, STUDY, cfg, final, samples=samples)
+            truth.add("cross", cfg, final, samples)
+    for w, level in enumerate([0.95, 0.5, 0.1]):
+        for d in range(2):
+            cfg = config("rope", w, d)
+            final = {2: 1.0, 4: 1.0, 6: level, 8: level}
+            samples = random_samples(rng)
+            write_trial(root, STUDY, cfg, final, samples=samples)
+            truth.add("exact", cfg, final, samples)
+    for w in range(33):
+        cfg = config("nope", w, 0)
+        final = {2: 0.985, 4: 0.985, 6: float(rng.uniform(0, 0.3)), 8: float(rng.uniform(0, 0.1))}
+        write_trial(root, STUDY, cfg, final)
+        truth.add("many", cfg, final)
+    write_trial(root, STUDY, config("nope", 99, 0), None, status="failed")
+    for w in range(2):
+        cfg = config("fire", w, 0, lr=3e-4)
+        final = {2: 1.0, 4: 1.0, 6: 0.2 * w, 8: 0.0}
+        write_trial(root, STUDY, cfg, final, early_factor=1.0)
+        truth.add("lr", cfg, final)
+    return truth
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory) -> tuple[Path, Truth]:
+    root = tmp_path_factory.mktemp("results")
+    return root, build_study(root)
+
+
+@pytest.fixture(scope="module")
+def con(study):
+    root, _ = study
+    with open_results(root, STUDY) as connection:
+        yield connection
+
+
+def run(con, name: str, **params) -> list[dict]:
+    return run_sql_file(con, Path(str(SQL / f"{name}.sql")),
+                        {k: str(v) for k, v in params.items()}).to_pylist()
+
+
+def group_ids(con, truth: Truth) -> dict[str, str]:
+    """group name (in Truth) -> group_id (from the view)."""
+    mapping = {r["trial_id"]: r["group_id"] for r in
+               run_query(con, "select trial_id, group_id from groups").to_pylist()}
+    ids = {}
+    for tid, trial in truth.trials.items():
+        assert ids.setdefault(trial["group"], mapping[tid]) == mapping[tid]
+    return ids
+
+
+# --- groups -------------------------------------------------------------------------------
+
+
+def test_groups_join_trials_that_differ_only_by_seeds(con, study) -> None:
+    _, truth = study
+    rows = run_query(con, "select * from groups").to_pylist()
+    by_trial = {r["trial_id"]: r for r in rows}
+    assert len(rows) == len(truth.trials) + 1  # the failed trial has a group too
+    ids = group_ids(con, truth)
+    assert len(set(ids.values())) == 4
+    for tid, trial in truth.trials.items():
+        # the same id as the MLflow tag `group` that analysis/groups.py computes
+        assert by_trial[tid]["group_id"] == py_groups.group_id(trial["cfg"])
+        assert by_trial[tid]["trials_in_group"] == len(truth.group(trial["group"])) + (
+            trial["group"] == "many")
+    labels = {name: by_trial[next(iter(truth.group(name)))]["group_label"] for name in ids}
+    assert labels == {
+        "cross": "addition/fire/tiny/uniform_length train.lr=0.00001",
+        "exact": "addition/rope/tiny/uniform_length",
+        "many": "addition/nope/tiny/uniform_length",
+        "lr": "addition/fire/tiny/uniform_length train.lr=0.0003",
+    }
+
+
+def test_group_id_in_python_ignores_weight_and_data_seed_only() -> None:
+    base = py_groups.group_id(config("fire", 0, 0))
+    assert py_groups.group_id(config("fire", 5, 9)) == base
+    other_eval = config("fire", 0, 0)
+    other_eval["seeds"]["eval"] = 1
+    assert py_groups.group_id(other_eval) != base
+    assert py_groups.group_id(config("rope", 0, 0)) != base
+    assert py_groups.run_name(config("rope", 0, 3)) == "rope-tiny-addition-w0-d3"
+    assert py_groups.base_label(config("rope", 0, 3)) == "addition/rope/tiny/uniform_length"
+
+
+def test_views_sql_with_groups_loads_as_the_cli_client_runs_it(study) -> None:
+    root, _ = study
+    con = duckdb.connect()
+    con.execute(f"SET VARIABLE results_glob_root = '{root / STUDY}';")
+    con.execute((SQL / "views.sql").read_text())
+    assert con.sql("select count(distinct group_id) from groups").fetchall() == [(4,)]
+    # and an analysis file runs there too, with its parameter set as the CLI client would
+    con.execute("SET VARIABLE threshold = 0.4;")
+    rows = con.sql((SQL / "lucky_tickets.sql").read_text()).fetchall()
+    assert rows and all(row[8] == 0.4 for row in rows)  # the threshold column
+
+
+# --- variance -----------------------------------------------------------------------------
+
+
+def test_variance_matches_numpy(con, study) -> None:
+    _, truth = study
+    ids = group_ids(con, truth)
+    rows = {(r["group_id"], r["digits"]): r for r in run(con, "variance")}
+    assert len(rows) == 4 * len(LENGTHS)
+    for name, gid in ids.items():
+        trials = truth.group(name)
+        n = len(trials)
+        means = {tid: np.mean(list(t["final"].values())) for tid, t in trials.items()}
+        best = min(trials, key=lambda tid: (-means[tid], tid))
+        for d in LENGTHS:
+            acc = np.array([t["final"][d] for t in trials.values()])
+            row = rows[(gid, d)]
+            half = T975[n - 1] * acc.std(ddof=1) / np.sqrt(n)
+            assert row["n_trials"] == n
+            assert row["in_distribution"] == (d <= 4)
+            assert row["mean"] == pytest.approx(acc.mean())
+            assert row["sd"] == pytest.approx(acc.std(ddof=1), abs=1e-12)
+            assert (row["min"], row["max"]) == (pytest.approx(acc.min()), pytest.approx(acc.max()))
+            assert row["median"] == pytest.approx(np.median(acc))
+            assert row["best_trial_id"] == best
+            assert row["best_of_n"] == pytest.approx(trials[best]["final"][d])
+            assert row["ci95_t_low"] == pytest.approx(acc.mean() - half, abs=1e-6)
+            assert row["ci95_t_high"] == pytest.approx(acc.mean() + half, abs=1e-6)
+
+
+# --- lucky tickets ------------------------------------------------------------------------
+
+
+def average_ranks(values: np.ndarray) -> np.ndarray:
+    ranks = np.empty(len(values))
+    ranks[np.argsort(values, kind="stable")] = np.arange(1, len(values) + 1)
+    for v in np.unique(values):
+        ranks[values == v] = ranks[values == v].mean()
+    return ranks
+
+
+def anova_and_w(y: np.ndarray) -> dict[str, float]:
+    """Two-way ANOVA without replication (rows: weight seeds, columns: data seeds) and
+    Kendall's W of the rows ranked within each column, with the tie correction."""
+    a, b = y.shape
+    m = y.mean()
+    ss_w = b * ((y.mean(axis=1) - m) ** 2).sum()
+    ss_d = a * ((y.mean(axis=0) - m) ** 2).sum()
+    ss_t = ((y - m) ** 2).sum()
+    ranks = np.column_stack([average_ranks(y[:, j]) for j in range(b)])
+    s = ((ranks.sum(axis=1) - b * (a + 1) / 2) ** 2).sum()
+    ties = sum(((c := np.unique(y[:, j], return_counts=True)[1]) ** 3 - c).sum()
+               for j in range(b))
+    return {"share_weight": ss_w / ss_t, "share_data": ss_d / ss_t,
+            "share_residual": (ss_t - ss_w - ss_d) / ss_t,
+            "kendall_w": 12 * s / (b**2 * (a**3 - a) - b * ties)}
+
+
+def crossed_table(truth: Truth, name: str, lengths=OOD) -> tuple[np.ndarray, list, list]:
+    trials = truth.group(name).values()
+    ws = sorted({t["w"] for t in trials})
+    ds = sorted({t["d"] for t in trials})
+    y = np.zeros((len(ws), len(ds)))
+    for t in trials:
+        y[ws.index(t["w"]), ds.index(t["d"])] = np.mean([t["final"][n] for n in lengths])
+    return y, ws, ds
+
+
+def test_lucky_tickets_match_numpy(con, study) -> None:
+    _, truth = study
+    ids = group_ids(con, truth)
+    rows = run(con, "lucky_tickets")
+    # only the two fully crossed groups; `many` and `lr` have a single data seed
+    assert {r["group_id"] for r in rows} == {ids["cross"], ids["exact"]}
+    for name in ("cross", "exact"):
+        y, ws, ds = crossed_table(truth, name)
+        mine = sorted((r for r in rows if r["group_id"] == ids[name]),
+                      key=lambda r: r["weight_seed"])
+        expected = anova_and_w(y)
+        assert [r["weight_seed"] for r in mine] == ws
+        for i, row in enumerate(mine):
+            assert (row["n_weight_seeds"], row["n_data_seeds"]) == y.shape
+            assert row["measured_digits"] == list(OOD)
+            assert row["data_seeds"] == ds
+            assert row["ood_accuracy_by_data_seed"] == pytest.approx(y[i].tolist())
+            assert row["mean"] == pytest.approx(y[i].mean())
+            assert (row["min"], row["max"]) == (pytest.approx(y[i].min()), pytest.approx(y[i].max()))
+            assert row["threshold"] == 0.9
+            assert row["lucky"] == bool(y[i].min() > 0.9)
+            for key, value in expected.items():
+                assert row[key] == pytest.approx(value, abs=1e-9), (name, key)
+            assert row["share_weight"] + row["share_data"] + row["share_residual"] == pytest.approx(1)
+
+
+def test_weight_only_effect_is_all_weight_share_and_full_concordance(con, study) -> None:
+    _, truth = study
+    rows = [r for r in run(con, "lucky_tickets") if r["group_id"] == group_ids(con, truth)["exact"]]
+    row = rows[0]
+    assert row["share_weight"] == pytest.approx(1)
+    assert row["share_data"] == pytest.approx(0, abs=1e-12)
+    assert row["share_residual"] == pytest.approx(0, abs=1e-12)
+    assert row["kendall_w"] == pytest.approx(1)
+    assert [r["lucky"] for r in rows] == [True, False, False]  # min 0.95 > 0.9
+
+
+def test_lucky_ticket_threshold_and_lengths_are_parameters(con, study) -> None:
+    _, truth = study
+    exact = group_ids(con, truth)["exact"]
+    rows = [r for r in run(con, "lucky_tickets", threshold=0.4) if r["group_id"] == exact]
+    assert [r["lucky"] for r in rows] == [True, True, False]
+    assert {r["threshold"] for r in rows} == {0.4}
+    # one test length only: the cross group's table is then its accuracy at 8 digits
+    cross = group_ids(con, truth)["cross"]
+    rows = [r for r in run(con, "lucky_tickets", digits="8") if r["group_id"] == cross]
+    y, _, _ = crossed_table(truth, "cross", lengths=(8,))
+    assert rows[0]["measured_digits"] == [8]
+    assert rows[0]["share_weight"] == pytest.approx(anova_and_w(y)["share_weight"])
+
+
+# --- cascade ------------------------------------------------------------------------------
+
+
+def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def test_cascade_breakdown_matches_numpy(con, study) -> None:
+    _, truth = study
+    ids = group_ids(con, truth)
+    rows = {(r["group_id"], r["digits"], r["cascade"]): r for r in run(con, "cascade")}
+    expected = {}
+    for tid, rows_written in truth.samples.items():
+        gid = ids[truth.trials[tid]["group"]]
+        for s in rows_written:
+            if s["step"] == FINAL:
+                cell = expected.setdefault((gid, s["digits"], s["cascade"]), [0, 0, set()])
+                cell[0] += 1
+                cell[1] += s["correct"]
+                cell[2].add(tid)
+    assert set(rows) == set(expected)
+    for key, (n, k, trials) in expected.items():
+        row = rows[key]
+        low, high = wilson(k, n)
+        per_length = sum(v[0] for kk, v in expected.items() if kk[:2] == key[:2])
+        assert (row["questions"], row["correct"]) == (n, k)
+        assert row["accuracy"] == pytest.approx(k / n)
+        assert row["wilson95_low"] == pytest.approx(low, abs=1e-12)
+        assert row["wilson95_high"] == pytest.approx(high, abs=1e-12)
+        assert row["share_of_questions"] == pytest.approx(n / per_length)
+        assert row["n_trials"] == len(trials)
+        assert row["in_distribution"] == (key[1] <= 4)
+
+
+# --- errors -------------------------------------------------------------------------------
+
+
+def sample(idx, cascade, correct, wrong, first, target, prediction, step=FINAL, digits=3):
+    return {"step": step, "digits": digits, "idx": idx, "cascade": cascade, "correct": correct,
+            "wrong_digits": wrong, "first_wrong": first, "target": target,
+            "prediction": prediction}
+
+
+def test_error_anatomy_counts_each_kind(tmp_path: Path) -> None:
+    write_trial(tmp_path, "anatomy", config("fire", 0, 0), {3: 0.3, 5: 1.0}, samples=[
+        sample(0, 0, True, 0, None, "321", "321"),
+        sample(1, 1, True, 0, None, "4321", "4321"),
+        sample(2, 0, False, 1, 1, "321", "331"),        # on time, one wrong digit at 1
+        sample(3, 2, False, 3, 1, "4321", "4000"),      # on time, three wrong digits
+        sample(4, 1, False, 2, 2, "4321", "43"),        # premature end
+        sample(5, 1, False, 0, 3, "321", "3210"),       # late end: one token too many
+        sample(6, 0, False, 0, 3, "321", "321"),        # late end: all digits, no end
+        sample(7, 0, False, 3, 0, "321", "999", step=EARLY),  # an earlier step: ignored
+        sample(0, 0, True, 0, None, "00001", "00001", digits=5),
+    ])
+    with open_results(tmp_path, "anatomy") as con:
+        rows = run(con, "errors")
+    got = {(r["digits"], r["facet"], r["bucket"]): r for r in rows}
+    carry = {k[2]: (r["questions"], r["wrong"], r["error_rate"], r["share_of_errors"])
+             for k, r in got.items() if k[:2] == (3, "carry")}
+    assert carry == {"without carry": (3, 2, pytest.approx(2 / 3), pytest.approx(0.4)),
+                     "with carry": (4, 3, pytest.approx(3 / 4), pytest.approx(0.6))}
+    position = {k[2]: r["wrong"] for k, r in got.items() if k[:2] == (3, "first_wrong")}
+    assert position == {"1": 2, "premature end": 1, "late end": 2}
+    count = {k[2]: r["wrong"] for k, r in got.items() if k[:2] == (3, "wrong_digits")}
+    assert count == {"1": 1, "3": 1, "premature end": 1, "late end": 2}
+    for facet in ("carry", "first_wrong", "wrong_digits"):
+        shares = [r["share_of_errors"] for k, r in got.items() if k[:2] == (3, facet)]
+        assert sum(shares) == pytest.approx(1)
+    assert got[(3, "first_wrong", "1")]["bucket_value"] == 1
+    assert got[(3, "first_wrong", "late end")]["bucket_value"] is None
+    # a length without wrong answers: carry rows with zero errors, nothing else
+    assert {k[1:] for k in got if k[0] == 5} == {("carry", "without carry")}
+    assert got[(5, "carry", "without carry")]["share_of_errors"] is None
+
+
+# --- training -----------------------------------------------------------------------------
+
+
+def test_training_curves_and_grokking_step(con, study) -> None:
+    _, truth = study
+    rows = run(con, "training")
+    assert len(rows) == len(truth.trials) * 2 * len(LENGTHS)
+    by_trial = {}
+    for r in rows:
+        by_trial.setdefault(r["trial_id"], []).append(r)
+    for tid, trial in truth.trials.items():
+        mine = by_trial[tid]
+        expected = {"cross": FINAL, "exact": FINAL, "many": None, "lr": EARLY}[trial["group"]]
+        assert {r["grok_step"] for r in mine} == {expected}
+        factor = 1.0 if trial["group"] == "lr" else 0.5
+        for r in mine:
+            scale = 1.0 if r["step"] == FINAL else factor
+            assert r["accuracy"] == pytest.approx(trial["final"][r["digits"]] * scale)
+            assert r["in_distribution_accuracy"] == pytest.approx(
+                scale * np.mean([trial["final"][d] for d in (2, 4)]))
+            # the last training log at or before the evaluation step (logged at 30, 60, 90)
+            assert r["loss"] == pytest.approx(1 / (30 if r["step"] == EARLY else 90))
+    lower = {r["trial_id"]: r["grok_step"] for r in run(con, "training", grok_threshold=0.98)}
+    assert {lower[t] for t in truth.group("many")} == {FINAL}
+
+
+# --- every file ---------------------------------------------------------------------------
+
+ANALYSIS_FILES = ("variance", "lucky_tickets", "cascade", "errors", "training", "final_accuracy")
+
+
+@pytest.mark.parametrize("name", ANALYSIS_FILES)
+def test_runs_without_parameters_on_a_study_with_no_results_yet(tmp_path: Path, name: str) -> None:
+    write_trial(tmp_path, "fresh", config("fire", 0, 0), None, status="running")
+    with open_results(tmp_path, "fresh") as con:
+        assert run(con, name) == []
+
+
+@pytest.mark.parametrize("name", ANALYSIS_FILES)
+def test_sql_files_follow_the_house_style(name: str) -> None:
+    text = (SQL / f"{name}.sql").read_text()
+    assert text.startswith("-- "), "a header comment says what the query answers"
+    code = "\n".join(line.split("--")[0] for line in text.splitlines())
+    assert re.search(r"\bfinal as \(", code) and re.search(r"from final\b", code)
+    keywords = r"\b(SELECT|FROM|WHERE|GROUP|ORDER|JOIN|WITH|AS|AND|OR|CASE|WHEN)\b"
+    assert not re.search(keywords, code), "lowercase SQL"
+
+
+def test_a_parameter_that_is_not_a_number_is_refused(con) -> None:
+    with pytest.raises(QueryError, match="Could not convert"):
+        run(con, "lucky_tickets", threshold="high")
+
+
+def test_parameters_are_set_for_one_query_only(con) -> None:
+    run(con, "lucky_tickets", threshold=0.4)
+    assert con.sql("select getvariable('threshold')").fetchall() == [(None,)]
+    assert {r["threshold"] for r in run(con, "lucky_tickets")} == {0.9}
+
+
+def test_query_command_runs_a_file_with_and_without_params(study) -> None:
+    root, _ = study
+    runner = CliRunner()
+    path = str(SQL / "lucky_tickets.sql")
+    base = ["query", "--file", path, "--study", STUDY, "--results", str(root), "--format", "json"]
+    plain = runner.invoke(app, base)
+    assert plain.exit_code == 0, plain.output
+    assert {r["threshold"] for r in json.loads(plain.stdout)} == {0.9}
+    lowered = runner.invoke(app, [*base, "--param", "threshold=0.4"])
+    assert lowered.exit_code == 0, lowered.output
+    rows = json.loads(lowered.stdout)
+    assert sum(r["lucky"] for r in rows) > sum(r["lucky"] for r in json.loads(plain.stdout))
+    wrong = runner.invoke(app, [*base, "--param", "threshold=high"])
+    assert wrong.exit_code == 2 and "Could not convert" in wrong.output
