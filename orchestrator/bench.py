@@ -13,7 +13,7 @@ import tempfile
 import textwrap
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -234,6 +234,52 @@ def trial_overhead(trials: int = 8) -> Measurement:
                        f"{trials} one-step trials in {seconds:.1f} s, Ray start included: {per_trial:.2f} s per trial")
 
 
+def report_speed(rows: int = 10_000_000, weight_seeds: int = 5, data_seeds: int = 8) -> Measurement:
+    """`lg-study report` over a synthetic study whose `samples` table has `rows` rows."""
+    from datetime import datetime, timezone
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from analysis.report import build_report
+    from orchestrator.results_store import SAMPLES_SCHEMA, table_path, write_trial_table
+    from orchestrator.trial_rows import trials_row
+
+    trials = weight_seeds * data_seeds
+    per_trial = rows // trials
+    lengths = (10, 20, 30, 40)
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        rng = np.random.default_rng(0)
+        base = TrialConfig(task=TaskConfig(train_digits=(1, 10)), eval=EvalConfig(digits=lengths, samples=per_trial // 4))
+        for w in range(weight_seeds):
+            for d in range(data_seeds):
+                config = replace(base, seeds=replace(base.seeds, weight=w, data=d))
+                now = datetime.now(timezone.utc)
+                write_trial_table(root, "bench", "trials", config.trial_id,
+                                  [trials_row("bench", config, "done", "cpu", now, now, 1)])
+                accuracy = rng.uniform(0, 1, len(lengths))
+                write_trial_table(root, "bench", "eval", config.trial_id, [
+                    {"step": 100, "digits": n, "n": per_trial // 4, "correct": int(a * per_trial // 4),
+                     "accuracy": float(a), "in_distribution": n <= 10} for n, a in zip(lengths, accuracy)])
+                correct = rng.random(per_trial) < 0.5
+                samples = pa.table({
+                    "trial_id": pa.array([config.trial_id] * per_trial),
+                    "step": np.full(per_trial, 100), "digits": np.repeat(lengths, per_trial // 4 + 1)[:per_trial],
+                    "idx": np.arange(per_trial), "cascade": rng.integers(0, 6, per_trial), "correct": correct,
+                    "wrong_digits": np.where(correct, 0, rng.integers(1, 4, per_trial)),
+                    "first_wrong": pa.array(np.where(correct, 0, rng.integers(0, 40, per_trial)), mask=correct),
+                    "target": pa.array(["1234"] * per_trial), "prediction": pa.array(["1235"] * per_trial),
+                }, schema=SAMPLES_SCHEMA)
+                path = table_path(root, "bench", "samples", config.trial_id)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                pq.write_table(samples, path)
+        seconds = _seconds(lambda: build_report(root, "bench", root / "report"))
+    return Measurement("lg-study report on 10M samples rows (budget 5 s / measured)", 5.0 / seconds, ">= 1",
+                       f"{trials} trials x {per_trial:,} samples rows: {seconds:.1f} s")
+
+
 def machine() -> str:
     return (f"{os.cpu_count()} CPUs, torch {torch.__version__} with {torch.get_num_threads()} threads, "
             f"{'CUDA ' + torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU'}")
@@ -245,6 +291,7 @@ BENCHMARKS: dict[str, Callable[[], list[Measurement] | Measurement]] = {
     "flops": flop_rate,
     "data": data_rate,
     "overhead": trial_overhead,
+    "report": report_speed,
 }
 
 

@@ -11,6 +11,7 @@ import copy
 import dataclasses
 import itertools
 import json
+import re
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,7 +51,7 @@ class Resources(BaseModel):
 class StudyFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     #: names the results folder and the MLflow experiment
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=100)
+    name: str = Field(max_length=100)
     #: the paper figure or table the study reproduces
     source: str = ""
     description: str = ""
@@ -63,6 +64,16 @@ class StudyFile(BaseModel):
     resources: Resources = Resources()
     #: profile name -> {dotted config path: value}, applied to base with --profile
     profiles: dict[str, dict[str, Any]] = {}
+
+    @pydantic.field_validator("name")
+    @classmethod
+    def _one_folder_name(cls, name: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+            raise ValueError(
+                f"{name!r} cannot name the study's results folder: use letters, digits, '_', '-' "
+                "and '.', starting with a letter or digit (no '/', no leading '.')"
+            )
+        return name
 
 
 @dataclass
@@ -101,16 +112,28 @@ def load_study(path: Path, profile: str | None = None) -> Study:
 
     for name, overrides in spec.profiles.items():  # every profile, chosen or not
         for key in overrides:
-            if not _fields_path_exists(key):
+            known = key.removeprefix(RESOURCES) in Resources.model_fields if _is_resource(key) else _fields_path_exists(key)
+            if not known:
                 where = ("profiles", name, key)
-                raise StudyError(path, ".".join(where), "no such config field", lines.find(where))
+                valid = f"; resources fields: {', '.join(Resources.model_fields)}" if _is_resource(key) else ""
+                raise StudyError(path, ".".join(where), "no such config field" + valid, lines.find(where))
     base = copy.deepcopy(spec.base)
     if profile is not None:
         if profile not in spec.profiles:
             choices = ", ".join(spec.profiles) or "none defined"
             raise StudyError(path, "--profile", f"unknown profile {profile!r}; profiles: {choices}")
+        resources = spec.resources.model_dump()
         for key, value in spec.profiles[profile].items():
-            _override(path, lines, base, key, value, ("profiles", profile, key))
+            if _is_resource(key):
+                resources[key.removeprefix(RESOURCES)] = value
+            else:
+                _override(path, lines, base, key, value, ("profiles", profile, key))
+        try:
+            spec = spec.model_copy(update={"resources": Resources.model_validate(resources)})
+        except pydantic.ValidationError as error:
+            first = error.errors()[0]
+            where = ("profiles", profile, RESOURCES + ".".join(str(p) for p in first["loc"]))
+            raise StudyError(path, ".".join(where), first["msg"], lines.find(where)) from None
 
     for key, values in spec.axes.items():
         _check_axis(path, lines, key, values)
@@ -118,15 +141,43 @@ def load_study(path: Path, profile: str | None = None) -> Study:
     seen: set[str] = set()
     for combination in itertools.product(*spec.axes.values()):
         settings = dict(zip(spec.axes, combination))
-        config = copy.deepcopy(base)
-        for key, value in settings.items():
-            _override(path, lines, config, key, value, ("axes", key))
-        trial = _validate_trial(path, lines, config, spec, profile, settings)
+        trial = _validate_trial(path, lines, _with(path, lines, base, settings), spec, profile, settings, base)
         if trial.trial_id not in seen:
             seen.add(trial.trial_id)
             trials.append(trial)
             axis_values.append(settings)
+    _check_other_profiles(path, lines, spec, profile)
     return Study(path, spec, profile, trials, axis_values)
+
+
+RESOURCES = "resources."
+
+
+def _is_resource(key: str) -> bool:
+    """Profile keys under `resources.` set the study's resources, not the trial config."""
+    return key.startswith(RESOURCES)
+
+
+def _with(path: Path, lines, base: dict, settings: dict[str, Any]) -> dict:
+    """``base`` with the axis ``settings`` applied."""
+    config = copy.deepcopy(base)
+    for key, value in settings.items():
+        _override(path, lines, config, key, value, ("axes", key))
+    return config
+
+
+def _check_other_profiles(path: Path, lines, spec: StudyFile, chosen: str | None) -> None:
+    """A profile not chosen this time must still work: check it with the first value of
+    every axis, so that a typo in it fails now rather than when it is first used."""
+    first = {key: values[0] for key, values in spec.axes.items()}
+    for name, overrides in spec.profiles.items():
+        if name == chosen:
+            continue
+        base = copy.deepcopy(spec.base)
+        for key, value in overrides.items():
+            if not _is_resource(key):
+                _override(path, lines, base, key, value, ("profiles", name, key))
+        _validate_trial(path, lines, _with(path, lines, base, first), spec, name, first, base)
 
 
 def load_trial_config(path: Path) -> TrialConfig:
@@ -171,7 +222,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def _validate_trial(path, lines, config, spec, profile, settings) -> TrialConfig:
+def _validate_trial(path, lines, config, spec, profile, settings, base) -> TrialConfig:
     try:
         return TRIAL_CONFIG.validate_python(config)
     except pydantic.ValidationError as error:
@@ -184,7 +235,21 @@ def _validate_trial(path, lines, config, spec, profile, settings) -> TrialConfig
         if profile and any(dotted == k or dotted.startswith(k + ".") for k in spec.profiles[profile]):
             key = next(k for k in spec.profiles[profile] if dotted == k or dotted.startswith(k + "."))
             _raise_trial_error(path, lines, first, prefix=("profiles", profile, key), relative=False)
+        # a check across fields (loc is the component): the axis value without which it passes
+        for key in settings:
+            others = {k: v for k, v in settings.items() if k != key}
+            if _valid(_with(path, lines, base, others)):
+                raise StudyError(path, f"axes.{key}", f"value {settings[key]!r}: {_reason(first, TrialConfig)}",
+                                 lines.find(("axes", key))) from None
         _raise_trial_error(path, lines, first, prefix=("base",))
+
+
+def _valid(config: dict) -> bool:
+    try:
+        TRIAL_CONFIG.validate_python(config)
+    except pydantic.ValidationError:
+        return False
+    return True
 
 
 def _raise_trial_error(path, lines, error: dict, prefix: tuple, relative: bool = True):
@@ -246,9 +311,16 @@ def _check_axis(path: Path, lines, key: str, values: list) -> None:
     if duplicates:
         raise StudyError(path, f"axes.{key}", f"duplicate values: {', '.join(duplicates)}",
                          lines.find(("axes", key)))
+    if key == "seeds.eval":
+        raise StudyError(path, "axes.seeds.eval", "the eval seed cannot be an axis: every trial of a "
+                         "study is scored on the same questions; set seeds.eval in base or a profile",
+                         lines.find(("axes", key)))
     if not _fields_path_exists(key):
-        parent = key.rsplit(".", 1)[0] if "." in key else ""
-        valid = _fields_at(TrialConfig, tuple(parent.split("."))) if parent else _fields_at(TrialConfig, ())
+        parts = key.split(".")[:-1]
+        while parts and not _fields_at(TrialConfig, tuple(parts)):  # the nearest existing parent
+            parts.pop()
+        parent = ".".join(parts)
+        valid = _fields_at(TrialConfig, tuple(parts))
         raise StudyError(path, f"axes.{key}", f"no such config field; valid fields{' of ' + parent if parent else ''}: "
                          + ", ".join(valid), lines.find(("axes", key)))
 

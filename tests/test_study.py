@@ -14,7 +14,7 @@ runner = CliRunner()
 
 
 def expected_message(path: Path) -> str:
-    first = path.read_text().splitlines()[0]
+    first = path.read_bytes().decode("utf-8", errors="replace").splitlines()[0]
     assert first.startswith("# expect: "), f"{path} must start with '# expect: <message fragment>'"
     return first.removeprefix("# expect: ")
 
@@ -94,3 +94,16 @@ def test_study_needing_more_gpus_than_the_cluster_has_is_refused(tmp_path):
     assert result.exit_code == 2, result.output
     assert "asks for 0.25 GPU" in " ".join(result.output.split())
     assert not (tmp_path / "results").exists()
+
+
+def test_profiles_can_set_resources(tmp_path):
+    study = tmp_path / "study.yaml"
+    study.write_text((FILES / "good_two_trials.yaml").read_text().replace(
+        "  longer: {train.steps: 40}",
+        "  longer: {train.steps: 40}\n  gpu: {resources.gpus_per_trial: 0.5, resources.cpus_per_trial: 2}"))
+    assert load_study(study).spec.resources.gpus_per_trial == 0
+    chosen = load_study(study, profile="gpu").spec.resources
+    assert (chosen.gpus_per_trial, chosen.cpus_per_trial) == (0.5, 2)
+    study.write_text(study.read_text().replace("resources.cpus_per_trial: 2", "resources.cpu: 2"))
+    with pytest.raises(StudyError, match="profiles.gpu.resources.cpu: no such config field; resources fields: cpus_per_trial"):
+        load_study(study)

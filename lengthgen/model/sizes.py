@@ -1,4 +1,11 @@
-"""Model size presets: layer count, width, heads and feed-forward width."""
+"""Model size presets: layer count, width, heads and feed-forward width.
+
+How a preset maps onto each architecture (lengthgen.model.ARCHITECTURES):
+`n_layers` is the depth of the stack that produces the outputs: the decoder of
+`decoder` and of `encoder_decoder`, the encoder of `encoder`. The encoder of
+`encoder_decoder` has `encoder_layers` more layers (1 unless the preset says,
+000 §3.3's "1 encoder layer and 6 decoder layers"); the other architectures
+ignore `encoder_layers`."""
 
 from __future__ import annotations
 
@@ -11,6 +18,8 @@ class Dimensions:
     d_model: int
     n_heads: int
     d_ff: int
+    #: encoder depth of the encoder-decoder architecture (000 §3.3: 1)
+    encoder_layers: int = 1
 
     @property
     def head_dim(self) -> int:
@@ -20,10 +29,19 @@ class Dimensions:
 SIZES: dict[str, Dimensions] = {
     # CPU presets: seconds per thousand steps on one core
     "tiny": Dimensions(n_layers=2, d_model=64, n_heads=4, d_ff=256),
+    "mini": Dimensions(n_layers=3, d_model=64, n_heads=4, d_ff=256),
     "small": Dimensions(n_layers=4, d_model=128, n_heads=4, d_ff=512),
     # 001 App. E.2 / Table E.1; the names are the parameter counts with ffn: geglu
     "2m": Dimensions(n_layers=2, d_model=256, n_heads=4, d_ff=1024),
     "5m": Dimensions(n_layers=4, d_model=256, n_heads=4, d_ff=1024),
     "25m": Dimensions(n_layers=6, d_model=512, n_heads=8, d_ff=2048),
     "268m": Dimensions(n_layers=16, d_model=1024, n_heads=16, d_ff=4096),
+    # 000 §3.3: encoder-decoder, 1 encoder + 6 decoder layers, 8 heads, d 128, ff 512;
+    # App. A.2: RoPE on addition "must use an embedding size of 512" (ff 4d, not given)
+    "ed_128": Dimensions(n_layers=6, d_model=128, n_heads=8, d_ff=512, encoder_layers=1),
+    "ed_512": Dimensions(n_layers=6, d_model=512, n_heads=8, d_ff=2048, encoder_layers=1),
+    # 003 App. B: BERT encoder, 6 layers, 8 heads, d 768 (ff 3072, BERT's default);
+    # 9 layers for the 3-digit multipliers
+    "bert_6l": Dimensions(n_layers=6, d_model=768, n_heads=8, d_ff=3072),
+    "bert_9l": Dimensions(n_layers=9, d_model=768, n_heads=8, d_ff=3072),
 }

@@ -5,26 +5,30 @@
 - attention bias: bias(q_pos, k_pos) added to the scores, computed once per forward
   and shared by the layers (alibi, kerple_log, fire, t5);
 - relative keys: a learned vector per clipped distance added to each key, one table
-  per layer (shaw);
+  per layer (shaw; upe adds one uniform vector per multiplier digit, 003 eq. 3.3);
 - nope: none of them (the causal mask alone carries order, Kazemnejad et al. 2023).
+
+A factory gets the model dimensions, the model config, the input layout and whether
+the attention it serves is bidirectional (an encoder: biases then need i < j too).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from torch import nn
 
 from lengthgen.model.pe.biases import FIRE, ALiBi, KerpleLog, T5Bias
 from lengthgen.model.pe.embeddings import LearnedEmbedding, SinusoidalEmbedding
-from lengthgen.model.pe.relative_keys import ShawRelativeKeys
+from lengthgen.model.pe.relative_keys import ShawRelativeKeys, UniformRelativeKeys
 from lengthgen.model.pe.rotary import Rotary
 from lengthgen.model.sizes import Dimensions
 
 if TYPE_CHECKING:
     from lengthgen.config import ModelConfig
+    from lengthgen.model.base import InputLayout
 
 
 @dataclass
@@ -36,22 +40,46 @@ class PositionalParts:
     relative_keys: Callable[[], nn.Module] | None = None
 
 
-PositionalFactory = Callable[[Dimensions, "ModelConfig"], PositionalParts]
+PositionalFactory = Callable[[Dimensions, "ModelConfig", "InputLayout", bool], PositionalParts]
 
-POSITIONAL_ENCODINGS: dict[str, PositionalFactory] = {
-    "nope": lambda dims, cfg: PositionalParts(),
-    "sinusoidal": lambda dims, cfg: PositionalParts(input_embedding=SinusoidalEmbedding(dims.d_model)),
-    "learned": lambda dims, cfg: PositionalParts(
-        input_embedding=LearnedEmbedding(dims.d_model, cfg.max_positions)
+
+class Encoding(NamedTuple):
+    build: PositionalFactory
+    #: acts on the fixed operand's digit columns (InputLayout.uniform_columns), which
+    #: only the aligned layout fixes
+    needs_uniform_columns: bool = False
+
+
+POSITIONAL_ENCODINGS: dict[str, Encoding] = {
+    "nope": Encoding(lambda dims, cfg, layout, bidirectional: PositionalParts()),
+    "sinusoidal": Encoding(
+        lambda dims, cfg, layout, bidirectional: PositionalParts(input_embedding=SinusoidalEmbedding(dims.d_model))
     ),
-    "rope": lambda dims, cfg: PositionalParts(qk_transform=Rotary(dims.head_dim)),
-    "alibi": lambda dims, cfg: PositionalParts(attention_bias=ALiBi(dims.n_heads)),
-    "kerple_log": lambda dims, cfg: PositionalParts(attention_bias=KerpleLog(dims.n_heads)),
-    "fire": lambda dims, cfg: PositionalParts(attention_bias=FIRE(dims.n_heads)),
-    "t5": lambda dims, cfg: PositionalParts(
-        attention_bias=T5Bias(dims.n_heads, cfg.t5_buckets, cfg.t5_max_distance)
+    "learned": Encoding(
+        lambda dims, cfg, layout, bidirectional: PositionalParts(
+            input_embedding=LearnedEmbedding(dims.d_model, cfg.max_positions)
+        )
     ),
-    "shaw": lambda dims, cfg: PositionalParts(
-        relative_keys=lambda: ShawRelativeKeys(dims.head_dim, cfg.shaw_clip)
+    "rope": Encoding(lambda dims, cfg, layout, bidirectional: PositionalParts(qk_transform=Rotary(dims.head_dim))),
+    "alibi": Encoding(lambda dims, cfg, layout, bidirectional: PositionalParts(attention_bias=ALiBi(dims.n_heads))),
+    "kerple_log": Encoding(
+        lambda dims, cfg, layout, bidirectional: PositionalParts(attention_bias=KerpleLog(dims.n_heads))
+    ),
+    "fire": Encoding(lambda dims, cfg, layout, bidirectional: PositionalParts(attention_bias=FIRE(dims.n_heads))),
+    "t5": Encoding(
+        lambda dims, cfg, layout, bidirectional: PositionalParts(
+            attention_bias=T5Bias(dims.n_heads, cfg.t5_buckets, cfg.t5_max_distance, bidirectional)
+        )
+    ),
+    "shaw": Encoding(
+        lambda dims, cfg, layout, bidirectional: PositionalParts(
+            relative_keys=lambda: ShawRelativeKeys(dims.head_dim, cfg.shaw_clip)
+        )
+    ),
+    "upe": Encoding(
+        lambda dims, cfg, layout, bidirectional: PositionalParts(
+            relative_keys=lambda: UniformRelativeKeys(dims.head_dim, cfg.shaw_clip, layout.uniform_columns)
+        ),
+        needs_uniform_columns=True,
     ),
 }

@@ -1,0 +1,111 @@
+"""What every architecture offers the trainer and the evaluator.
+
+`train()` and `evaluate()` never ask which architecture they hold: they call the
+four methods below, and the architecture decides how a batch is fed (one causal
+sequence; a question to an encoder and an answer to a decoder; one output per
+input position). Token rows are always the ones lengthgen.formats writes:
+
+- sequential rows "<s> question = answer </s>", right-padded, with per-row prompt
+  lengths P (tokens through "="); the answer starts at column P;
+- aligned rows (format.fixed_length): the question only; the answer is the output
+  at the last A columns, so it "starts" at column T - A.
+
+`answer_start` below is that column: P for sequential rows, T - A for aligned ones.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
+
+import torch
+from torch import nn
+
+if TYPE_CHECKING:
+    from lengthgen.config import TrialConfig
+    from lengthgen.model.positions import PositionSampler
+    from lengthgen.tasks import Task
+
+#: position indices of the sequences an architecture reads, one (B, T_k) tensor per
+#: sequence (decoder: the token row; encoder-decoder: the question, then the answer),
+#: indexed by row together (`rows_of`)
+Positions = tuple[torch.Tensor, ...]
+
+
+def rows_of(positions: Positions, rows) -> Positions:
+    return tuple(p[rows] for p in positions)
+
+
+@dataclass(frozen=True)
+class InputLayout:
+    """Where the digits of a question sit, for the parts of a model that need it
+    (windowed attention bias, UPE); lengthgen.formats.input_layout builds it."""
+
+    #: tokens per place of the question: 1, or 2 with format.interleave ("a_i b_i")
+    place_width: int = 1
+    #: question tokens before the first digit: the operator leading an interleaved question
+    lead: int = 0
+    #: aligned layout: the columns of the fixed operand's digits (the multiplier), each
+    #: with its own uniform key vector under `pe: upe` (003 eq. 3.3)
+    uniform_columns: tuple[int, ...] = ()
+
+
+class Batch(NamedTuple):
+    """A training batch as tensors (lengthgen.training.TrainingBatch)."""
+
+    #: (B, T) token rows, right-padded
+    tokens: torch.Tensor
+    #: (B, T) True on the supervised tokens: the answer and the end token (sequential),
+    #: the answer columns (aligned)
+    answer_mask: torch.Tensor
+    #: (B, T) aligned layout: the target of every column; None for sequential rows
+    targets: torch.Tensor | None
+    #: (B,) prompt length P of each row (the whole row in the aligned layout)
+    prompt_lengths: torch.Tensor
+
+
+class Architecture(nn.Module, ABC):
+    #: one output per input position (003 §3): trained with format.fixed_length
+    aligned_outputs: ClassVar[bool] = False
+    #: the attention sites a structural bias (model.attention_bias) acts on, with the
+    #: kind of attention each is (lengthgen.model.attention_bias)
+    bias_sites: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def check(cls, config: TrialConfig, task: Task) -> None:
+        """Refuse a trial this architecture cannot run (ValueError naming the field)."""
+        if config.format.fixed_length and not cls.aligned_outputs:
+            raise ValueError(
+                f"format.fixed_length aligns the answer with the input, for a model with one output "
+                f"per position (003 §3); model.arch {config.model.arch} does not have aligned outputs"
+            )
+
+    @abstractmethod
+    def sample_positions(
+        self, tokens: torch.Tensor, prompt_lengths: torch.Tensor, sampler: PositionSampler,
+        generator: torch.Generator | None, training: bool,
+    ) -> Positions:
+        """Positions of every sequence the model reads for these token rows, drawn from
+        `generator` in a fixed order (the data seed at training, the eval seed after)."""
+
+    @abstractmethod
+    def forward_batch(self, batch: Batch, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
+        """Training: (N, vocab) logits and (N,) targets of every supervised token."""
+
+    @abstractmethod
+    def teacher_forced_argmax(self, tokens: torch.Tensor, positions: Positions, answer_start: int) -> torch.Tensor:
+        """(B, T - answer_start): the argmax prediction of every answer token (and the end
+        token) given the true prefix, in one pass. A question is answered exactly by
+        greedy decoding iff all of them equal the target."""
+
+    @abstractmethod
+    def greedy_decode(
+        self, prompts: torch.Tensor, new_tokens: int, positions: Positions, use_cache: bool = True
+    ) -> torch.Tensor:
+        """(B, new_tokens): the model's own answer to equal-length prompts (B, P)."""
+
+    def attention_logits(self, tokens: torch.Tensor, positions: Positions, answer_start: int) -> dict[str, torch.Tensor]:
+        """{site: (B, H, Tq, Tk)} pre-softmax content logits of the last layer at each of
+        `bias_sites` on one teacher-forced pass, NaN where a mask closes them (ABC, 000 §5)."""
+        raise NotImplementedError(f"{type(self).__name__} exposes no attention logits")
