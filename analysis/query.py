@@ -140,10 +140,15 @@ def run_query(
         if not statements:
             raise QueryError("no SQL statement to run")
         for statement in statements:
-            if statement.type in WRITING_STATEMENTS:
+            try:
+                kind = statement.type
+            except ValueError:  # a statement type this duckdb's Python enum does not know
+                kind = None
+            if kind is None or kind in WRITING_STATEMENTS:
+                what = f"{kind.name} statements are" if kind else "this statement is"
                 raise QueryError(
-                    f"{statement.type.name} statements are refused: queries read the results "
-                    "and write nothing (save a result with --format csv/json/parquet --out FILE)"
+                    f"{what} refused: queries read the results and write nothing "
+                    "(save a result with --format csv/json/parquet --out FILE)"
                 )
         _, variables = sql_parameters(con, sql)
         set_variables = sorted(params.keys() & variables)

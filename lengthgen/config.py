@@ -16,6 +16,7 @@ from typing import Literal
 
 from lengthgen.distributions import DISTRIBUTIONS
 from lengthgen.model import ARCHITECTURES
+from lengthgen.model.attention_bias import ATTENTION_BIASES, WINDOW_CENTRES
 from lengthgen.model.layers import FEED_FORWARDS, NORM_PLACEMENTS, NORMS
 from lengthgen.model.pe import POSITIONAL_ENCODINGS
 from lengthgen.model.positions import POSITION_SAMPLERS
@@ -33,6 +34,11 @@ FeedForwardName = Literal[tuple(FEED_FORWARDS)]
 PrecisionName = Literal[tuple(PRECISIONS)]
 NormName = Literal[tuple(NORMS)]
 NormPlacementName = Literal[NORM_PLACEMENTS]
+AttentionBiasName = Literal[tuple(ATTENTION_BIASES)]
+WindowCentreName = Literal[WINDOW_CENTRES]
+
+#: ModelConfig fields that only a structural bias reads (StructuralBias.options)
+_BIAS_OPTIONS = ("window", "window_centre", "abc_kappa_cross", "abc_kappa_self", "abc_samples")
 
 _STRICT = {"extra": "forbid"}
 
@@ -120,8 +126,23 @@ class ModelConfig:
     #: T5 bias: number of buckets K + 1 (even) and the distance L_1 of 001 eq. (D.2)
     t5_buckets: int = 32
     t5_max_distance: int = 128
-    #: Shaw relative keys: distances are clipped to [-shaw_clip, shaw_clip] (003 eq. 2.1)
+    #: Shaw relative keys (and UPE's): distances are clipped to [-shaw_clip, shaw_clip] (003 eq. 2.1)
     shaw_clip: int = 16
+    #: structural attention bias (lengthgen.model.attention_bias): none, windowed
+    #: (000 §4.1, App. A.4) or abc (Attention Bias Calibration, 000 §5)
+    attention_bias: AttentionBiasName = "none"
+    #: windowed: w, the earlier outputs each output sees and the input places either
+    #: side of its aligned place (000 App. A.4)
+    window: int = 1
+    #: windowed: the input place output row t is centred on: previous = x_t, the place
+    #: of the decoder's current input token (row 0 sees x_1 only); produced = x_(t+1),
+    #: the place being written (lengthgen.model.attention_bias.windowed)
+    window_centre: WindowCentreName = "previous"
+    #: abc: kappa of the dropoff threshold mu + kappa sigma, cross and self attention (002 §5)
+    abc_kappa_cross: float = 4.5
+    abc_kappa_self: float = 0.87
+    #: abc: training questions whose attention logits are averaged (|S_gen|, 000 §5)
+    abc_samples: int = 256
 
     def __post_init__(self) -> None:
         if self.max_positions < 1:
@@ -134,6 +155,14 @@ class ModelConfig:
             raise ValueError(
                 "model.t5_buckets must be even and >= 2, and model.t5_max_distance larger than half of it"
             )
+        if self.window < 0 or self.abc_samples < 1:
+            raise ValueError("model.window must be >= 0 and model.abc_samples >= 1")
+        reads = ATTENTION_BIASES[self.attention_bias].options
+        for option in fields(self):
+            if option.name in _BIAS_OPTIONS and option.name not in reads and getattr(self, option.name) != option.default:
+                raise ValueError(
+                    f"model.{option.name} does not apply to model.attention_bias {self.attention_bias}; remove it"
+                )
 
 
 @dataclass(frozen=True)
@@ -218,10 +247,14 @@ class TrialConfig:
         distribution = DISTRIBUTIONS[self.data.distribution]()
         distribution.check(task, self)
         check_format(self.format, task, self.longest_digits)
-        if self.format.fixed_length and not getattr(ARCHITECTURES[self.model.arch], "aligned_outputs", False):
+        architecture = ARCHITECTURES[self.model.arch]
+        architecture.check(self, task)
+        ATTENTION_BIASES[self.model.attention_bias].check(self, task, architecture)
+        if POSITIONAL_ENCODINGS[self.model.pe].needs_uniform_columns and not self.input_layout.uniform_columns:
             raise ValueError(
-                f"format.fixed_length aligns the answer with the input, for a model with one output "
-                f"per position (003 §3); model.arch {self.model.arch} does not have aligned outputs"
+                f"model.pe {self.model.pe} gives each digit of the fixed operand (the multiplier) its own "
+                f"key vector (003 eq. 3.3); it needs format.fixed_length, where those digits have fixed "
+                f"columns, and a task with a fixed operand (multiplication, n_by_1), not task.name {self.task.name}"
             )
         longest = max(
             sequence_length(task, max(self.eval.digits), self.format, width=self.longest_digits),
@@ -244,6 +277,13 @@ class TrialConfig:
             build_task(self.task), self.task.train_digits
         )
         return max(max(self.eval.digits), trained)
+
+    @property
+    def input_layout(self):
+        """Where the digits of a question sit, for the model (lengthgen.formats.input_layout)."""
+        from lengthgen.formats import input_layout
+
+        return input_layout(build_task(self.task), self.format, self.longest_digits)
 
     def to_dict(self) -> dict:
         return json.loads(json.dumps(asdict(self)))

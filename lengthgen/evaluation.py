@@ -12,11 +12,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch import nn
 
 from lengthgen.config import TrialConfig
 from lengthgen.distributions import DISTRIBUTIONS
-from lengthgen.formats import EncodedQuestions, encode_questions, leading_zeros
+from lengthgen.formats import EncodedQuestions, answer_targets, encode_questions, leading_zeros
+from lengthgen.model.base import Architecture, Positions, rows_of
 from lengthgen.model.positions import PositionSampler
 from lengthgen.tasks import Task
 from lengthgen.tokenizer import CharTokenizer
@@ -73,41 +73,28 @@ def build_eval_sets(config: TrialConfig, task: Task, tokenizer: CharTokenizer) -
     return sets
 
 
-@torch.no_grad()
+def _as_positions(positions: torch.Tensor | Positions) -> Positions:
+    return (positions,) if isinstance(positions, torch.Tensor) else tuple(positions)
+
+
 def greedy_decode(
-    model: nn.Module, prompts: torch.Tensor, new_tokens: int, positions: torch.Tensor, use_cache: bool = True
+    model: Architecture, prompts: torch.Tensor, new_tokens: int, positions: torch.Tensor | Positions,
+    use_cache: bool = True,
 ) -> torch.Tensor:
-    """Append `new_tokens` argmax tokens to equal-length prompts (B, P) -> (B, new_tokens).
-    `positions` (B, P + new_tokens) are fixed up front, so each token keeps its
-    position as the sequence grows. With the KV cache each new token runs through the
-    model once; without it the whole sequence is re-run for every token."""
-    prompt_length = prompts.shape[1]
-    if not use_cache or not hasattr(model, "empty_cache"):
-        tokens = prompts
-        for _ in range(new_tokens):
-            logits = model(tokens, positions[:, : tokens.shape[1]])[:, -1]  # (B, vocab)
-            tokens = torch.cat([tokens, logits.argmax(-1, keepdim=True)], dim=1)
-        return tokens[:, prompt_length:]
-    cache = model.empty_cache()
-    logits = model(prompts, positions[:, :prompt_length], cache)[:, -1]
-    generated = []
-    for step in range(new_tokens):
-        next_token = logits.argmax(-1, keepdim=True)  # (B, 1)
-        generated.append(next_token)
-        if step + 1 < new_tokens:
-            at = prompt_length + step
-            logits = model(next_token, positions[:, at : at + 1], cache)[:, -1]
-    return torch.cat(generated, dim=1)
+    """Append `new_tokens` argmax tokens to equal-length prompts (B, P) -> (B, new_tokens),
+    with the positions `model.sample_positions` gave the whole rows (a bare tensor for
+    the decoder), fixed up front (Architecture.greedy_decode)."""
+    return model.greedy_decode(prompts, new_tokens, _as_positions(positions), use_cache)
 
 
-@torch.no_grad()
-def teacher_forced_argmax(model: nn.Module, tokens: torch.Tensor, positions: torch.Tensor, prompt_length: int):
+def teacher_forced_argmax(
+    model: Architecture, tokens: torch.Tensor, positions: torch.Tensor | Positions, answer_start: int
+) -> torch.Tensor:
     """Argmax prediction of every answer token given the true prefix, in one forward
-    pass: (B, T) -> (B, T - prompt_length). A question is answered exactly by greedy
+    pass: (B, T) -> (B, T - answer_start). A question is answered exactly by greedy
     decoding if and only if all of these equal the target: the first wrong argmax is
     where greedy decoding would first leave the target, on the same prefix."""
-    logits = model(tokens[:, :-1], positions[:, :-1])  # position t predicts token t + 1
-    return logits[:, prompt_length - 1 :].argmax(-1)
+    return model.teacher_forced_argmax(tokens, _as_positions(positions), answer_start)
 
 
 def eval_generator(config: TrialConfig, n_digits: int) -> torch.Generator:
@@ -117,7 +104,7 @@ def eval_generator(config: TrialConfig, n_digits: int) -> torch.Generator:
 
 
 def evaluate(
-    model: nn.Module,
+    model: Architecture,
     eval_sets: list[EvalSet],
     config: TrialConfig,
     tokenizer: CharTokenizer,
@@ -131,24 +118,28 @@ def evaluate(
     samples: list[SampleRecord] = []
     for eval_set in eval_sets:
         questions = eval_set.questions
-        prompt_length = questions.prompt_length
         tokens = torch.from_numpy(questions.tokens).to(device)
-        target = questions.tokens[:, prompt_length:]  # answer tokens and the end token
+        target = answer_targets(questions, tokenizer)  # the answer and the end token (aligned: the answer)
+        answer_start = tokens.shape[1] - target.shape[1]
         compared = target != tokenizer.pad_id  # a shorter answer (format.pad false) ends early
-        all_positions = positions(*tokens.shape, device, eval_generator(config, eval_set.digits))
+        prompt_lengths = torch.full((len(tokens),), questions.prompt_length, dtype=torch.long, device=device)
+        all_positions = model.sample_positions(
+            tokens, prompt_lengths, positions, eval_generator(config, eval_set.digits), training=False
+        )
         chunks = _chunks(len(tokens), config.eval.batch_size)
         # exact match in one teacher-forced pass; greedy decoding only for the wrong
-        # answers, and only when their predictions are recorded
+        # answers, and only when their predictions are recorded (an aligned model's
+        # one pass is already its answer)
         predicted = np.concatenate([
-            teacher_forced_argmax(model, tokens[a:b], all_positions[a:b], prompt_length).cpu().numpy()
+            teacher_forced_argmax(model, tokens[a:b], rows_of(all_positions, slice(a, b)), answer_start).cpu().numpy()
             for a, b in chunks
         ])
-        if with_samples:
+        if with_samples and not model.aligned_outputs:
             wrong = torch.from_numpy(np.flatnonzero(((predicted != target) & compared).any(axis=1)))
             for a, b in _chunks(len(wrong), config.eval.batch_size):
-                rows = wrong[a:b]
-                predicted[rows.numpy()] = greedy_decode(
-                    model, tokens[rows, :prompt_length], target.shape[1], all_positions[rows]
+                rows = wrong[a:b].to(device)
+                predicted[rows.cpu().numpy()] = greedy_decode(
+                    model, tokens[rows, :answer_start], target.shape[1], rows_of(all_positions, rows)
                 ).cpu().numpy()
         mismatch = (predicted != target) & compared  # (Q, answer + 1)
         correct = ~mismatch.any(axis=1)
@@ -172,13 +163,14 @@ def _chunks(total: int, size: int) -> list[tuple[int, int]]:
 
 
 def _sample_records(eval_set, predicted, target, mismatch, correct, tokenizer) -> list[SampleRecord]:
-    answer_length = target.shape[1] - 1
+    aligned = eval_set.questions.aligned
+    answer_length = target.shape[1] if aligned else target.shape[1] - 1  # aligned answers have no end token
     wrong_digits = mismatch[:, :answer_length].sum(axis=1)
     first_wrong = mismatch.argmax(axis=1)
     records = []
     for i in range(len(target)):
         row = predicted[i].tolist()
-        ended = row.index(tokenizer.eos_id) if tokenizer.eos_id in row else len(row)
+        ended = row.index(tokenizer.eos_id) if tokenizer.eos_id in row and not aligned else len(row)
         records.append(
             SampleRecord(
                 digits=eval_set.digits,

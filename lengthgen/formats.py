@@ -74,6 +74,7 @@ import numpy as np
 
 from lengthgen import digits
 from lengthgen.config import FormatConfig
+from lengthgen.model.base import InputLayout
 from lengthgen.tasks import Operands, Task
 from lengthgen.tokenizer import FILL, N_HINTS, SPACE, CharTokenizer
 
@@ -129,6 +130,11 @@ def answer_targets(questions: EncodedQuestions, tokenizer: CharTokenizer) -> np.
     target[:, :width] = questions.answer
     target[np.arange(rows), questions.row_answer_lengths()] = tokenizer.eos_id
     return target
+
+
+def answer_width(questions: EncodedQuestions) -> int:
+    """Columns of a token row that carry the answer: A (aligned), A + 1 with the end token."""
+    return questions.answer.shape[1] + (0 if questions.aligned else 1)
 
 
 def leading_zeros(fmt: FormatConfig) -> bool:
@@ -346,6 +352,24 @@ def _aligned(task, operands, fmt, tokenizer, width) -> EncodedQuestions:
     fill_answer = not fmt.pad and task.answer_is_number
     answer = _aligned_field(task.solve(operands), answer_cells, fill_id, fill_answer, tokenizer)
     return EncodedQuestions(tokens=question, prompt_length=question.shape[1], answer=answer, aligned=True)
+
+
+def input_layout(task: Task, fmt: FormatConfig, width: int) -> InputLayout:
+    """Where the digits of a question sit, for the model: places of one token (two,
+    "a_i b_i", with `interleave`, after the leading operator), and in the aligned
+    layout the columns of the fixed operands' digits (the multiplier, for UPE)."""
+    uniform: list[int] = []
+    if fmt.fixed_length:
+        cells = task.operand_digits(width)
+        column = max(0, int(task.answer_digits(width)) - (sum(cells) + len(cells) - 1))  # fill on the left
+        for i, (length, scaled) in enumerate(zip(cells, task.scales)):
+            column += 1 if i else 0  # the operator
+            if not scaled:
+                uniform += range(column, column + length)
+            column += length
+    return InputLayout(
+        place_width=2 if fmt.interleave else 1, lead=1 if fmt.interleave else 0, uniform_columns=tuple(uniform)
+    )
 
 
 def sequence_length(task: Task, n_digits: int, fmt: FormatConfig, *, training: bool = False,

@@ -15,17 +15,21 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from lengthgen.calibration import mean_attention_logits
 from lengthgen.config import TrialConfig
 from lengthgen.distributions import DISTRIBUTIONS, Distribution
 from lengthgen.evaluation import LengthResult, SampleRecord, build_eval_sets, evaluate, summarize
-from lengthgen.formats import encode_questions, leading_zeros
+from lengthgen.formats import answer_width, encode_questions, leading_zeros
 from lengthgen.model import build_model, count_parameters
+from lengthgen.model.attention_bias import ATTENTION_BIASES
+from lengthgen.model.base import Batch
 from lengthgen.model.positions import build_position_sampler
 from lengthgen.precision import autocast
 from lengthgen.tasks import Task, build_task
@@ -58,6 +62,8 @@ class Report:
     status: str = "running"
     #: returns the state to pass back as `resume_state` (set at evaluation steps)
     checkpoint: Callable[[], dict] | None = None
+    #: on the final report: TrialResult.attention_biases
+    attention_biases: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass
@@ -74,6 +80,10 @@ class TrialResult:
     #: for a diverged trial: the step whose loss was not finite, and the last finite loss
     diverged_at: int | None = None
     last_finite_loss: float | None = None
+    #: model.attention_bias abc: "<site>/extracted", the averaged last-layer attention
+    #: logits (H, m, n), and "<site>/bias", the calibrated bias at the longest test
+    #: question (H, M, N), for the sites of the architecture (lengthgen.model.attention_bias)
+    attention_biases: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def learning_rate(config: TrialConfig, step: int) -> float:
@@ -96,6 +106,8 @@ class TrainingBatch(NamedTuple):
     #: no loss is taken, for models with one output per position. None in the
     #: sequential layout, where position t predicts tokens[t + 1]
     targets: np.ndarray | None = None
+    #: (B,) prompt length of each row (tokens through "="; the whole row when aligned)
+    prompt_lengths: np.ndarray | None = None
 
 
 def training_batch(
@@ -117,12 +129,14 @@ def training_batch(
     tokens = np.full((config.train.batch_size, length), tokenizer.pad_id, dtype=np.int64)
     answer_mask = np.zeros((config.train.batch_size, length), dtype=bool)
     targets = np.full_like(tokens, tokenizer.pad_id) if config.format.fixed_length else None
+    prompt_lengths = np.zeros(config.train.batch_size, dtype=np.int64)
     row = 0
     for e in encoded:
         rows, width = e.tokens.shape
         block = slice(row, row + rows)
         tokens[block, :width] = e.tokens
         column = np.arange(width)[None, :]
+        prompt_lengths[block] = e.row_prompt_lengths()
         if e.aligned:
             answer_mask[block, width - e.answer.shape[1] : width] = True
             targets[block, width - e.answer.shape[1] : width] = e.answer
@@ -130,7 +144,15 @@ def training_batch(
             start = e.row_prompt_lengths()[:, None]
             answer_mask[block, :width] = (column >= start) & (column <= start + e.row_answer_lengths()[:, None])
         row += rows
-    return TrainingBatch(tokens, answer_mask, targets)
+    return TrainingBatch(tokens, answer_mask, targets, prompt_lengths)
+
+
+def batch_tensors(batch: TrainingBatch, device: torch.device) -> Batch:
+    """The batch as tensors on `device`, as an architecture's forward_batch takes it."""
+    tokens, answer_mask, targets, prompt_lengths = (
+        None if array is None else torch.from_numpy(array).to(device) for array in batch
+    )
+    return Batch(tokens, answer_mask, targets, prompt_lengths)
 
 
 def _step_generator(config: TrialConfig, step: int) -> torch.Generator:
@@ -160,94 +182,96 @@ def train(
     resume_state: dict | None = None,
     device: str | None = None,
 ) -> TrialResult:
+    """Train and evaluate one trial. With `model.attention_bias: abc` the trial has two
+    phases of train.steps each (000 §5): train to interpolation (steps 1 .. S, evaluated
+    at S), read and calibrate its attention, then train a fresh model from the same
+    weight seed on the same batches with the calibrated bias (steps S + 1 .. 2 S)."""
     on_report = on_report or (lambda report: None)
     target_device = resolve_device(device)
     tokenizer = CharTokenizer()
     task = build_task(config.task)
     distribution = DISTRIBUTIONS[config.data.distribution]()
     positions = build_position_sampler(config.model)
-
-    model = build_model(config.model, len(tokenizer), config.seeds.weight).to(target_device)
-    optimizer = torch.optim.AdamW(
-        _decay_groups(model, config.train.weight_decay), lr=config.train.lr, betas=(0.9, 0.98)
-    )
     eval_sets = build_eval_sets(config, task, tokenizer)
-    # the compiled module shares its parameters with `model`; checkpoints use `model`
-    forward = torch.compile(model) if config.train.compile else model
+    phase_steps = config.train.steps
+    phases = 2 if ATTENTION_BIASES[config.model.attention_bias].calibrated else 1
 
-    step, tokens_seen, wall_offset = 0, 0, 0.0
-    history: dict[str, list] = {"train": [], "eval": []}
-    if resume_state is not None:
-        model.load_state_dict(resume_state["model"])
-        optimizer.load_state_dict(resume_state["optimizer"])
-        step, tokens_seen = resume_state["step"], resume_state["tokens"]
-        wall_offset = resume_state["wall_s"]
-        history = {
-            "train": [TrainLog(**t) for t in resume_state["history"]["train"]],
-            "eval": [(s, LengthResult(**r)) for s, r in resume_state["history"]["eval"]],
-        }
-    started = time.perf_counter() - wall_offset
-
-    def checkpoint() -> dict:
-        return {
-            "step": step,
-            "tokens": tokens_seen,
-            "wall_s": time.perf_counter() - started,
-            "model": model.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "history": {
-                "train": [asdict(t) for t in history["train"]],
-                "eval": [(s, asdict(r)) for s, r in history["eval"]],
-            },
-            "config": config.to_dict(),
-        }
-
+    state = resume_state or {}
+    step, tokens_seen = state.get("step", 0), state.get("tokens", 0)
+    started = time.perf_counter() - state.get("wall_s", 0.0)
+    history: dict[str, list] = {
+        "train": [TrainLog(**t) for t in state.get("history", {}).get("train", [])],
+        "eval": [(s, LengthResult(**r)) for s, r in state.get("history", {}).get("eval", [])],
+    }
+    #: {site: Ā}, the averaged attention logits of the first phase (abc)
+    extracted: dict[str, torch.Tensor] | None = state.get("extracted")
     last_finite_loss: float | None = None
     final_samples: list[SampleRecord] = []
-    model.train()
-    while step < config.train.steps:
-        lr = learning_rate(config, step)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        if config.model.dropout > 0:
-            torch.manual_seed(int(np.random.SeedSequence([config.seeds.data, step]).generate_state(1)[0]))
-        batch, answer_mask, _ = training_batch(config, task, distribution, tokenizer, step)
-        tokens_seen += int((batch != tokenizer.pad_id).sum())
-        inputs = torch.from_numpy(batch[:, :-1]).to(target_device)
-        targets = torch.from_numpy(batch[:, 1:]).to(target_device)
-        mask = torch.from_numpy(answer_mask[:, 1:]).to(target_device)
-        step_positions = positions(*inputs.shape, target_device, _step_generator(config, step), training=True)
-        with autocast(target_device, config.train.precision):
-            logits = forward(inputs, step_positions)
-        loss = F.cross_entropy(logits[mask].float(), targets[mask])
-        step += 1
-        if not torch.isfinite(loss):
-            return _diverged(config, model, target_device, history, step, last_finite_loss, on_report)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if config.train.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.train.grad_clip)
-        optimizer.step()
-        last_finite_loss = loss.item()
+    for phase in range(state.get("phase", 0), phases):
+        model = build_model(config.model, len(tokenizer), config.seeds.weight, config.input_layout)
+        if phase > 0:
+            model.structure.calibrate(extracted, _test_sizes(model, eval_sets))
+        model.to(target_device)
+        optimizer = torch.optim.AdamW(
+            _decay_groups(model, config.train.weight_decay), lr=config.train.lr, betas=(0.9, 0.98)
+        )
+        if state.get("phase", 0) == phase and "model" in state:
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+        # the compiled step shares its parameters with `model`; evaluation runs uncompiled
+        forward_batch = torch.compile(model.forward_batch) if config.train.compile else model.forward_batch
 
-        final = step == config.train.steps
-        report = Report(step=step)
-        if step % config.train.log_every == 0 or final:
-            report.train = TrainLog(step, last_finite_loss, lr, tokens_seen, time.perf_counter() - started)
-            history["train"].append(report.train)
-        if final or (config.eval.every and step % config.eval.every == 0):
+        model.train()
+        while step < (phase + 1) * phase_steps:
+            local = step - phase * phase_steps  # each phase sees the same batches (000 §5, step 3)
+            lr = learning_rate(config, local)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            if config.model.dropout > 0:
+                torch.manual_seed(int(np.random.SeedSequence([config.seeds.data, local]).generate_state(1)[0]))
+            batch = training_batch(config, task, distribution, tokenizer, local)
+            tokens_seen += int((batch.tokens != tokenizer.pad_id).sum())
+            tensors = batch_tensors(batch, target_device)
+            step_positions = model.sample_positions(
+                tensors.tokens, tensors.prompt_lengths, positions, _step_generator(config, local), training=True
+            )
             with autocast(target_device, config.train.precision):
-                report.eval, report.samples = evaluate(
-                    model, eval_sets, config, tokenizer, positions, target_device, with_samples=final
+                logits, targets = forward_batch(tensors, step_positions)
+            loss = F.cross_entropy(logits.float(), targets)
+            step += 1
+            if not torch.isfinite(loss):
+                return _diverged(config, model, target_device, history, step, last_finite_loss, on_report)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if config.train.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), config.train.grad_clip)
+            optimizer.step()
+            last_finite_loss = loss.item()
+
+            final = step == phases * phase_steps
+            report = Report(step=step)
+            if step % config.train.log_every == 0 or final:
+                report.train = TrainLog(step, last_finite_loss, lr, tokens_seen, time.perf_counter() - started)
+                history["train"].append(report.train)
+            if step % phase_steps == 0 or (config.eval.every and step % config.eval.every == 0):
+                with autocast(target_device, config.train.precision):
+                    report.eval, report.samples = evaluate(
+                        model, eval_sets, config, tokenizer, positions, target_device, with_samples=final
+                    )
+                report.summary = summarize(report.eval)
+                history["eval"] += [(step, r) for r in report.eval]
+                report.checkpoint = partial(
+                    _checkpoint, config, phase, step, tokens_seen, time.perf_counter() - started, model, optimizer,
+                    history, extracted,
                 )
-            report.summary = summarize(report.eval)
-            history["eval"] += [(step, r) for r in report.eval]
-            report.checkpoint = checkpoint
-        if final:
-            report.final, report.status = True, "done"
-            final_samples = report.samples
-        if report.train or report.eval:
-            on_report(report)
+            if final:
+                report.final, report.status = True, "done"
+                report.attention_biases = _attention_biases(model, extracted, eval_sets)
+                final_samples = report.samples
+            if report.train or report.eval:
+                on_report(report)
+        if phase + 1 < phases:
+            extracted = mean_attention_logits(model, config, task, tokenizer, positions, target_device)
 
     final_step = max((s for s, _ in history["eval"]), default=step)
     final_eval = [r for s, r in history["eval"] if s == final_step]
@@ -260,7 +284,46 @@ def train(
         eval=history["eval"],
         samples=final_samples,
         summary=summarize(final_eval) if final_eval else {},
+        attention_biases=_attention_biases(model, extracted, eval_sets),
     )
+
+
+def _checkpoint(config, phase, step, tokens, wall_s, model, optimizer, history, extracted) -> dict:
+    """The state `train(resume_state=...)` continues from: plain tensors, numbers and lists."""
+    return {
+        "step": step,
+        "phase": phase,
+        "tokens": tokens,
+        "wall_s": wall_s,
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "history": {
+            "train": [asdict(t) for t in history["train"]],
+            "eval": [(s, asdict(r)) for s, r in history["eval"]],
+        },
+        **({"extracted": extracted} if extracted is not None else {}),
+        "config": config.to_dict(),
+    }
+
+
+def _test_sizes(model, eval_sets) -> dict[str, tuple[int, int]]:
+    """{site: (queries, keys)} of each attention at the longest test question."""
+    longest = max(eval_sets, key=lambda e: e.questions.tokens.shape[1]).questions
+    width = longest.tokens.shape[1]
+    return model.site_shapes(width, width - answer_width(longest))
+
+
+def _attention_biases(model, extracted, eval_sets) -> dict[str, np.ndarray]:
+    """abc: per site, Ā (H, m, n) as extracted and the calibrated bias (H, M, N) at the
+    size of the longest test question (-inf where closed)."""
+    if extracted is None:
+        return {}
+    sizes = _test_sizes(model, eval_sets)
+    biases = {}
+    for site, averaged in extracted.items():
+        biases[f"{site}/extracted"] = averaged.numpy()
+        biases[f"{site}/bias"] = model.structure.matrix(site, *sizes[site]).cpu().numpy()
+    return biases
 
 
 def _diverged(config, model, device, history, step, last_finite_loss, on_report) -> TrialResult:

@@ -118,7 +118,7 @@ def run(
         err.print(f"{summary.skipped} of {summary.total} trials had already finished and were not run again")
     if summary.resumed:
         err.print(f"{len(summary.resumed)} trials had been interrupted or had failed and were run again "
-                  "from their last checkpoint")
+                  "(from their last checkpoint where they had one)")
     if summary.killed_runs:
         err.print(f"{len(summary.killed_runs)} MLflow runs of interrupted trials were ended as KILLED")
     if summary.repaired_runs:

@@ -46,6 +46,15 @@ class StudyBusy(RuntimeError):
     """Another driver is running the study."""
 
 
+def check_not_busy(root: Path, study: str) -> None:
+    """Raise StudyBusy now if another driver holds the study (before starting Ray);
+    creates nothing."""
+    path = Path(root) / f".{study}.lock"
+    if path.exists():
+        with study_lock(root, study):
+            pass
+
+
 @contextlib.contextmanager
 def study_lock(root: Path, study: str) -> Iterator[None]:
     """Hold ``<root>/.<study>.lock`` (an flock) while the study runs, or raise StudyBusy.

@@ -112,7 +112,10 @@ def load_study(path: Path, profile: str | None = None) -> Study:
 
     for name, overrides in spec.profiles.items():  # every profile, chosen or not
         for key in overrides:
-            known = key.removeprefix(RESOURCES) in Resources.model_fields if _is_resource(key) else _fields_path_exists(key)
+            if key.startswith(AXES):
+                known = _fields_path_exists(key.removeprefix(AXES))
+            else:
+                known = key.removeprefix(RESOURCES) in Resources.model_fields if _is_resource(key) else _fields_path_exists(key)
             if not known:
                 where = ("profiles", name, key)
                 valid = f"; resources fields: {', '.join(Resources.model_fields)}" if _is_resource(key) else ""
@@ -123,13 +126,19 @@ def load_study(path: Path, profile: str | None = None) -> Study:
             choices = ", ".join(spec.profiles) or "none defined"
             raise StudyError(path, "--profile", f"unknown profile {profile!r}; profiles: {choices}")
         resources = spec.resources.model_dump()
+        axes = dict(spec.axes)
         for key, value in spec.profiles[profile].items():
             if _is_resource(key):
                 resources[key.removeprefix(RESOURCES)] = value
+            elif key.startswith(AXES):
+                if not isinstance(value, list):
+                    raise StudyError(path, f"profiles.{profile}.{key}", "an axis takes a list of values",
+                                     lines.find(("profiles", profile, key)))
+                axes[key.removeprefix(AXES)] = value
             else:
                 _override(path, lines, base, key, value, ("profiles", profile, key))
         try:
-            spec = spec.model_copy(update={"resources": Resources.model_validate(resources)})
+            spec = spec.model_copy(update={"resources": Resources.model_validate(resources), "axes": axes})
         except pydantic.ValidationError as error:
             first = error.errors()[0]
             where = ("profiles", profile, RESOURCES + ".".join(str(p) for p in first["loc"]))
@@ -151,6 +160,8 @@ def load_study(path: Path, profile: str | None = None) -> Study:
 
 
 RESOURCES = "resources."
+#: profile keys under `axes.` replace that axis's values (e.g. smaller sizes on a CPU)
+AXES = "axes."
 
 
 def _is_resource(key: str) -> bool:
@@ -175,7 +186,7 @@ def _check_other_profiles(path: Path, lines, spec: StudyFile, chosen: str | None
             continue
         base = copy.deepcopy(spec.base)
         for key, value in overrides.items():
-            if not _is_resource(key):
+            if not _is_resource(key) and not key.startswith(AXES):
                 _override(path, lines, base, key, value, ("profiles", name, key))
         _validate_trial(path, lines, _with(path, lines, base, first), spec, name, first, base)
 

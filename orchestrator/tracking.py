@@ -6,7 +6,10 @@ several writers, and Tune callbacks run in the driver.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import numbers
+import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -58,7 +61,7 @@ class StudyTracker:
     """One MLflow experiment per study, exactly one run per trial (tag ``trial_id``)."""
 
     def __init__(self, tracking_uri: str, study: str) -> None:
-        self.client = MlflowClient(tracking_uri)
+        self.client = SerializedClient(tracking_uri)
         self.study = study
         self._run_ids: dict[str, str] = {}
         #: run_id -> metric -> last step logged (metrics are never logged twice at a step)
@@ -224,6 +227,64 @@ class StudyTracker:
         batch = [RunTag(k, str(v)[:MAX_TAG_VAL_LENGTH]) for k, v in tags.items()]
         for chunk in _chunks(batch, MAX_PARAMS_TAGS_PER_BATCH):
             self.client.log_batch(run_id, tags=chunk)
+
+
+class SerializedClient:
+    """An MlflowClient whose calls on a local SQLite store take turns between processes.
+
+    Two drivers (two studies) sharing ``results/mlflow.db`` otherwise race: both run
+    the schema migrations of a new store and crash ("table _alembic_tmp_... already
+    exists"), and later writes fail with "database is locked". Each call here holds an
+    exclusive lock on ``mlflow.db.lock`` beside the database, and a call that still
+    meets "database is locked" (a reader such as the MLflow UI) is retried for up to
+    LOCKED_RETRY_S. Calls on a tracking server go straight through.
+    """
+
+    LOCKED_RETRY_S = 120.0
+
+    def __init__(self, tracking_uri: str) -> None:
+        parsed = urlparse(tracking_uri)
+        self._lock_path = Path(parsed.path + ".lock") if parsed.scheme == "sqlite" else None
+        self._fd: int | None = None
+        with self._turn():
+            self._client = MlflowClient(tracking_uri)
+
+    @property
+    def tracking_uri(self) -> str:
+        return self._client.tracking_uri
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._client, name)
+        if not callable(attr) or self._lock_path is None:
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            delay, deadline = 0.2, time.monotonic() + self.LOCKED_RETRY_S
+            while True:
+                with self._turn():
+                    try:
+                        return attr(*args, **kwargs)
+                    except Exception as error:  # re-raised unless SQLite was busy
+                        if "database is locked" not in str(error) or time.monotonic() > deadline:
+                            raise
+                time.sleep(delay)
+                delay = min(2 * delay, 5.0)
+
+        return call
+
+    @contextlib.contextmanager
+    def _turn(self) -> Iterator[None]:
+        if self._lock_path is None:
+            yield
+            return
+        if self._fd is None:
+            self._lock_path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
 
 
 def _artifact_location(tracking_uri: str, study: str) -> str | None:

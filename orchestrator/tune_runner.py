@@ -33,6 +33,7 @@ from analysis import groups
 from lengthgen import TrialConfig
 from orchestrator.recovery import (
     TrialFailureCallback,
+    check_not_busy,
     stop_on_sigterm,
     study_lock,
     sync_mlflow,
@@ -135,13 +136,24 @@ class ProgressCallback(tune.Callback):
 
 
 def _error_name(trial) -> str:
+    """What ended a trial's attempt, in a few words, from Tune's error file."""
     try:
         text = Path(trial.error_file).read_text()
     except (TypeError, OSError):
         return "unknown error"
-    names = [line.split(":")[0].split(".")[-1] for line in text.splitlines()
+    last = text[text.rfind("Failure #"):]
+    if "worker process has died" in last or "actor died" in last:
+        return "its worker process died"
+    names = [line.split(":")[0].split(".")[-1] for line in last.splitlines()
              if line.split(":")[0].split(".")[-1].endswith(("Error", "Exception"))]
     return names[-1] if names else "unknown error"
+
+
+def _short_error(error: BaseException) -> str:
+    """Exception name and the first sentence of its last line (Ray's are paragraphs)."""
+    lines = str(error).strip().splitlines()
+    last = lines[-1].split(". ")[0] if lines else ""
+    return f"{type(error).__name__}: {last[:200]}"
 
 
 def start_ray(address: str | None, num_cpus: int | None = None) -> None:
@@ -207,6 +219,7 @@ def run_study(
     """
     console = console or Console(stderr=True)
     results_root = Path(results_root).resolve()
+    check_not_busy(results_root, study.name)
     statuses = {} if restart else read_trial_statuses(results_root, study.name)
     pending = [t for t in study.trials if statuses.get(t.trial_id) not in FINISHED]
     resources = study.spec.resources
@@ -267,12 +280,14 @@ def trial_params(config: TrialConfig, study: Study, results_root: Path) -> dict[
 
 
 class _TuneRestoreHints(logging.Filter):
-    """Drops Tune's advice to resume with Tuner.restore, and its complaint about the
-    metrics of trials that never started: re-running `lg-study run` is how to resume."""
+    """Drops Tune's advice to resume with Tuner.restore and its complaint about the
+    metrics of trials that never started (re-running `lg-study run` is how to resume),
+    and its list of failed trials (the run's summary has them)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        return "Tuner.restore" not in message and "Failed to fetch metrics" not in message
+        return not any(noise in message for noise in (
+            "Tuner.restore", "Failed to fetch metrics", "Trials did not complete"))
 
 
 @contextlib.contextmanager
@@ -329,7 +344,7 @@ def _fit(study: Study, trials: list[dict[str, Any]], results_root: Path, tracker
             grid = tuner.fit()
     summary.ran = len(trials)
     summary.failed = [
-        f"{r.config['trial']['trial_id']}: {type(r.error).__name__}: {str(r.error).strip().splitlines()[-1] if str(r.error).strip() else ''}"
+        f"{r.config['trial']['trial_id']}: {_short_error(r.error)} (trials.error has more)"
         for r in grid
         if r.error is not None
     ]

@@ -69,7 +69,11 @@ def trained(pe: str) -> tuple[TrialConfig, torch.nn.Module]:
     return config, model.eval()
 
 
-@pytest.mark.parametrize("pe", sorted(POSITIONAL_ENCODINGS))
+# upe needs the fixed columns of the aligned layout, which a decoder does not read
+SEQUENTIAL_PES = sorted(pe for pe, encoding in POSITIONAL_ENCODINGS.items() if not encoding.needs_uniform_columns)
+
+
+@pytest.mark.parametrize("pe", SEQUENTIAL_PES)
 def test_teacher_forced_exact_match_equals_greedy_exact_match(pe):
     config, model = trained(pe)
     sampler = build_position_sampler(config.model)

@@ -123,7 +123,7 @@ def test_first_run_was_killed_recovered_and_interrupted(faults):
     assert {"killed", "recovered", "interrupted"} <= set(events), (events.keys(), output)
     assert events["recovered"] > 0  # the retried attempt started from its checkpoint
     assert code == 130, output
-    assert "retrying from its last checkpoint" in output
+    assert "attempt 1 failed (its worker process died); retrying from its last checkpoint" in output
     assert "run the same command again to resume" in output
     # interrupted trials stay `running` in the table; their MLflow runs ended as KILLED
     after = events["after_first"]

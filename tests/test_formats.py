@@ -20,7 +20,6 @@ from lengthgen.config import (
 from lengthgen.distributions import DISTRIBUTIONS
 from lengthgen.evaluation import build_eval_sets
 from lengthgen.formats import answer_targets, encode_questions, sequence_length
-from lengthgen.model import ARCHITECTURES
 from lengthgen.tasks import TASKS, build_task
 from lengthgen.tasks.multiplication import Multiplication
 from lengthgen.tokenizer import CHARACTERS, HINTS, N_HINTS, CharTokenizer
@@ -200,22 +199,14 @@ def test_fixed_length_layout_of_003_eq_3_1_and_3_2():
     assert text(successor.tokens[0]) == "..99" and text(successor.answer[0]) == ".100"  # filled left
 
 
-def aligned_architecture(cfg, vocab):
-    raise NotImplementedError
-
-
-aligned_architecture.aligned_outputs = True  # one output per position, as 003's encoder
-
-
-def test_fixed_length_training_batch_targets_the_aligned_answer(monkeypatch):
-    monkeypatch.setitem(ARCHITECTURES, "aligned", aligned_architecture)
+def test_fixed_length_training_batch_targets_the_aligned_answer():
     fmt = FormatConfig(fixed_length=True, reverse=False, pad=False)
     with pytest.raises(ValueError, match="format.fixed_length .* model.arch decoder"):
         TrialConfig(format=fmt, eval=EvalConfig(digits=(5,)))
     config = TrialConfig(
         task=TaskConfig(name="addition", train_digits=(1, 3)),
         format=fmt,
-        model=ModelConfig(arch="aligned"),
+        model=ModelConfig(arch="encoder"),
         train=TrainConfig(batch_size=16),
         eval=EvalConfig(digits=(5,)),
     )

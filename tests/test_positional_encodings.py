@@ -97,7 +97,7 @@ def test_explicit_positions_are_used(pe):
     with torch.no_grad():
         same = torch.allclose(model(tokens, plain), model(tokens, plain + 5), atol=1e-5)
     # FIRE is relative while positions stay below its threshold L (512 at init)
-    relative_or_none = {"nope", "rope", "alibi", "kerple_log", "fire", "t5", "shaw"}
+    relative_or_none = {"nope", "rope", "alibi", "kerple_log", "fire", "t5", "shaw", "upe"}
     assert same == (pe in relative_or_none)
 
 

@@ -223,12 +223,13 @@ def test_driver_marks_a_trial_whose_worker_died_failed(tmp_path) -> None:
 def test_sigterm_acts_as_sigint_while_fitting() -> None:
     calls = []
     previous = signal.signal(signal.SIGINT, lambda *_: calls.append("int"))
+    sigterm = signal.getsignal(signal.SIGTERM)  # ray.init installs one in a driver
     try:
         with stop_on_sigterm():
             signal.signal(signal.SIGINT, lambda *_: calls.append("tune"))  # as Tune does
             os.kill(os.getpid(), signal.SIGTERM)
         assert calls == ["tune"]
-        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+        assert signal.getsignal(signal.SIGTERM) == sigterm
         os.kill(os.getpid(), signal.SIGINT)  # the handler from before is back
         assert calls == ["tune", "int"]
     finally:
@@ -306,3 +307,32 @@ def test_restart_asks_first(tmp_path) -> None:
     assert outcome.exit_code == 1
     assert "--restart deletes" in outcome.output and "nothing was changed" in outcome.output
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+def _share_a_new_store(uri: str, index: int, barrier, outcomes) -> None:
+    try:
+        barrier.wait()
+        tracker = StudyTracker(uri, f"study{index}")  # the first call creates the store
+        run_id = tracker.run_for_trial(f"t{index}", {}, {"a": index})
+        for step in range(10):
+            tracker.log_metrics(run_id, {"loss": 1.0 / (step + 1)}, step)
+        tracker.finish(run_id, "FINISHED", {}, {})
+        outcomes.put((index, "ok"))
+    except Exception as error:  # noqa: BLE001 (the outcome is what the test checks)
+        outcomes.put((index, f"{type(error).__name__}: {error}"))
+
+
+@pytest.mark.slow
+def test_drivers_of_several_studies_share_a_new_sqlite_store(tmp_path) -> None:
+    """Without the lock beside mlflow.db, they race through its schema migrations and fail."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")  # the children inherit the imports
+    barrier, outcomes = context.Barrier(4), context.Queue()
+    uri = default_tracking_uri(tmp_path)
+    drivers = [context.Process(target=_share_a_new_store, args=(uri, i, barrier, outcomes)) for i in range(4)]
+    for driver in drivers:
+        driver.start()
+    for driver in drivers:
+        driver.join(timeout=300)
+    assert sorted(outcomes.get(timeout=5) for _ in drivers) == [(i, "ok") for i in range(4)]

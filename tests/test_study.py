@@ -107,3 +107,14 @@ def test_profiles_can_set_resources(tmp_path):
     study.write_text(study.read_text().replace("resources.cpus_per_trial: 2", "resources.cpu: 2"))
     with pytest.raises(StudyError, match="profiles.gpu.resources.cpu: no such config field; resources fields: cpus_per_trial"):
         load_study(study)
+
+
+def test_profiles_can_replace_axis_values(tmp_path):
+    study = tmp_path / "study.yaml"
+    study.write_text((FILES / "good_two_trials.yaml").read_text().replace(
+        "  longer: {train.steps: 40}", "  longer: {train.steps: 40}\n  many: {axes.seeds.weight: [0, 1, 2]}"))
+    assert len(load_study(study).trials) == 2
+    assert [t.seeds.weight for t in load_study(study, profile="many").trials] == [0, 1, 2]
+    study.write_text(study.read_text().replace("axes.seeds.weight: [0, 1, 2]", "axes.seeds.weight: 3"))
+    with pytest.raises(StudyError, match="an axis takes a list of values"):
+        load_study(study, profile="many")

@@ -1,28 +1,34 @@
-"""Architecture registry and model construction."""
+"""Architecture registry and model construction.
+
+Every architecture implements lengthgen.model.base.Architecture: the trainer and
+the evaluator call its methods and never compare architecture names."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
-from lengthgen.model.decoder import DecoderLM, initialize
+from lengthgen.model.base import Architecture, InputLayout, initialize
+from lengthgen.model.decoder import DecoderLM
+from lengthgen.model.encoder import EncoderLM
+from lengthgen.model.encoder_decoder import EncoderDecoder
 
 if TYPE_CHECKING:  # the config module builds its Literal types from this registry
     from lengthgen.config import ModelConfig
 
-ModelFactory = Callable[["ModelConfig", int], nn.Module]
-
-ARCHITECTURES: dict[str, ModelFactory] = {
-    "decoder": lambda cfg, vocab: DecoderLM(cfg, vocab),
+ARCHITECTURES: dict[str, type[Architecture]] = {
+    "decoder": DecoderLM,
+    "encoder_decoder": EncoderDecoder,
+    "encoder": EncoderLM,
 }
 
 
-def build_model(cfg: ModelConfig, vocab_size: int, weight_seed: int) -> nn.Module:
-    """The model of `cfg`, initialised from `weight_seed` only."""
-    model = ARCHITECTURES[cfg.arch](cfg, vocab_size)
+def build_model(cfg: ModelConfig, vocab_size: int, weight_seed: int, layout: InputLayout | None = None) -> Architecture:
+    """The model of `cfg`, initialised from `weight_seed` only. `layout` says where the
+    digits sit (lengthgen.formats.input_layout); only structural biases and UPE read it."""
+    model = ARCHITECTURES[cfg.arch](cfg, vocab_size, layout)
     initialize(model, torch.Generator().manual_seed(weight_seed))
     return model
 

@@ -105,7 +105,50 @@ class Architecture(nn.Module, ABC):
     ) -> torch.Tensor:
         """(B, new_tokens): the model's own answer to equal-length prompts (B, P)."""
 
+    def site_shapes(self, width: int, answer_start: int) -> dict[str, tuple[int, int]]:
+        """{site: (queries, keys)} of the attention at each of `bias_sites` for token rows
+        of `width` tokens whose answer starts at `answer_start` (teacher forcing)."""
+        return {}
+
     def attention_logits(self, tokens: torch.Tensor, positions: Positions, answer_start: int) -> dict[str, torch.Tensor]:
         """{site: (B, H, Tq, Tk)} pre-softmax content logits of the last layer at each of
         `bias_sites` on one teacher-forced pass, NaN where a mask closes them (ABC, 000 §5)."""
         raise NotImplementedError(f"{type(self).__name__} exposes no attention logits")
+
+
+def shared_rows(q_positions: torch.Tensor, k_positions: torch.Tensor):
+    """When every row has the same positions (plain and cyclic samplers), one row is
+    enough: a positional bias is computed once and broadcast over the batch."""
+    if bool((q_positions == q_positions[:1]).all()) and bool((k_positions == k_positions[:1]).all()):
+        return q_positions[:1], k_positions[:1]
+    return q_positions, k_positions
+
+
+def combine(mask: torch.Tensor | None, structure: torch.Tensor | None) -> torch.Tensor | None:
+    """Add a structural bias (lengthgen.model.attention_bias) to an additive mask."""
+    if structure is None:
+        return mask
+    return structure if mask is None else mask + structure
+
+
+@torch.no_grad()
+def initialize(model: nn.Module, generator: torch.Generator) -> None:
+    """Initialise every parameter from `generator` alone (the weight seed), in a fixed
+    module order, so nothing else (data seed, global RNG) can change it. Linear and
+    embedding weights: N(0, 0.02), biases 0, norm gains 1 (GPT-2); a positional
+    encoding with its own `initialize(generator)` draws its parameters itself."""
+    self_initializing = [m for m in model.modules() if m is not model and hasattr(m, "initialize")]
+    handled = {id(sub) for m in self_initializing for sub in m.modules()}
+    for module in model.modules():
+        if module in self_initializing:
+            module.initialize(generator)
+        elif id(module) in handled:
+            continue
+        elif isinstance(module, (nn.LayerNorm, nn.RMSNorm)):
+            nn.init.ones_(module.weight)
+            if getattr(module, "bias", None) is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02, generator=generator)
+            if getattr(module, "bias", None) is not None:
+                nn.init.zeros_(module.bias)

@@ -1,19 +1,22 @@
 """Decoder-only causal transformer (pre-norm), with a pluggable positional encoding.
 
-Read top to bottom: attention, feed-forward, block, model. Positions are explicit
-inputs (B, T); the positional encoding acts at the input, on q/k, as an attention
-bias or on the keys, according to its registry entry (lengthgen.model.pe).
+Read top to bottom: block, model, then the four methods of the architecture
+interface (lengthgen.model.base). Positions are explicit inputs (B, T); the
+positional encoding acts at the input, on q/k, as an attention bias or on the keys,
+according to its registry entry (lengthgen.model.pe). A structural bias
+(model.attention_bias) acts on the one self-attention, site `lm`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from lengthgen.model.attention import KVCache, SelfAttention, causal_mask_with
+from lengthgen.model.attention_bias import ATTENTION_BIASES, Geometry
+from lengthgen.model.base import Architecture, Batch, InputLayout, Positions, combine, shared_rows
 from lengthgen.model.layers import FEED_FORWARDS, NORMS, Residual
 from lengthgen.model.pe import POSITIONAL_ENCODINGS
 from lengthgen.model.sizes import SIZES, Dimensions
@@ -22,71 +25,13 @@ if TYPE_CHECKING:
     from lengthgen.config import ModelConfig
 
 
-@dataclass
-class KVCache:
-    """Keys and values of the tokens seen so far, per layer, and their positions, so
-    that greedy decoding runs each new token through the model once."""
-
-    keys: list[torch.Tensor | None]
-    values: list[torch.Tensor | None]
-    #: (B, T_past) positions of the cached tokens
-    positions: torch.Tensor | None = None
-
-    @classmethod
-    def empty(cls, n_layers: int) -> KVCache:
-        return cls([None] * n_layers, [None] * n_layers)
-
-
-class CausalSelfAttention(nn.Module):
-    def __init__(self, dims: Dimensions, qk_transform: nn.Module | None,
-                 relative_keys: nn.Module | None, dropout: float) -> None:
-        super().__init__()
-        self.n_heads, self.head_dim = dims.n_heads, dims.head_dim
-        self.qkv = nn.Linear(dims.d_model, 3 * dims.d_model)
-        self.out = nn.Linear(dims.d_model, dims.d_model)
-        self.qk_transform = qk_transform
-        self.relative_keys = relative_keys
-        self.dropout = dropout
-
-    def forward(self, x: torch.Tensor, positions: torch.Tensor, key_positions: torch.Tensor,
-                mask: torch.Tensor | None, cache: KVCache | None = None, layer: int = 0):
-        """x: the new tokens (B, Tq, d) at `positions` (B, Tq); `key_positions` (B, Tk) also
-        covers the cached tokens. mask: additive (B, H, Tq, Tk) scores, -inf on future
-        keys, or None for a plain causal mask."""
-        batch, length, d_model = x.shape
-        q, k, v = self.qkv(x).split(d_model, dim=-1)
-        q, k, v = (t.view(batch, length, self.n_heads, self.head_dim).transpose(1, 2) for t in (q, k, v))
-        # (B, nh, Tq, hd)
-        if self.qk_transform is not None:
-            q, k = self.qk_transform(q, k, positions, positions)
-        if cache is not None:
-            if cache.keys[layer] is not None:
-                k = torch.cat([cache.keys[layer], k], dim=2)  # (B, nh, Tk, hd)
-                v = torch.cat([cache.values[layer], v], dim=2)
-            cache.keys[layer], cache.values[layer] = k, v
-        if self.relative_keys is not None:
-            scores = self.relative_keys.scores(q, positions, key_positions)  # (B, nh, Tq, Tk)
-            mask = causal_mask_with(scores) if mask is None else mask + scores
-        dropout = self.dropout if self.training else 0.0
-        if mask is None and length == k.shape[2]:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout)
-        elif mask is None and length == 1:
-            y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout)  # every key is in the past
-        else:
-            if mask is None:
-                mask = causal_mask_with(q.new_zeros(batch, 1, length, k.shape[2]))
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
-        y = y.transpose(1, 2).reshape(batch, length, d_model)  # (B, Tq, d)
-        return self.out(y)
-
-
 class Block(nn.Module):
     """x + attention(norm(x)), then x + feed_forward(norm(x)); with `pre_post` the
     sublayer outputs are normalised too (lengthgen.model.layers.Residual)."""
 
-    def __init__(self, dims: Dimensions, cfg: ModelConfig, qk_transform, relative_keys) -> None:
+    def __init__(self, dims: Dimensions, cfg: ModelConfig, qk_transform, relative_keys, causal: bool = True) -> None:
         super().__init__()
-        attention = CausalSelfAttention(dims, qk_transform, relative_keys, cfg.dropout)
+        attention = SelfAttention(dims, qk_transform, relative_keys, cfg.dropout, causal)
         feed_forward = FEED_FORWARDS[cfg.ffn](dims, cfg.dropout)
         self.attention = Residual(attention, dims.d_model, cfg.norm, cfg.norm_placement)
         self.feed_forward = Residual(feed_forward, dims.d_model, cfg.norm, cfg.norm_placement)
@@ -95,19 +40,14 @@ class Block(nn.Module):
         return self.feed_forward(self.attention(x, positions, key_positions, mask, cache, layer))
 
 
-def causal_mask_with(scores: torch.Tensor) -> torch.Tensor:
-    """Additive (B, H, Tq, Tk) mask: the given scores where key j is not after query i,
-    -inf after. The Tq queries are the last Tq of the Tk tokens (decoding with a cache)."""
-    queries, keys = scores.shape[-2:]
-    future = torch.ones(queries, keys, dtype=torch.bool, device=scores.device).triu(1 + keys - queries)
-    return scores.masked_fill(future, float("-inf"))
+class DecoderLM(Architecture):
+    bias_sites = ("lm",)
 
-
-class DecoderLM(nn.Module):
-    def __init__(self, cfg: ModelConfig, vocab_size: int) -> None:
+    def __init__(self, cfg: ModelConfig, vocab_size: int, layout: InputLayout | None = None) -> None:
         super().__init__()
         dims = SIZES[cfg.size]
-        parts = POSITIONAL_ENCODINGS[cfg.pe](dims, cfg)
+        self.layout = layout or InputLayout()
+        parts = POSITIONAL_ENCODINGS[cfg.pe].build(dims, cfg, self.layout, False)
         self.token_embedding = nn.Embedding(vocab_size, dims.d_model)
         self.input_position = parts.input_embedding
         self.attention_bias = parts.attention_bias
@@ -118,13 +58,20 @@ class DecoderLM(nn.Module):
         )
         self.final_norm = NORMS[cfg.norm](dims.d_model)
         self.lm_head = nn.Linear(dims.d_model, vocab_size, bias=False)
+        self.structure = ATTENTION_BIASES[cfg.attention_bias](cfg, self.layout, dims.n_heads)
 
-    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache | None = None,
+                prompt_lengths: torch.Tensor | None = None, lengths: torch.Tensor | None = None) -> torch.Tensor:
         """tokens, positions: (B, T) -> logits (B, T, vocab). With a cache, `tokens` are
-        the new tokens only; the cache is extended in place."""
-        key_positions = positions
-        if cache is not None and cache.positions is not None:
-            key_positions = torch.cat([cache.positions, positions], dim=1)  # (B, Tk)
+        the new tokens only; the cache is extended in place. A structural bias needs
+        each row's prompt length and the length of the whole sequence it will have
+        (with a cache, given on the first call)."""
+        past = cache.length if cache is not None else 0
+        if cache is not None:
+            if prompt_lengths is None:
+                prompt_lengths, lengths = cache.context.get("prompt_lengths"), cache.context.get("lengths")
+            cache.context.update(prompt_lengths=prompt_lengths, lengths=lengths)
+        key_positions = positions if past == 0 else torch.cat([cache.positions, positions], dim=1)  # (B, Tk)
         x = self.token_embedding(tokens)  # (B, T, d)
         if self.input_position is not None:
             x = x + self.input_position(positions)
@@ -132,43 +79,88 @@ class DecoderLM(nn.Module):
         if self.attention_bias is not None:
             # computed once and shared by every layer (001 App. E.2 for FIRE); with a
             # cache, only the rows of the new queries
-            mask = causal_mask_with(self.attention_bias(*_shared_rows(positions, key_positions)))  # (B|1, H, Tq, Tk)
+            mask = causal_mask_with(self.attention_bias(*shared_rows(positions, key_positions)))  # (B|1, H, Tq, Tk)
+        if self.structure.acts:
+            structure = self.structure.lm(self._geometry(tokens, past, key_positions.shape[1], prompt_lengths, lengths))
+            mask = causal_mask_with(combine(mask, structure))  # (B, H|1, Tq, Tk)
         for layer, block in enumerate(self.blocks):
             x = block(x, positions, key_positions, mask, cache, layer)
         if cache is not None:
             cache.positions = key_positions
         return self.lm_head(self.final_norm(x))
 
+    def _geometry(self, tokens, past, n_keys, prompt_lengths, lengths) -> Geometry:
+        if prompt_lengths is None or lengths is None:
+            raise ValueError("model.attention_bias needs the prompt length of every row and the sequence length")
+        rows = torch.arange(past, past + tokens.shape[1], device=tokens.device)
+        return Geometry(
+            rows=rows, n_keys=n_keys, key_lengths=lengths, output_start=prompt_lengths - 1,
+            input_start=torch.full_like(prompt_lengths, 1 + self.layout.lead), input_end=prompt_lengths - 1,
+        )
+
     def empty_cache(self) -> KVCache:
         return KVCache.empty(len(self.blocks))
 
+    # the architecture interface (lengthgen.model.base)
 
-def _shared_rows(q_positions: torch.Tensor, k_positions: torch.Tensor):
-    """When every row has the same positions (plain and cyclic samplers), one row is
-    enough: the bias is computed once and broadcast over the batch."""
-    if bool((q_positions == q_positions[:1]).all()) and bool((k_positions == k_positions[:1]).all()):
-        return q_positions[:1], k_positions[:1]
-    return q_positions, k_positions
+    def sample_positions(self, tokens, prompt_lengths, sampler, generator, training):
+        length = tokens.shape[1] - 1 if training else tokens.shape[1]  # training feeds tokens[:, :-1]
+        return (sampler(tokens.shape[0], length, tokens.device, generator, training=training),)
 
+    def forward_batch(self, batch: Batch, positions: Positions):
+        supervised = batch.answer_mask[:, 1:]  # position t predicts token t + 1
+        lengths = batch.prompt_lengths + supervised.sum(1) - 1  # tokens fed: prompt and answer
+        logits = self(batch.tokens[:, :-1], positions[0], prompt_lengths=batch.prompt_lengths, lengths=lengths)
+        return logits[supervised], batch.tokens[:, 1:][supervised]
 
-@torch.no_grad()
-def initialize(model: nn.Module, generator: torch.Generator) -> None:
-    """Initialise every parameter from `generator` alone (the weight seed), in a fixed
-    module order, so nothing else (data seed, global RNG) can change it. Linear and
-    embedding weights: N(0, 0.02), biases 0, norm gains 1 (GPT-2); a positional
-    encoding with its own `initialize(generator)` draws its parameters itself."""
-    self_initializing = [m for m in model.modules() if m is not model and hasattr(m, "initialize")]
-    handled = {id(sub) for m in self_initializing for sub in m.modules()}
-    for module in model.modules():
-        if module in self_initializing:
-            module.initialize(generator)
-        elif id(module) in handled:
-            continue
-        elif isinstance(module, (nn.LayerNorm, nn.RMSNorm)):
-            nn.init.ones_(module.weight)
-            if getattr(module, "bias", None) is not None:
-                nn.init.zeros_(module.bias)
-        elif isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02, generator=generator)
-            if getattr(module, "bias", None) is not None:
-                nn.init.zeros_(module.bias)
+    @torch.no_grad()
+    def teacher_forced_argmax(self, tokens, positions, answer_start):
+        rows, length = tokens.shape
+        logits = self(tokens[:, :-1], positions[0][:, :-1], **self._rows(rows, answer_start, length - 1, tokens.device))
+        return logits[:, answer_start - 1 :].argmax(-1)
+
+    @torch.no_grad()
+    def greedy_decode(self, prompts, new_tokens, positions, use_cache=True):
+        """Append `new_tokens` argmax tokens. `positions` (B, P + new_tokens) are fixed up
+        front, so each token keeps its position as the sequence grows. With the KV cache
+        each new token runs through the model once; without it the whole sequence is
+        re-run for every token."""
+        (positions,) = positions
+        rows, prompt_length = prompts.shape
+        context = self._rows(rows, prompt_length, prompt_length + new_tokens - 1, prompts.device)
+        if not use_cache:
+            tokens = prompts
+            for _ in range(new_tokens):
+                logits = self(tokens, positions[:, : tokens.shape[1]], **context)[:, -1]  # (B, vocab)
+                tokens = torch.cat([tokens, logits.argmax(-1, keepdim=True)], dim=1)
+            return tokens[:, prompt_length:]
+        cache = self.empty_cache()
+        logits = self(prompts, positions[:, :prompt_length], cache, **context)[:, -1]
+        generated = []
+        for step in range(new_tokens):
+            next_token = logits.argmax(-1, keepdim=True)  # (B, 1)
+            generated.append(next_token)
+            if step + 1 < new_tokens:
+                at = prompt_length + step
+                logits = self(next_token, positions[:, at : at + 1], cache)[:, -1]
+        return torch.cat(generated, dim=1)
+
+    def site_shapes(self, width, answer_start):
+        return {"lm": (width - 1, width - 1)}  # every token but the last is fed
+
+    @torch.no_grad()
+    def attention_logits(self, tokens, positions, answer_start):
+        attention = self.blocks[-1].attention.sublayer
+        attention.record = True
+        try:
+            self.teacher_forced_argmax(tokens, positions, answer_start)
+        finally:
+            attention.record = False
+        return {"lm": attention.recorded}
+
+    @staticmethod
+    def _rows(rows: int, prompt_length: int, length: int, device) -> dict[str, torch.Tensor]:
+        return {
+            "prompt_lengths": torch.full((rows,), prompt_length, dtype=torch.long, device=device),
+            "lengths": torch.full((rows,), length, dtype=torch.long, device=device),
+        }

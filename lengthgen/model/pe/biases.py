@@ -4,7 +4,9 @@ Each takes explicit positions (B, Tq) and (B, Tk) and returns (B, H, Tq, Tk), th
 term b(i, j) of 001 eq. (D.1), A = X W_Q (X W_K)^T + B. The decoder computes it
 once per forward pass and shares it across layers (as 001 App. E.2 does for FIRE).
 For causal models only j <= i matters: keys after the query are removed by the
-causal mask, not by these biases.
+causal mask, not by these biases. In a bidirectional encoder the keys after the
+query count too: ALiBi, KerpleLog and FIRE read |i - j| and are symmetric; T5 gives
+each direction its own half of the buckets (the T5 release's bidirectional buckets).
 """
 
 from __future__ import annotations
@@ -109,30 +111,42 @@ class FIRE(nn.Module):
 
 
 def t5_bucket(distance: torch.Tensor, n_buckets: int, max_distance: int) -> torch.Tensor:
-    """001 eq. (D.2), K + 1 = n_buckets buckets (K + 1 even), L_1 = max_distance:
-    exact buckets r_d for 0 <= d < (K+1)/2, logarithmic ones up to L_1, r_K beyond.
-    Negative distances (keys after the query, masked in causal models) use bucket 0."""
-    if n_buckets % 2:
-        raise ValueError(f"T5 needs an even number of buckets (K + 1), got {n_buckets}")
-    half = n_buckets // 2
+    """001 eq. (D.2), K + 1 = n_buckets buckets, L_1 = max_distance: exact buckets r_d for
+    0 <= d < (K+1)/2, logarithmic ones up to L_1, r_K beyond. Negative distances (keys
+    after the query, masked in causal models) use bucket 0. (An odd count, only met as
+    one half of bidirectional buckets, gives the extra bucket to the logarithmic range.)"""
+    exact = n_buckets // 2
     d = distance.clamp(min=0)
-    logarithmic = half + torch.floor(
-        half * torch.log(2 * d.clamp(min=half) / n_buckets) / math.log(2 * max_distance / n_buckets)
+    if exact == 0:
+        return torch.zeros_like(d, dtype=torch.long)
+    logarithmic = exact + torch.floor(
+        (n_buckets - exact) * torch.log(d.clamp(min=exact) / exact) / math.log(max_distance / exact)
     )
-    bucket = torch.where(d < half, d, logarithmic)
+    bucket = torch.where(d < exact, d, logarithmic)
     bucket = torch.where(d >= max_distance, torch.full_like(d, n_buckets - 1), bucket)
     return bucket.long().clamp(max=n_buckets - 1)
 
 
+def t5_bidirectional_bucket(distance: torch.Tensor, n_buckets: int, max_distance: int) -> torch.Tensor:
+    """The T5 release's bidirectional buckets: the first half of the buckets for keys at
+    or before the query (i - j >= 0), the second half for keys after it, each half
+    bucketed by |i - j| as in eq. (D.2)."""
+    half = n_buckets // 2
+    after = (distance < 0).long()
+    return t5_bucket(distance.abs(), half, max_distance) + after * half
+
+
 class T5Bias(nn.Module):
     """Raffel et al. 2020; 001 eq. (D.2): b(i, j) = r_bucket(i - j), one learned scalar per
-    bucket and head. Defaults: 32 buckets, L_1 = 128 (the T5 release)."""
+    bucket and head. Defaults: 32 buckets, L_1 = 128 (the T5 release). `bidirectional`
+    (encoders): half of the buckets per direction, as the T5 encoder does."""
 
-    def __init__(self, n_heads: int, n_buckets: int = 32, max_distance: int = 128) -> None:
+    def __init__(self, n_heads: int, n_buckets: int = 32, max_distance: int = 128, bidirectional: bool = False):
         super().__init__()
         self.n_buckets, self.max_distance = n_buckets, max_distance
+        self.bucket = t5_bidirectional_bucket if bidirectional else t5_bucket
         self.values = nn.Embedding(n_buckets, n_heads)
 
     def forward(self, q_positions, k_positions):
-        buckets = t5_bucket(_distance(q_positions, k_positions)[:, 0], self.n_buckets, self.max_distance)
+        buckets = self.bucket(_distance(q_positions, k_positions)[:, 0], self.n_buckets, self.max_distance)
         return self.values(buckets).permute(0, 3, 1, 2)  # (B, H, Tq, Tk)

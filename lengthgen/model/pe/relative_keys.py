@@ -4,6 +4,15 @@
 p_{i-j} (003 §2, RPE). Each attention layer owns its table of learned vectors, one
 per clipped distance, shared by the heads (Shaw et al. §3.2). The term
 q_i . p_{clip(j - i)} is a score added before the softmax, scaled like q . k.
+
+UPE (003 §3.2, eq. 3.3): a position i that "uniformly affects every other position"
+gets one vector c_i for every query, p_{j,i} = c_i. With multiplier digits at
+columns i_1..i_k (the aligned layout fixes them), key column i_m gets c_m in place
+of p_{clip(j - i)}, for every query j; every other key keeps the relative vectors
+(003 M2: "uniform positional vectors ... to the multiplier's digits and RPE for the
+rest"). Choice: a multiplier digit as its own query also gets c_m (eq. 3.3 names
+j != i only). Columns are token indices of the row (the multiplier's place in the
+aligned layout), not position values, so any position sampler keeps them.
 """
 
 from __future__ import annotations
@@ -26,3 +35,22 @@ class ShawRelativeKeys(nn.Module):
         offset = (k_positions[:, None, :] - q_positions[:, :, None]).clamp(-self.clip, self.clip)
         relative = self.vectors(offset + self.clip)  # (B, Tq, Tk, hd)
         return torch.einsum("bhqd,bqkd->bhqk", q, relative) * self.scale
+
+
+class UniformRelativeKeys(ShawRelativeKeys):
+    """Shaw relative keys, except the keys at `uniform_columns`, which get one learned
+    vector c_m each whatever the query (003 eq. 3.3). With no such columns it is Shaw."""
+
+    def __init__(self, head_dim: int, clip: int, uniform_columns: tuple[int, ...]) -> None:
+        super().__init__(head_dim, clip)
+        self.register_buffer("uniform_columns", torch.tensor(uniform_columns, dtype=torch.long), persistent=False)
+        self.uniform = nn.Embedding(max(1, len(uniform_columns)), head_dim)
+
+    def scores(self, q, q_positions, k_positions):
+        scores = super().scores(q, q_positions, k_positions)  # (B, H, Tq, Tk)
+        columns = self.uniform_columns[self.uniform_columns < k_positions.shape[1]]
+        if len(columns) == 0:
+            return scores
+        uniform = self.uniform.weight[: len(columns)]  # (m, hd)
+        per_key = torch.einsum("bhqd,md->bhqm", q, uniform) * self.scale  # (B, H, Tq, m)
+        return scores.index_copy(-1, columns, per_key)

@@ -1,0 +1,155 @@
+"""Multi-head attention for every architecture: self-attention (causal or
+bidirectional) and cross-attention (decoder queries over encoder outputs).
+
+Masks are additive (B|1, H|1, Tq, Tk) score tensors, -inf where a key is closed.
+`mask=None` means the plain mask of the attention: causal for causal
+self-attention, none for bidirectional. A positional encoding acts here through
+its q/k transform (RoPE) or its relative keys (Shaw, UPE); additive biases arrive
+already inside `mask`. For Attention Bias Calibration (000 §5) a layer can record
+its content logits q.k / sqrt(d_head) (`record`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lengthgen.model.sizes import Dimensions
+
+
+@dataclass
+class KVCache:
+    """Keys and values of the tokens seen so far, per layer, and their positions, so
+    that greedy decoding runs each new token through the model once."""
+
+    keys: list[torch.Tensor | None]
+    values: list[torch.Tensor | None]
+    #: (B, T_past) positions of the cached tokens
+    positions: torch.Tensor | None = None
+    #: cross-attention keys and values per decoder layer, computed once from the
+    #: encoder output (encoder-decoder)
+    cross: list[tuple[torch.Tensor, torch.Tensor] | None] = field(default_factory=list)
+    #: what the architecture keeps about the whole sequence being decoded (its final
+    #: length, the encoder output and the question lengths), for its masks
+    context: dict = field(default_factory=dict)
+
+    @classmethod
+    def empty(cls, n_layers: int) -> KVCache:
+        return cls([None] * n_layers, [None] * n_layers, cross=[None] * n_layers)
+
+    @property
+    def length(self) -> int:
+        return 0 if self.positions is None else self.positions.shape[1]
+
+
+def causal_mask_with(scores: torch.Tensor) -> torch.Tensor:
+    """Additive (B, H, Tq, Tk) mask: the given scores where key j is not after query i,
+    -inf after. The Tq queries are the last Tq of the Tk tokens (decoding with a cache)."""
+    queries, keys = scores.shape[-2:]
+    future = torch.ones(queries, keys, dtype=torch.bool, device=scores.device).triu(1 + keys - queries)
+    return scores.masked_fill(future, float("-inf"))
+
+
+def _split_heads(t: torch.Tensor, n_heads: int) -> torch.Tensor:
+    batch, length, width = t.shape
+    return t.view(batch, length, n_heads, width // n_heads).transpose(1, 2)  # (B, nh, T, hd)
+
+
+class _Recorder:
+    """Keeps the content logits of the last forward pass when `record` is set."""
+
+    record: bool = False
+    recorded: torch.Tensor | None = None
+
+    def _keep(self, q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None) -> None:
+        logits = (q @ k.transpose(-2, -1)).float() * q.shape[-1] ** -0.5  # (B, nh, Tq, Tk)
+        if mask is not None:
+            logits = logits.masked_fill(torch.isneginf(mask).expand_as(logits), float("nan"))
+        self.recorded = logits.detach()
+
+
+class SelfAttention(nn.Module, _Recorder):
+    def __init__(self, dims: Dimensions, qk_transform: nn.Module | None, relative_keys: nn.Module | None,
+                 dropout: float, causal: bool = True) -> None:
+        super().__init__()
+        self.n_heads, self.head_dim = dims.n_heads, dims.head_dim
+        self.qkv = nn.Linear(dims.d_model, 3 * dims.d_model)
+        self.out = nn.Linear(dims.d_model, dims.d_model)
+        self.qk_transform = qk_transform
+        self.relative_keys = relative_keys
+        self.dropout = dropout
+        self.causal = causal
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, key_positions: torch.Tensor,
+                mask: torch.Tensor | None, cache: KVCache | None = None, layer: int = 0):
+        """x: the new tokens (B, Tq, d) at `positions` (B, Tq); `key_positions` (B, Tk) also
+        covers the cached tokens."""
+        batch, length, d_model = x.shape
+        q, k, v = (_split_heads(t, self.n_heads) for t in self.qkv(x).split(d_model, dim=-1))  # (B, nh, T, hd)
+        if self.qk_transform is not None:
+            q, k = self.qk_transform(q, k, positions, positions)
+        if cache is not None:
+            if cache.keys[layer] is not None:
+                k = torch.cat([cache.keys[layer], k], dim=2)  # (B, nh, Tk, hd)
+                v = torch.cat([cache.values[layer], v], dim=2)
+            cache.keys[layer], cache.values[layer] = k, v
+        if self.relative_keys is not None:
+            scores = self.relative_keys.scores(q, positions, key_positions)  # (B, nh, Tq, Tk)
+            mask = self._plain_mask(scores) if mask is None else mask + scores
+        if self.record:
+            self._keep(q, k, mask if mask is not None else self._plain_mask(q.new_zeros(1, 1, length, k.shape[2])))
+        dropout = self.dropout if self.training else 0.0
+        if mask is not None:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+        elif not self.causal or length == 1:  # bidirectional, or one new token: every key is open
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout)
+        elif length == k.shape[2]:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout)
+        else:
+            y = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=causal_mask_with(q.new_zeros(batch, 1, length, k.shape[2])), dropout_p=dropout
+            )
+        return self.out(y.transpose(1, 2).reshape(batch, length, d_model))  # (B, Tq, d)
+
+    def _plain_mask(self, scores: torch.Tensor) -> torch.Tensor:
+        return causal_mask_with(scores) if self.causal else scores
+
+
+class CrossAttention(nn.Module, _Recorder):
+    """Decoder queries over the encoder output `memory` (B, S, d). No positional
+    encoding acts here (the query and key positions index different sequences); the
+    mask closes the question's padding and carries any structural bias."""
+
+    def __init__(self, dims: Dimensions, dropout: float) -> None:
+        super().__init__()
+        self.n_heads = dims.n_heads
+        self.query = nn.Linear(dims.d_model, dims.d_model)
+        self.key_value = nn.Linear(dims.d_model, 2 * dims.d_model)
+        self.out = nn.Linear(dims.d_model, dims.d_model)
+        self.dropout = dropout
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor,
+                cache: KVCache | None = None, layer: int = 0) -> torch.Tensor:
+        batch, length, d_model = x.shape
+        q = _split_heads(self.query(x), self.n_heads)  # (B, nh, Tq, hd)
+        if cache is not None and cache.cross[layer] is not None:
+            k, v = cache.cross[layer]
+        else:
+            k, v = (_split_heads(t, self.n_heads) for t in self.key_value(memory).split(d_model, dim=-1))  # (B, nh, S, hd)
+            if cache is not None:
+                cache.cross[layer] = (k, v)
+        if self.record:
+            self._keep(q, k, mask)
+        dropout = self.dropout if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+        return self.out(y.transpose(1, 2).reshape(batch, length, d_model))
+
+
+def padding_mask(lengths: torch.Tensor, n_keys: int, dtype: torch.dtype) -> torch.Tensor:
+    """(B, 1, 1, n_keys) additive mask closing the keys at or past each row's length."""
+    closed = torch.arange(n_keys, device=lengths.device)[None, :] >= lengths[:, None]
+    zeros = torch.zeros(closed.shape, dtype=dtype, device=lengths.device)
+    return zeros.masked_fill(closed, float("-inf"))[:, None, None, :]

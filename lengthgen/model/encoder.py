@@ -1,0 +1,86 @@
+"""Encoder-only transformer with one output per position (003 §3, App. B: "a
+BERT-based encoder-only attention model").
+
+It reads a question in the aligned layout (format.fixed_length, 003 eq. 3.1-3.2)
+and its outputs at the last A columns are the answer, all in one pass: nothing is
+generated, so the teacher-forced argmax is the model's answer. Self-attention is
+bidirectional (003: "the model must consider ... both looking forward and
+backward"); the aligned rows of a trial all have the same width, so there is no
+padding. Positional encodings act as in the decoder, with the biases made
+bidirectional (lengthgen.model.pe.biases); `upe` gives the multiplier's digit
+columns their own key vectors (lengthgen.model.pe.relative_keys).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+from lengthgen.model.attention_bias import ATTENTION_BIASES
+from lengthgen.model.base import Architecture, Batch, InputLayout, Positions, shared_rows
+from lengthgen.model.decoder import Block
+from lengthgen.model.layers import NORMS
+from lengthgen.model.pe import POSITIONAL_ENCODINGS
+from lengthgen.model.sizes import SIZES
+
+if TYPE_CHECKING:
+    from lengthgen.config import ModelConfig
+
+
+class EncoderLM(Architecture):
+    aligned_outputs = True
+
+    def __init__(self, cfg: ModelConfig, vocab_size: int, layout: InputLayout | None = None) -> None:
+        super().__init__()
+        dims = SIZES[cfg.size]
+        parts = POSITIONAL_ENCODINGS[cfg.pe].build(dims, cfg, layout or InputLayout(), True)
+        self.token_embedding = nn.Embedding(vocab_size, dims.d_model)
+        self.input_position = parts.input_embedding
+        self.attention_bias = parts.attention_bias
+        self.blocks = nn.ModuleList(
+            Block(dims, cfg, parts.qk_transform, parts.relative_keys() if parts.relative_keys else None, causal=False)
+            for _ in range(dims.n_layers)
+        )
+        self.final_norm = NORMS[cfg.norm](dims.d_model)
+        self.lm_head = nn.Linear(dims.d_model, vocab_size, bias=False)
+        self.structure = ATTENTION_BIASES[cfg.attention_bias](cfg, layout or InputLayout(), dims.n_heads)
+
+    @classmethod
+    def check(cls, config, task) -> None:
+        super().check(config, task)
+        if not config.format.fixed_length:
+            raise ValueError(
+                f"model.arch {config.model.arch} writes one output per input position (003 §3): it reads "
+                f"the aligned layout, set format.fixed_length: true"
+            )
+
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """tokens, positions: (B, T) -> logits (B, T, vocab), one output per position."""
+        x = self.token_embedding(tokens)  # (B, T, d)
+        if self.input_position is not None:
+            x = x + self.input_position(positions)
+        mask = self.attention_bias(*shared_rows(positions, positions)) if self.attention_bias is not None else None
+        for block in self.blocks:
+            x = block(x, positions, positions, mask)
+        return self.lm_head(self.final_norm(x))
+
+    # the architecture interface (lengthgen.model.base)
+
+    def sample_positions(self, tokens, prompt_lengths, sampler, generator, training):
+        return (sampler(*tokens.shape, tokens.device, generator, training=training),)
+
+    def forward_batch(self, batch: Batch, positions: Positions):
+        logits = self(batch.tokens, positions[0])
+        return logits[batch.answer_mask], batch.targets[batch.answer_mask]
+
+    @torch.no_grad()
+    def teacher_forced_argmax(self, tokens, positions, answer_start):
+        return self(tokens, positions[0])[:, answer_start:].argmax(-1)
+
+    @torch.no_grad()
+    def greedy_decode(self, prompts, new_tokens, positions, use_cache=True):
+        """Nothing to generate: `prompts` are the whole question rows, and the answer is
+        the argmax at their last `new_tokens` columns."""
+        return self.teacher_forced_argmax(prompts, positions, prompts.shape[1] - new_tokens)

@@ -1,0 +1,215 @@
+"""Encoder-decoder transformer (000 §3.3: 1 encoder layer, 6 decoder layers).
+
+The encoder reads the question, the decoder writes the answer:
+
+    row      <s> 0 8 5 + 0 5 0 = 5 3 1 0 </s>
+    encoder      0 8 5 + 0 5 0                  (between the start token and "=")
+    decoder  <s> 5 3 1 0          -> predicts  5 3 1 0 </s>
+
+Choices (000 does not say): the question tokens without the start token and "="
+are the encoder's input (000 §3.2 writes "0123+0748 -> 1780"); the decoder starts
+from the row's start token; token embeddings are shared by both sides. Both sides
+get their own positions, from 0 (lengthgen.model.positions), and their own
+positional-encoding parts: the encoder's self-attention is bidirectional, so its
+biases cover keys after the query too (lengthgen.model.pe.biases). Cross-attention
+carries no positional encoding; it closes the question's padding, and a structural
+bias (model.attention_bias) may shape it (site `cross`) and the decoder's
+self-attention (site `decoder_self`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+from lengthgen.model.attention import (
+    CrossAttention,
+    KVCache,
+    SelfAttention,
+    causal_mask_with,
+    padding_mask,
+)
+from lengthgen.model.attention_bias import ATTENTION_BIASES, Geometry
+from lengthgen.model.base import Architecture, Batch, InputLayout, Positions, combine, shared_rows
+from lengthgen.model.decoder import Block
+from lengthgen.model.layers import FEED_FORWARDS, NORMS, Residual
+from lengthgen.model.pe import POSITIONAL_ENCODINGS
+from lengthgen.model.sizes import SIZES, Dimensions
+
+if TYPE_CHECKING:
+    from lengthgen.config import ModelConfig
+
+
+class DecoderBlock(nn.Module):
+    """Causal self-attention, cross-attention over the encoder output, feed-forward,
+    each as a residual sublayer."""
+
+    def __init__(self, dims: Dimensions, cfg: ModelConfig, qk_transform, relative_keys) -> None:
+        super().__init__()
+        residual = {"d_model": dims.d_model, "norm": cfg.norm, "placement": cfg.norm_placement}
+        self.attention = Residual(SelfAttention(dims, qk_transform, relative_keys, cfg.dropout), **residual)
+        self.cross_attention = Residual(CrossAttention(dims, cfg.dropout), **residual)
+        self.feed_forward = Residual(FEED_FORWARDS[cfg.ffn](dims, cfg.dropout), **residual)
+
+    def forward(self, x, positions, key_positions, self_mask, memory, cross_mask, cache=None, layer=0):
+        x = self.attention(x, positions, key_positions, self_mask, cache, layer)
+        x = self.cross_attention(x, memory, cross_mask, cache, layer)
+        return self.feed_forward(x)
+
+
+class EncoderDecoder(Architecture):
+    bias_sites = ("decoder_self", "cross")
+
+    def __init__(self, cfg: ModelConfig, vocab_size: int, layout: InputLayout | None = None) -> None:
+        super().__init__()
+        dims = SIZES[cfg.size]
+        self.layout = layout or InputLayout()
+        encoding = POSITIONAL_ENCODINGS[cfg.pe]
+        source_parts = encoding.build(dims, cfg, self.layout, True)
+        target_parts = encoding.build(dims, cfg, self.layout, False)
+        self.token_embedding = nn.Embedding(vocab_size, dims.d_model)
+        self.source_position, self.source_bias = source_parts.input_embedding, source_parts.attention_bias
+        self.encoder = nn.ModuleList(
+            Block(dims, cfg, source_parts.qk_transform,
+                  source_parts.relative_keys() if source_parts.relative_keys else None, causal=False)
+            for _ in range(dims.encoder_layers)
+        )
+        self.encoder_norm = NORMS[cfg.norm](dims.d_model)
+        self.target_position, self.target_bias = target_parts.input_embedding, target_parts.attention_bias
+        self.decoder = nn.ModuleList(
+            DecoderBlock(dims, cfg, target_parts.qk_transform,
+                         target_parts.relative_keys() if target_parts.relative_keys else None)
+            for _ in range(dims.n_layers)
+        )
+        self.final_norm = NORMS[cfg.norm](dims.d_model)
+        self.lm_head = nn.Linear(dims.d_model, vocab_size, bias=False)
+        self.structure = ATTENTION_BIASES[cfg.attention_bias](cfg, self.layout, dims.n_heads)
+
+    def forward(self, source, source_positions, source_lengths, tokens, positions, target_lengths):
+        """source (B, S) question tokens at source_positions, source_lengths (B,) of them
+        real; tokens (B, T) the decoder input at `positions`, target_lengths (B,) of
+        them real -> logits (B, T, vocab)."""
+        memory = self.encode(source, source_positions, source_lengths)
+        return self.decode(tokens, positions, memory, source_lengths, target_lengths)
+
+    def encode(self, source: torch.Tensor, positions: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        x = self.token_embedding(source)  # (B, S, d)
+        if self.source_position is not None:
+            x = x + self.source_position(positions)
+        mask = padding_mask(lengths, source.shape[1], x.dtype)  # (B, 1, 1, S)
+        if self.source_bias is not None:
+            mask = mask + self.source_bias(*shared_rows(positions, positions))  # (B, H, S, S)
+        for block in self.encoder:
+            x = block(x, positions, positions, mask)
+        return self.encoder_norm(x)
+
+    def decode(self, tokens, positions, memory, source_lengths, target_lengths, cache: KVCache | None = None):
+        """The decoder over `memory`; with a cache, `tokens` are the new tokens only."""
+        past = cache.length if cache is not None else 0
+        key_positions = positions if past == 0 else torch.cat([cache.positions, positions], dim=1)  # (B, Tk)
+        x = self.token_embedding(tokens)  # (B, T, d)
+        if self.target_position is not None:
+            x = x + self.target_position(positions)
+        self_mask = None
+        if self.target_bias is not None:
+            self_mask = causal_mask_with(self.target_bias(*shared_rows(positions, key_positions)))
+        cross_mask = padding_mask(source_lengths, memory.shape[1], x.dtype)  # (B, 1, 1, S)
+        if self.structure.acts:
+            rows = torch.arange(past, past + tokens.shape[1], device=tokens.device)
+            start = torch.zeros_like(source_lengths)
+            own = Geometry(rows, key_positions.shape[1], target_lengths, start)
+            question = Geometry(rows, memory.shape[1], source_lengths, start, start + self.layout.lead, source_lengths)
+            self_mask = causal_mask_with(combine(self_mask, self.structure.decoder_self(own)))
+            cross_mask = combine(cross_mask, self.structure.cross(question))
+        for layer, block in enumerate(self.decoder):
+            x = block(x, positions, key_positions, self_mask, memory, cross_mask, cache, layer)
+        if cache is not None:
+            cache.positions = key_positions
+        return self.lm_head(self.final_norm(x))
+
+    # the architecture interface (lengthgen.model.base)
+
+    def sample_positions(self, tokens, prompt_lengths, sampler, generator, training):
+        rows, width = tokens.shape
+        question = int(prompt_lengths.max()) - 2
+        answer = width - int(prompt_lengths.min())  # the decoder's input: start token and answer
+        return (
+            sampler(rows, question, tokens.device, generator, training=training),
+            sampler(rows, answer, tokens.device, generator, training=training),
+        )
+
+    def forward_batch(self, batch: Batch, positions: Positions):
+        source, source_lengths, decoder_input, target, supervised = _split(batch.tokens, batch.prompt_lengths,
+                                                                          batch.answer_mask)
+        logits = self(source, positions[0], source_lengths, decoder_input, positions[1], supervised.sum(1))
+        return logits[supervised], target[supervised]
+
+    @torch.no_grad()
+    def teacher_forced_argmax(self, tokens, positions, answer_start):
+        source, source_lengths, decoder_input, _, _ = _split(tokens, _full(tokens, answer_start))
+        target_lengths = torch.full_like(source_lengths, decoder_input.shape[1])
+        return self(source, positions[0], source_lengths, decoder_input, positions[1], target_lengths).argmax(-1)
+
+    @torch.no_grad()
+    def greedy_decode(self, prompts, new_tokens, positions, use_cache=True):
+        """Encode the question once, then generate `new_tokens` tokens; `positions` are
+        (question (B, S), decoder (B, new_tokens)), fixed up front."""
+        source_positions, target_positions = positions
+        source = prompts[:, 1:-1]
+        source_lengths = torch.full((len(prompts),), source.shape[1], dtype=torch.long, device=prompts.device)
+        target_lengths = torch.full_like(source_lengths, new_tokens)
+        memory = self.encode(source, source_positions, source_lengths)
+        tokens = prompts[:, :1]  # the start token
+        cache = self.empty_cache() if use_cache else None
+        generated = []
+        for step in range(new_tokens):
+            fed = tokens[:, -1:] if use_cache else tokens
+            at = step + 1 - fed.shape[1]
+            logits = self.decode(fed, target_positions[:, at : step + 1], memory, source_lengths, target_lengths, cache)
+            next_token = logits[:, -1].argmax(-1, keepdim=True)  # (B, 1)
+            generated.append(next_token)
+            tokens = torch.cat([tokens, next_token], dim=1)
+        return torch.cat(generated, dim=1)
+
+    def site_shapes(self, width, answer_start):
+        steps = width - answer_start  # "<s>" and the answer but its end token
+        return {"decoder_self": (steps, steps), "cross": (steps, answer_start - 2)}
+
+    @torch.no_grad()
+    def attention_logits(self, tokens, positions, answer_start):
+        last = self.decoder[-1]
+        recorders = {"decoder_self": last.attention.sublayer, "cross": last.cross_attention.sublayer}
+        for recorder in recorders.values():
+            recorder.record = True
+        try:
+            self.teacher_forced_argmax(tokens, positions, answer_start)
+        finally:
+            for recorder in recorders.values():
+                recorder.record = False
+        return {site: recorder.recorded for site, recorder in recorders.items()}
+
+    def empty_cache(self) -> KVCache:
+        return KVCache.empty(len(self.decoder))
+
+
+def _full(tokens: torch.Tensor, value: int) -> torch.Tensor:
+    return torch.full((len(tokens),), value, dtype=torch.long, device=tokens.device)
+
+
+def _split(tokens: torch.Tensor, prompt_lengths: torch.Tensor, answer_mask: torch.Tensor | None = None):
+    """Sequential rows "<s> question = answer </s>" (B, T), prompt lengths P (B,) ->
+    question (B, S) and its lengths P - 2, decoder input "<s> answer" (B, A), target
+    "answer </s>" (B, A), and (B, A) True on the target tokens that are supervised
+    (every one without `answer_mask`). Cells past a row's end hold arbitrary tokens:
+    the masks close them."""
+    width = tokens.shape[1]
+    question = 1 + torch.arange(int(prompt_lengths.max()) - 2, device=tokens.device)[None, :]  # (1, S)
+    source = tokens.gather(1, question.expand(len(tokens), -1).clamp(max=width - 1))
+    answer = prompt_lengths[:, None] + torch.arange(width - int(prompt_lengths.min()), device=tokens.device)  # (B, A)
+    inside = answer < width
+    target = tokens.gather(1, answer.clamp(max=width - 1))
+    supervised = inside if answer_mask is None else inside & answer_mask.gather(1, answer.clamp(max=width - 1))
+    decoder_input = torch.cat([tokens[:, :1], target[:, :-1]], dim=1)
+    return source, prompt_lengths - 2, decoder_input, target, supervised
