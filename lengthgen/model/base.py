@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, ClassVar, NamedTuple
 import torch
 from torch import nn
 
+from lengthgen.model.attention import causal_mask_with
+
 if TYPE_CHECKING:
     from lengthgen.config import TrialConfig
     from lengthgen.model.positions import PositionSampler
@@ -124,11 +126,13 @@ def shared_rows(q_positions: torch.Tensor, k_positions: torch.Tensor):
     return q_positions, k_positions
 
 
-def combine(mask: torch.Tensor | None, structure: torch.Tensor | None) -> torch.Tensor | None:
-    """Add a structural bias (lengthgen.model.attention_bias) to an additive mask."""
+def combine(mask: torch.Tensor | None, structure: torch.Tensor | None, causal: bool = False) -> torch.Tensor | None:
+    """Add a structural bias (lengthgen.model.attention_bias) to an additive mask; a
+    causal attention's mask then closes the future too."""
     if structure is None:
         return mask
-    return structure if mask is None else mask + structure
+    mask = structure if mask is None else mask + structure
+    return causal_mask_with(mask) if causal else mask
 
 
 @torch.no_grad()

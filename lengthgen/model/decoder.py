@@ -82,7 +82,7 @@ class DecoderLM(Architecture):
             mask = causal_mask_with(self.attention_bias(*shared_rows(positions, key_positions)))  # (B|1, H, Tq, Tk)
         if self.structure.acts:
             structure = self.structure.lm(self._geometry(tokens, past, key_positions.shape[1], prompt_lengths, lengths))
-            mask = causal_mask_with(combine(mask, structure))  # (B, H|1, Tq, Tk)
+            mask = combine(mask, structure, causal=True)  # (B, H|1, Tq, Tk)
         for layer, block in enumerate(self.blocks):
             x = block(x, positions, key_positions, mask, cache, layer)
         if cache is not None:

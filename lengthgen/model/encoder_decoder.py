@@ -121,7 +121,7 @@ class EncoderDecoder(Architecture):
             start = torch.zeros_like(source_lengths)
             own = Geometry(rows, key_positions.shape[1], target_lengths, start)
             question = Geometry(rows, memory.shape[1], source_lengths, start, start + self.layout.lead, source_lengths)
-            self_mask = causal_mask_with(combine(self_mask, self.structure.decoder_self(own)))
+            self_mask = combine(self_mask, self.structure.decoder_self(own), causal=True)
             cross_mask = combine(cross_mask, self.structure.cross(question))
         for layer, block in enumerate(self.decoder):
             x = block(x, positions, key_positions, self_mask, memory, cross_mask, cache, layer)
