@@ -315,10 +315,13 @@ class MlflowTuneCallback(Callback):
         tracker: StudyTracker,
         describe: Describe,
         resolved_config: Callable[[dict[str, Any]], Any] | None = None,
+        extra_artifacts: Callable[[dict[str, Any]], list[Path]] | None = None,
     ) -> None:
         self.tracker = tracker
         self.describe = describe
         self.resolved_config = resolved_config or _config_entry
+        #: trial.config -> files the trial left to attach to its run (e.g. ABC biases)
+        self.extra_artifacts = extra_artifacts
         self._diverged: set[str] = set()
 
     def _run_id(self, trial: Any) -> tuple[str, str]:
@@ -367,6 +370,8 @@ class MlflowTuneCallback(Callback):
             plot = _accuracy_plot(trial_id, config, last, Path(tmp))
             if plot is not None:
                 artifacts[plot.name] = plot
+            for path in self.extra_artifacts(trial.config) if self.extra_artifacts else []:
+                artifacts[path.name] = path
             self.tracker.finish(run_id, status, summary, artifacts, outcome, _step(last))
         self._diverged.discard(trial_id)
 

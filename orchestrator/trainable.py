@@ -108,6 +108,24 @@ def where_it_runs() -> dict[str, Any]:
     return {"node": node, "host": socket.gethostname(), "pid": os.getpid()}
 
 
+def artifact_folder(root: Path, study: str, trial_id: str) -> Path:
+    """Files a trial leaves for the driver to attach to its MLflow run."""
+    return Path(root) / study / "_artifacts" / trial_id
+
+
+def save_attention_biases(root: Path, study: str, trial_id: str, biases: dict) -> Path:
+    """The ABC bias matrices (000 §5) of one trial as an .npz, written atomically."""
+    import numpy as np
+
+    folder = artifact_folder(root, study, trial_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "attention_biases.npz"
+    temporary = folder / f".attention_biases.{os.getpid()}.tmp.npz"
+    np.savez(temporary, **{name.replace("/", "__"): array for name, array in biases.items()})
+    os.replace(temporary, path)
+    return path
+
+
 def run_trial(tune_config: dict[str, Any]) -> None:
     params = tune_config["trial"]
     config = TRIAL_CONFIG.validate_python(params["config"])
@@ -143,6 +161,8 @@ def run_trial(tune_config: dict[str, Any]) -> None:
         raise
     for table, rows in result_rows(result).items():
         write_trial_table(root, study, table, config.trial_id, rows)
+    if result.attention_biases:
+        save_attention_biases(root, study, config.trial_id, result.attention_biases)
     error = None
     if result.status == "diverged":
         error = f"non-finite loss at step {result.diverged_at}; last finite loss {result.last_finite_loss}"

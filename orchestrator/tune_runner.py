@@ -42,7 +42,7 @@ from orchestrator.recovery import (
 from orchestrator.results_store import read_trial_statuses, remove_temp_files
 from orchestrator.study import Study
 from orchestrator.tracking import RUN_NAME_TAG, MlflowTuneCallback, StudyTracker
-from orchestrator.trainable import run_trial
+from orchestrator.trainable import artifact_folder, run_trial
 from orchestrator.trial_rows import config_columns, flatten_config
 
 FINISHED = ("done", "diverged")
@@ -304,7 +304,16 @@ def _without_tune_restore_hints():
 
 
 def mlflow_callback(tracker: StudyTracker) -> MlflowTuneCallback:
-    return MlflowTuneCallback(tracker, lambda c: describe_trial(c["trial"]), lambda c: c["trial"]["config"])
+    return MlflowTuneCallback(
+        tracker, lambda c: describe_trial(c["trial"]), lambda c: c["trial"]["config"], trial_artifacts,
+    )
+
+
+def trial_artifacts(tune_config: dict) -> list[Path]:
+    """Files the trial's worker left in its artifact folder (trainable.artifact_folder)."""
+    trial = tune_config["trial"]
+    folder = artifact_folder(Path(trial["results_root"]), trial["study"], trial["trial_id"])
+    return sorted(p for p in folder.glob("*") if p.is_file() and not p.name.startswith("."))
 
 
 def _fit(study: Study, trials: list[dict[str, Any]], results_root: Path, tracker: StudyTracker,

@@ -336,3 +336,17 @@ def test_drivers_of_several_studies_share_a_new_sqlite_store(tmp_path) -> None:
     for driver in drivers:
         driver.join(timeout=300)
     assert sorted(outcomes.get(timeout=5) for _ in drivers) == [(i, "ok") for i in range(4)]
+
+
+def test_abc_bias_matrices_are_saved_for_the_run(tmp_path):
+    import numpy as np
+
+    from orchestrator.trainable import save_attention_biases
+    from orchestrator.tune_runner import trial_artifacts
+
+    biases = {"cross/extracted": np.arange(6.0).reshape(2, 3), "cross/bias": np.zeros((2, 3))}
+    path = save_attention_biases(tmp_path, "s", "abc123", biases)
+    saved = np.load(path)
+    assert np.array_equal(saved["cross__extracted"], biases["cross/extracted"])
+    config = {"trial": {"results_root": str(tmp_path), "study": "s", "trial_id": "abc123"}}
+    assert trial_artifacts(config) == [path]
