@@ -14,14 +14,6 @@ finished as (
     where status in ('done', 'diverged')
 ),
 
-final_steps as (
-    select
-        trial_id,
-        max(step) as step
-    from eval
-    group by trial_id
-),
-
 final as (
     select
         groups.group_id,
@@ -36,8 +28,7 @@ final as (
         eval.n,
         eval.correct,
         eval.accuracy
-    from eval
-    inner join final_steps using (trial_id, step)
+    from final_eval as eval
     inner join finished using (trial_id)
     inner join groups using (trial_id)
 )

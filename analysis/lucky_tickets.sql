@@ -49,14 +49,6 @@ finished as (
     where status in ('done', 'diverged')
 ),
 
-final_steps as (
-    select
-        trial_id,
-        max(step) as step
-    from eval
-    group by trial_id
-),
-
 measured as (
     select
         groups.group_id,
@@ -66,8 +58,7 @@ measured as (
         eval.trial_id,
         eval.digits,
         eval.accuracy
-    from eval
-    inner join final_steps using (trial_id, step)
+    from final_eval as eval
     inner join finished using (trial_id)
     inner join groups using (trial_id)
     cross join params

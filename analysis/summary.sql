@@ -5,20 +5,6 @@
 
 with
 
-final_steps as (
-    select
-        trial_id,
-        max(step) as step
-    from eval
-    group by trial_id
-),
-
-final_eval as (
-    select eval.*
-    from eval
-    inner join final_steps using (trial_id, step)
-),
-
 with_settings as (
     select
         trials.task,

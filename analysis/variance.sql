@@ -23,14 +23,6 @@ finished as (
     where status in ('done', 'diverged')
 ),
 
-final_steps as (
-    select
-        trial_id,
-        max(step) as step
-    from eval
-    group by trial_id
-),
-
 final_eval as (
     select
         groups.group_id,
@@ -39,8 +31,7 @@ final_eval as (
         eval.digits,
         eval.in_distribution,
         eval.accuracy
-    from eval
-    inner join final_steps using (trial_id, step)
+    from final_eval as eval
     inner join finished using (trial_id)
     inner join groups using (trial_id)
 ),

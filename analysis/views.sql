@@ -160,3 +160,26 @@ final as (
 
 select *
 from final;
+
+
+-- final_eval: each trial's evaluation rows at its last evaluated step, the rows that
+-- variance, lucky_tickets, final_accuracy and summary compare across trials.
+
+create or replace view final_eval as
+with
+
+final_steps as (
+    select
+        trial_id,
+        max(step) as step
+    from eval
+    group by trial_id
+),
+
+final as (
+    select eval.*
+    from eval
+    inner join final_steps using (trial_id, step)
+)
+
+select * from final;
