@@ -26,7 +26,13 @@ select
     null::bigint as eval_seed,
     null::double as lr,
     null::bigint as train_min_digits,
-    null::bigint as train_max_digits
+    null::bigint as train_max_digits,
+    null::varchar as node,
+    null::varchar as host,
+    null::bigint as pid,
+    null::bigint as resumed_from_step,
+    null::bigint as diverged_at,
+    null::double as last_finite_loss
 where false;
 
 create or replace view train as

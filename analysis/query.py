@@ -201,6 +201,19 @@ def to_csv(table: pa.Table) -> str:
     return out.getvalue()
 
 
+def to_markdown(table: pa.Table) -> str:
+    """A GitHub-flavoured Markdown table (for docs); floats to 3 decimals, nulls empty."""
+    def cell(value: Any) -> str:
+        if isinstance(value, float):
+            return "" if math.isnan(value) else f"{value:.3f}"
+        return _csv_cell(value).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(table.column_names) + " |", "|" + "---|" * table.num_columns]
+    columns = [column.to_pylist() for column in table.columns]
+    lines += ["| " + " | ".join(cell(value) for value in row) + " |" for row in zip(*columns)]
+    return "\n".join(lines) + "\n"
+
+
 def to_json(table: pa.Table) -> str:
     """A JSON array of row objects; timestamps ISO 8601, NaN and infinities null."""
     return json.dumps([_jsonable(row) for row in table.to_pylist()])

@@ -27,6 +27,7 @@ SQL_FILES = (
     "cascade",
     "errors",
     "training",
+    "failures",
 )
 MAX_GROUPS = 24  # panels per figure; the caption says when groups were left out
 MAX_TABLE_ROWS = 300
@@ -271,6 +272,16 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
          ("ood_accuracy", "final OOD acc."), ("loss", "final loss")],
         "Grokking step per trial (training.sql); the last three columns at the final step.",
     ))
+
+    # 6. trials that did not finish: a mean over the others can hide them
+    out.append("<h2 id='failures'>6. Failed and diverged trials</h2>")
+    out.append(_table(
+        tables["failures"],
+        [("trial_id", "trial"), ("status", "status"), ("task", "task"), ("pe", "pe"),
+         ("weight_seed", "weight seed"), ("data_seed", "data seed"), ("error", "error")],
+        "Trials whose status is failed or diverged (failures.sql), with their error; "
+        "`lg-study trial ID` shows one in full.",
+    ))
     return out
 
 
@@ -318,7 +329,7 @@ yourself with <code>lg-study query --file analysis/variance.sql --study
 unless said otherwise; "trained" marks test lengths inside the training range.</p>
 <p><a href="#variance">seed variance</a> · <a href="#lucky">lucky tickets</a> ·
 <a href="#cascade">carry cascades</a> · <a href="#errors">errors</a> ·
-<a href="#training">training</a></p>
+<a href="#training">training</a> · <a href="#failures">failed and diverged trials</a></p>
 {"".join(sections)}
 </body>
 </html>

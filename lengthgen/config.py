@@ -14,7 +14,7 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Literal
 
-from lengthgen.distributions import DISTRIBUTIONS
+from lengthgen.distributions import DISTRIBUTIONS, TEST_QUESTIONS
 from lengthgen.model import ARCHITECTURES
 from lengthgen.model.attention_bias import ATTENTION_BIASES, WINDOW_CENTRES
 from lengthgen.model.layers import FEED_FORWARDS, NORM_PLACEMENTS, NORMS
@@ -26,6 +26,7 @@ from lengthgen.tasks import TASKS, build_task
 
 TaskName = Literal[tuple(TASKS)]
 DistributionName = Literal[tuple(DISTRIBUTIONS)]
+TestQuestionsName = Literal[tuple(TEST_QUESTIONS)]
 ArchitectureName = Literal[tuple(ARCHITECTURES)]
 SizeName = Literal[tuple(SIZES)]
 PositionalEncodingName = Literal[tuple(POSITIONAL_ENCODINGS)]
@@ -204,6 +205,9 @@ class EvalConfig:
     every: int = 0
     #: questions decoded together
     batch_size: int = 500
+    #: how the questions of each length are drawn (lengthgen.distributions.TEST_QUESTIONS):
+    #: uniform, or cascade_uniform (every complexity level equally often, 003 Fig. 8c)
+    questions: TestQuestionsName = "uniform"
 
     def __post_init__(self) -> None:
         if not self.digits or min(self.digits) < 1:
@@ -246,6 +250,7 @@ class TrialConfig:
         task = build_task(self.task)
         distribution = DISTRIBUTIONS[self.data.distribution]()
         distribution.check(task, self)
+        TEST_QUESTIONS[self.eval.questions]().check(task, self)
         check_format(self.format, task, self.longest_digits)
         architecture = ARCHITECTURES[self.model.arch]
         architecture.check(self, task)
@@ -289,13 +294,40 @@ class TrialConfig:
         return json.loads(json.dumps(asdict(self)))
 
     def canonical_json(self) -> str:
+        """Every field, sorted keys, no spaces: the `config_json` of the results."""
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    def identity_json(self) -> str:
+        """The canonical JSON of the fields that differ from their defaults. A field
+        added to the config later (at a default that keeps the old behaviour) thus
+        leaves every existing trial id, and so the resumption of existing studies,
+        unchanged. The price: a default must never change (tests/test_config_identity.py
+        pins the ids of reference configs)."""
+        sparse = _without_defaults(self.to_dict(), _DEFAULT_DICT)
+        return json.dumps(sparse, sort_keys=True, separators=(",", ":"))
 
     @property
     def trial_id(self) -> str:
-        """Short stable hash of the canonical JSON: same config, same id, anywhere."""
-        return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:12]
+        """Short stable hash of `identity_json`: same config, same id, anywhere."""
+        return hashlib.sha256(self.identity_json().encode()).hexdigest()[:12]
 
     def in_distribution(self, n_digits: int) -> bool:
         low, high = self.task.train_digits
         return low <= n_digits <= high
+
+
+def _without_defaults(values: dict, defaults: dict) -> dict:
+    """``values`` less every leaf equal to ``defaults``; sections left empty go too."""
+    kept = {}
+    for key, value in values.items():
+        default = defaults.get(key)
+        if isinstance(value, dict) and isinstance(default, dict):
+            section = _without_defaults(value, default)
+            if section:
+                kept[key] = section
+        elif key not in defaults or value != default:
+            kept[key] = value
+    return kept
+
+
+_DEFAULT_DICT = TrialConfig().to_dict()

@@ -31,6 +31,8 @@ Groups = dict[int, Operands]
 
 class Distribution(ABC):
     name: ClassVar[str]
+    #: the training set is a finite pool that the test questions must stay out of
+    excludes_training_numbers: ClassVar[bool] = False
 
     @abstractmethod
     def sample(
@@ -192,6 +194,7 @@ class UniformOperands(Distribution):
     """
 
     name = "uniform_operands"
+    excludes_training_numbers = True
 
     def _pool(self, task, digit_range):
         bits = pool_bits(task, digit_range[1])
@@ -263,4 +266,57 @@ class UniformOperands(Distribution):
 
 DISTRIBUTIONS: dict[str, type[Distribution]] = {
     d.name: d for d in (UniformLength, UniformOperands, CascadeUniform, Mixed)
+}
+
+
+class TestQuestions(ABC):
+    """How the test questions of one length are drawn (`eval.questions`)."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def operands(self, distribution: Distribution, task: Task, rng: np.random.Generator, questions: int,
+                 n_digits: int, digit_range: tuple[int, int], leading_zeros: bool) -> Operands:
+        """`questions` test questions of length `n_digits`."""
+
+    def check(self, task: Task, config: TrialConfig) -> None:
+        """Refuse a configuration these questions cannot serve (ValueError naming the field)."""
+
+
+class UniformTestQuestions(TestQuestions):
+    """Every digit uniform, as the training distribution's own test set
+    (Distribution.eval_operands: a finite training pool stays out)."""
+
+    name = "uniform"
+
+    def operands(self, distribution, task, rng, questions, n_digits, digit_range, leading_zeros):
+        return distribution.eval_operands(task, rng, questions, n_digits, digit_range, leading_zeros)
+
+
+class CascadeUniformTestQuestions(TestQuestions):
+    """The complexity level uniform among those n-digit questions can have, then the
+    question uniform among those of that level: 003 Fig. 8c scores 40-digit sums at
+    every cascade length, which uniform questions almost never reach (P(cascade >= 5)
+    is about 0.002 at 50 digits, App. C.4)."""
+
+    name = "cascade_uniform"
+
+    def operands(self, distribution, task, rng, questions, n_digits, digit_range, leading_zeros):
+        levels = rng.choice(task.complexity_levels(n_digits, leading_zeros), size=questions)
+        return task.sample_with_complexity(rng, levels, n_digits, leading_zeros)
+
+    def check(self, task, config):
+        if max(config.eval.digits) > MAX_CASCADE_DIGITS:
+            raise ValueError(f"eval.questions cascade_uniform builds questions of at most "
+                             f"{MAX_CASCADE_DIGITS} digits: lower eval.digits")
+        if not task.constructible_complexity:
+            raise ValueError(f"eval.questions cascade_uniform needs questions of a chosen complexity, "
+                             f"which task.name {task.name} cannot build")
+        if DISTRIBUTIONS[config.data.distribution]().excludes_training_numbers:
+            raise ValueError(f"eval.questions cascade_uniform cannot keep the training pool of "
+                             f"data.distribution {config.data.distribution} out of the test set; use uniform")
+
+
+TEST_QUESTIONS: dict[str, type[TestQuestions]] = {
+    q.name: q for q in (UniformTestQuestions, CascadeUniformTestQuestions)
 }

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from lengthgen.config import TrialConfig
-from lengthgen.distributions import DISTRIBUTIONS
+from lengthgen.distributions import DISTRIBUTIONS, TEST_QUESTIONS
 from lengthgen.formats import EncodedQuestions, answer_targets, encode_questions, leading_zeros
 from lengthgen.model.base import Architecture, Positions, rows_of
 from lengthgen.model.positions import PositionSampler
@@ -60,11 +60,12 @@ def build_eval_sets(config: TrialConfig, task: Task, tokenizer: CharTokenizer) -
     alone (operands, then hints); a distribution with a finite training pool keeps
     its training numbers out (lengthgen.distributions.UniformOperands)."""
     distribution = DISTRIBUTIONS[config.data.distribution]()
+    questions_of = TEST_QUESTIONS[config.eval.questions]()
     sets = []
     for n in config.eval.digits:
         rng = np.random.default_rng([config.seeds.eval, n])
-        operands = distribution.eval_operands(
-            task, rng, config.eval.samples, n, config.task.train_digits, leading_zeros(config.format)
+        operands = questions_of.operands(
+            distribution, task, rng, config.eval.samples, n, config.task.train_digits, leading_zeros(config.format)
         )
         questions = encode_questions(task, operands, config.format, tokenizer, rng, width=config.longest_digits)
         if questions.prompt_lengths is not None:

@@ -248,7 +248,7 @@ def _question_parts(task, operands, widths, fmt, tokenizer, hints) -> list[tuple
         _number_cells(o, w, fmt.reverse_operands, hints, tokenizer) for o, w in zip(operands, widths)
     ]
     operator = _symbol(tokenizer, tokenizer.id(task.operator), rows) if task.operator else None
-    if fmt.interleave:  # 000 App. A.4: "+ a_n b_n ... a_1 b_1", "* a_n b ... a_1 b"
+    if pairs_places(task, fmt):  # 000 App. A.4: "+ a_n b_n ... a_1 b_1", "* a_n b ... a_1 b"
         (first, first_keep), (second, second_keep) = blocks
         if first.shape[1] < second.shape[1]:  # the long operand leads
             (first, first_keep), (second, second_keep) = (second, second_keep), (first, first_keep)
@@ -367,9 +367,15 @@ def input_layout(task: Task, fmt: FormatConfig, width: int) -> InputLayout:
             if not scaled:
                 uniform += range(column, column + length)
             column += length
-    return InputLayout(
-        place_width=2 if fmt.interleave else 1, lead=1 if fmt.interleave else 0, uniform_columns=tuple(uniform)
-    )
+    paired = pairs_places(task, fmt)
+    return InputLayout(place_width=2 if paired else 1, lead=1 if paired else 0, uniform_columns=tuple(uniform))
+
+
+def pairs_places(task: Task, fmt: FormatConfig) -> bool:
+    """Whether the question is written as place pairs "a_i b_i" (`interleave`). A
+    one-operand task is already aligned with its answer, so `interleave` leaves it
+    as it is: one study can cross unary and binary tasks with the same format."""
+    return fmt.interleave and task.n_operands == 2
 
 
 def sequence_length(task: Task, n_digits: int, fmt: FormatConfig, *, training: bool = False,
@@ -382,7 +388,7 @@ def sequence_length(task: Task, n_digits: int, fmt: FormatConfig, *, training: b
         n_digits = width
     per_digit = 2 if fmt.index_hints else 1
     operand_cells = task.operand_digits(n_digits)
-    if fmt.interleave:
+    if pairs_places(task, fmt):
         symbols = 1 + 2 * max(operand_cells) * per_digit
     else:
         symbols = per_digit * sum(operand_cells) + (len(operand_cells) - 1) * bool(task.operator)
@@ -402,10 +408,10 @@ def check_format(fmt: FormatConfig, task: Task, longest: int) -> None:
                     f"first (003 eq. 3.1), and cannot be combined with format.{flag}: set it to false"
                 )
     if fmt.interleave:
-        if task.n_operands != 2 or not (all(task.scales) or task.fixed_digits() == (1,)):
+        if task.n_operands == 2 and not (all(task.scales) or task.fixed_digits() == (1,)):
             raise ValueError(
                 f"format.interleave pairs the digits of two operands of equal length, or repeats a "
-                f"one-digit operand (000 App. A.4); task.name {task.name} has operand lengths "
+                f"one-digit operand (000 App. A.4), and leaves one operand as it is; task.name {task.name} has operand lengths "
                 f"{task.operand_digits(longest)}"
             )
         if not fmt.pad:

@@ -68,12 +68,23 @@ def _load(study_file: Path, profile: str | None):
 def validate(study_file: Annotated[Path, typer.Argument(help="Study YAML file.")], profile: ProfileOption = None):
     """Check a study file; print the number of trials and what varies."""
     study = _load(study_file, profile)
+    search = study.spec.search
+    count = f"{study.trial_count} trials"
+    if search:
+        count += f" ({search.points} points x {len(search.repeat_settings())} seeds)"
     out.print(f"[green]ok[/green] {study_file}: study [bold]{study.name}[/bold]"
-              f"{f' (profile {profile})' if profile else ''}, {len(study.trials)} trials")
+              f"{f' (profile {profile})' if profile else ''}, {count}", highlight=False)
     if study.spec.source:
         out.print(f"source: {study.spec.source}")
     for axis, values in study.spec.axes.items():
         out.print(f"  {axis}: {', '.join(map(str, values))}")
+    if search:
+        out.print(f"  search: {search.sampler}, {search.parallel_points} point(s) at a time, "
+                  f"maximizing the mean {search.metric} over seeds", highlight=False)
+        for key, param in search.params.items():
+            out.print(f"  {key}: {param}", highlight=False)
+        for key, values in search.repeat.items():
+            out.print(f"  {key} (at every point): {', '.join(map(str, values))}", highlight=False)
 
 
 @app.command()
@@ -92,23 +103,30 @@ def run(
     study = _load(study_file, profile)
     from analysis.query import list_studies, open_results, run_sql_file
     from orchestrator.recovery import StudyBusy
-    from orchestrator.render import accuracy_by_length
+    from orchestrator.render import accuracy_by_length, best_point, search_points
+    from orchestrator.search import run_search
+    from orchestrator.search_store import SearchChanged
     from orchestrator.tracking import default_tracking_uri
     from orchestrator.tune_runner import ResourceError, run_study
 
     uri = tracking_uri or default_tracking_uri(results)
     if restart and not yes and not typer.confirm(
         f"--restart deletes {results / study.name} and the MLflow runs of study {study.name!r} "
-        f"in {uri}, then runs all {len(study.trials)} trials again. Go on?", err=True,
+        f"in {uri}, then runs all {study.trial_count} trials again. Go on?", err=True,
     ):
         err.print("not restarted; nothing was changed")
         raise typer.Exit(1)
-    err.print(f"study [bold]{study.name}[/bold]: {len(study.trials)} trials -> {results / study.name}, MLflow {uri}")
+    err.print(f"study [bold]{study.name}[/bold]: {study.trial_count} trials -> {results / study.name}, MLflow {uri}")
+    searched = None
     try:
-        summary = run_study(study, results, uri, address=address, console=err, restart=restart)
+        if study.spec.search:
+            searched = run_search(study, results, uri, address=address, console=err, restart=restart)
+            summary = searched.run
+        else:
+            summary = run_study(study, results, uri, address=address, console=err, restart=restart)
     except ResourceError as error:
         raise _bad_input(f"{study_file}: {error}") from None
-    except StudyBusy as error:
+    except (StudyBusy, SearchChanged) as error:
         raise _bad_input(str(error)) from None
     except KeyboardInterrupt:
         err.print("[yellow]interrupted[/yellow]: run the same command again to resume "
@@ -125,7 +143,14 @@ def run(
         err.print(f"{len(summary.repaired_runs)} MLflow runs of finished trials were completed from the results")
     if summary.ran:
         err.print(f"ran {summary.ran} trials in {summary.wall_s:.0f} s, {len(summary.failed)} failed")
-    if study.name in list_studies(results):
+    if searched:
+        state = searched.state
+        err.print(f"search {state.name}: {searched.scored} points scored by this run, "
+                  f"{len(state.points)} of {study.spec.search.points} in all")
+        out.print(search_points(state, top=5, total=study.spec.search.points))
+        if state.points:
+            out.print(best_point(state), highlight=False)
+    elif study.name in list_studies(results):
         with _results_warnings(), open_results(results, study.name) as con:
             table = run_sql_file(con, _sql("summary.sql"))
         out.print(accuracy_by_length(table, f"{study.name}: accuracy by test length"))
@@ -145,15 +170,19 @@ def status(
     study: Annotated[str, typer.Argument(help="Study name, or its YAML file (to count trials not started).")],
     profile: ProfileOption = None,
     results: ResultsOption = DEFAULT_RESULTS,
+    top: Annotated[int, typer.Option("--top", help="Best points of a search to list.", min=1)] = 5,
 ):
-    """Trials by status, progress, and failures with their reasons."""
+    """Trials by status, progress, failures with their reasons, and a search's best points."""
     from analysis.query import open_results, run_sql_file
-    from orchestrator.render import arrow_table
+    from orchestrator.render import arrow_table, search_points
+    from orchestrator.search_store import search_name, search_states
 
-    total = None
+    total, only, points = None, None, None
     if study.endswith((".yaml", ".yml")):
         spec = _load(Path(study), profile)
-        study, total = spec.name, len(spec.trials)
+        study, total = spec.name, spec.trial_count
+        if spec.spec.search:
+            only, points = search_name(spec), spec.spec.search.points
     try:
         with _results_warnings():
             con = open_results(results, study)
@@ -169,6 +198,8 @@ def status(
     out.print(f"study [bold]{study}[/bold]: {line}")
     if failures.num_rows:
         out.print(arrow_table(failures, "failed and diverged trials"))
+    for state in search_states(results, study, only):
+        out.print(search_points(state, top, points))
 
 
 @app.command()
@@ -202,16 +233,24 @@ def query(
     sql: Annotated[str | None, typer.Argument(help="SQL over the views trials, train, eval, samples.")] = None,
     study: Annotated[str | None, typer.Option("--study", help="Study name (default: every study).")] = None,
     file: Annotated[Path | None, typer.Option("--file", "-f", help="Run a .sql file instead.")] = None,
-    output_format: Annotated[str, typer.Option("--format", help="table, csv, json or parquet.")] = "table",
+    output_format: Annotated[str, typer.Option("--format", help="table, csv, json, markdown or parquet.")] = "table",
     param: Annotated[list[str] | None, typer.Option("--param", help="name=value for $name in the SQL.")] = None,
     out_file: Annotated[Path | None, typer.Option("--out", help="Output file (required for parquet).")] = None,
     results: ResultsOption = DEFAULT_RESULTS,
 ):
     """Ask DuckDB SQL over the study's Parquet results."""
-    from analysis.query import QueryError, open_results, run_query, to_csv, to_json, write_parquet
+    from analysis.query import (
+        QueryError,
+        open_results,
+        run_query,
+        to_csv,
+        to_json,
+        to_markdown,
+        write_parquet,
+    )
     from orchestrator.render import arrow_table
 
-    formats = ("table", "csv", "json", "parquet")
+    formats = {"table": None, "csv": to_csv, "json": to_json, "markdown": to_markdown, "parquet": None}
     if output_format not in formats:
         raise _bad_input(f"--format {output_format!r}: choose one of {', '.join(formats)}")
     if (sql is None) == (file is None):
@@ -240,7 +279,7 @@ def query(
         write_parquet(table, out_file)
         err.print(f"wrote {table.num_rows} rows to {out_file}")
         return
-    text = to_csv(table) if output_format == "csv" else to_json(table)
+    text = formats[output_format](table)
     if out_file:
         out_file.write_text(text)
     else:

@@ -46,18 +46,23 @@ class StudyBusy(RuntimeError):
     """Another driver is running the study."""
 
 
-def check_not_busy(root: Path, study: str) -> None:
+def check_not_busy(root: Path, study: str, kind: str = "") -> None:
     """Raise StudyBusy now if another driver holds the study (before starting Ray);
     creates nothing."""
-    path = Path(root) / f".{study}.lock"
+    path = Path(root) / f".{study}{kind}.lock"
     if path.exists():
-        with study_lock(root, study):
+        with study_lock(root, study, kind):
             pass
 
 
+#: the lock a search driver holds for its whole run, around the study locks that each
+#: batch of its trials takes (an flock cannot be taken twice by one process)
+SEARCH_LOCK = ".search"
+
+
 @contextlib.contextmanager
-def study_lock(root: Path, study: str) -> Iterator[None]:
-    """Hold ``<root>/.<study>.lock`` (an flock) while the study runs, or raise StudyBusy.
+def study_lock(root: Path, study: str, kind: str = "") -> Iterator[None]:
+    """Hold ``<root>/.<study><kind>.lock`` (an flock) while the study runs, or raise StudyBusy.
 
     The lock file sits beside the study folder so that ``--restart`` can delete the
     folder while holding it. On a shared filesystem without flock support, run one
@@ -66,7 +71,7 @@ def study_lock(root: Path, study: str) -> Iterator[None]:
     check_path_component(study, "study")
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
-    path = root / f".{study}.lock"
+    path = root / f".{study}{kind}.lock"
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -162,6 +162,14 @@ def read_trial_row(root: Path, study: str, trial_id: str) -> dict[str, Any] | No
     return rows[0] if rows else None
 
 
+def read_trial_rows(root: Path, study: str, table: str, trial_id: str) -> list[dict[str, Any]]:
+    """One trial's rows of ``table`` as dicts; [] when it has none (or they cannot be read)."""
+    try:
+        return pq.read_table(table_path(root, study, table, trial_id), partitioning=None).to_pylist()
+    except (OSError, pa.ArrowException):
+        return []
+
+
 def remove_temp_files(root: Path, study: str) -> list[Path]:
     """Delete the half-written temporary files a killed writer left in the study.
 

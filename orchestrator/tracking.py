@@ -191,6 +191,14 @@ class StudyTracker:
             if not page_token:
                 return runs
 
+    def tag_trial_runs(self, tags_by_trial: Mapping[str, Mapping[str, str]]) -> None:
+        """Add tags to the runs of trials (e.g. the search point a trial was run for);
+        a trial without a run yet is left alone."""
+        runs = self.runs_by_trial()
+        for trial_id, tags in tags_by_trial.items():
+            for run in runs.get(trial_id, []):
+                self._set_tags(run["run_id"], dict(tags))
+
     def end_running_runs(self, status: str = "KILLED") -> list[str]:
         """End every run of the study that is still RUNNING; return their trial ids.
 

@@ -246,3 +246,16 @@ def test_write_parquet_round_trips(tmp_path: Path) -> None:
     path = tmp_path / "out" / "result.parquet"
     write_parquet(result_table(), path)
     assert pq.read_table(path).column("n").to_pylist() == [1, 2]
+
+
+def test_markdown_output_is_a_table_with_one_row_per_result_row() -> None:
+    from analysis.query import to_markdown
+
+    table = pa.table({"pe": ["rope", "a|b", None], "accuracy": [0.5, float("nan"), 1 / 3]})
+    assert to_markdown(table).splitlines() == [
+        "| pe | accuracy |",
+        "|---|---|",
+        "| rope | 0.500 |",
+        "| a\\|b |  |",
+        "|  | 0.333 |",
+    ]

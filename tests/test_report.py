@@ -97,3 +97,11 @@ def test_a_study_without_results_yet_still_gets_a_page(tmp_path: Path) -> None:
 def test_unknown_study_is_bad_input(tmp_path: Path) -> None:
     outcome = runner.invoke(app, ["report", "nope", "--results", str(tmp_path)])
     assert outcome.exit_code == 2
+
+
+def test_failed_and_diverged_trials_are_listed(built) -> None:
+    root, _ = built
+    html = (root / STUDY / "report" / "index.html").read_text()
+    section = html[html.index("<h2 id='failures'>"):]
+    rows = re.findall(r"<tr><td class='text'>(\w+)</td><td class='text'>(failed|diverged)</td>", section)
+    assert [status for _, status in rows] == ["failed"]  # build_study writes one failed trial
