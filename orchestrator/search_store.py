@@ -25,7 +25,8 @@ from optuna.distributions import (
 )
 from optuna.trial import TrialState
 
-from orchestrator.study import SAMPLERS, SearchParam, Study, config_field_type
+from orchestrator.search_spec import SAMPLERS, SearchParam, config_field_type
+from orchestrator.study import Study
 
 STORAGE_FILE = "optuna.db"
 #: Optuna study attribute: what the scores mean (config, params, repeat, metric)

@@ -21,8 +21,9 @@ from lengthgen.evaluation import LengthResult, summarize
 from orchestrator import search
 from orchestrator.cli import app
 from orchestrator.results_store import write_trial_table
+from orchestrator.search_spec import SearchParam, metric_names
 from orchestrator.search_store import SCORES, TRIAL_IDS, distribution
-from orchestrator.study import SearchParam, load_study, metric_names
+from orchestrator.study import load_study
 from orchestrator.trainable import report_metrics
 
 FILES = Path(__file__).parent / "study_files"

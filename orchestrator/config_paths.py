@@ -1,0 +1,226 @@
+"""Dotted config paths in study files, and the errors that name them.
+
+A study names config fields by dotted path (`model.pe`, `train.lr`): here is what
+such a path may name, how a value is set at it, and how a config that fails
+validation is reported as a `StudyError` naming the file, the field (with its YAML
+line where there is one) and what is allowed.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import pydantic
+import yaml
+from pydantic import BaseModel
+
+from lengthgen.config import TrialConfig
+
+TRIAL_CONFIG = pydantic.TypeAdapter(TrialConfig)
+
+
+class StudyError(ValueError):
+    """A study file that cannot run. str() is the message a user sees."""
+
+    def __init__(self, file: Path, field: str | None, reason: str, line: int | None = None):
+        self.file, self.field, self.reason, self.line = file, field, reason, line
+        where = f"{file}:{line}" if line else str(file)
+        super().__init__(f"{where}: {field}: {reason}" if field else f"{where}: {reason}")
+
+
+class LineFinder:
+    """1-based YAML line of a key path, read from the composed node tree."""
+
+    def __init__(self, text: str):
+        try:
+            self.root = yaml.compose(text)
+        except yaml.YAMLError:
+            self.root = None
+
+    def find(self, loc: tuple) -> int | None:
+        node, line = self.root, None
+        for part in loc:
+            if not isinstance(node, yaml.MappingNode):
+                break
+            for key_node, value_node in node.value:
+                if key_node.value == str(part):
+                    node, line = value_node, key_node.start_mark.line + 1
+                    break
+            else:
+                break
+        return line
+
+
+def fields_path_exists(key: str) -> bool:
+    *parents, leaf = key.split(".")
+    return leaf in fields_at(TrialConfig, tuple(parents))
+
+
+def fields_at(root: type, loc: tuple) -> list[str]:
+    """Field names of the (data)class reached by following `loc` from `root`."""
+    current: Any = root
+    for part in loc:
+        if dataclasses.is_dataclass(current):
+            types = {f.name: f.type for f in dataclasses.fields(current)}
+            current = _dataclass_of(current, types.get(str(part)))
+        elif isinstance(current, type) and issubclass(current, BaseModel):
+            info = current.model_fields.get(str(part))
+            current = _model_in(info.annotation) if info else None
+        elif typing.get_origin(current) is dict:  # `part` is a key: go on into the value type
+            current = _model_in(typing.get_args(current)[1])
+        else:
+            return []
+        if current is None:
+            return []
+    if dataclasses.is_dataclass(current):
+        return [f.name for f in dataclasses.fields(current)]
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return list(current.model_fields)
+    return []
+
+
+def _model_in(annotation: Any) -> Any:
+    """The model class of an optional field (``SearchSpec | None`` -> SearchSpec)."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        models = [a for a in typing.get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
+        return models[0] if models else annotation
+    return annotation
+
+
+def _dataclass_of(owner: type, annotation: Any) -> Any:
+    if isinstance(annotation, str):  # postponed annotations: resolve in the owner's module
+        import sys
+
+        annotation = getattr(sys.modules[owner.__module__], annotation, None)
+    return annotation
+
+
+def check_config_path(path: Path, lines, key: str, where: tuple) -> None:
+    if not fields_path_exists(key):
+        parts = key.split(".")[:-1]
+        while parts and not fields_at(TrialConfig, tuple(parts)):  # the nearest existing parent
+            parts.pop()
+        parent = ".".join(parts)
+        valid = fields_at(TrialConfig, tuple(parts))
+        raise StudyError(path, ".".join(where), f"no such config field; valid fields{' of ' + parent if parent else ''}: "
+                         + ", ".join(valid), lines.find(where))
+
+
+def check_axis(path: Path, lines, key: str, values: list, where: tuple | None = None) -> None:
+    """An axis (or a search's repeated field, written at ``where``): values to cross."""
+    where = where or ("axes", key)
+    field, line = ".".join(where), lines.find(where)
+    if not values:
+        raise StudyError(path, field, "an axis needs at least one value", line)
+    encoded = [json.dumps(v, sort_keys=True) for v in values]
+    duplicates = sorted({v for v in encoded if encoded.count(v) > 1})
+    if duplicates:
+        raise StudyError(path, field, f"duplicate values: {', '.join(duplicates)}", line)
+    if key == "seeds.eval":
+        raise StudyError(path, field, "the eval seed cannot be an axis: every trial of a "
+                         "study is scored on the same questions; set seeds.eval in base or a profile", line)
+    check_config_path(path, lines, key, where)
+
+
+def override(path: Path, lines, config: dict, key: str, value: Any, where: tuple) -> None:
+    if not fields_path_exists(key):
+        raise StudyError(path, ".".join(where), "no such config field", lines.find(where))
+    node = config
+    *parents, leaf = key.split(".")
+    for part in parents:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise StudyError(path, ".".join(where), f"{part} is not a mapping in base", lines.find(where))
+        node = child
+    if isinstance(value, dict) and isinstance(node.get(leaf), dict):
+        # a block given as a mapping (an axis of `model: [{pe: nope, ...}, ...]`) changes
+        # only the fields it names; the rest of base's block stays
+        node[leaf] = merged(node[leaf], value)
+    else:
+        node[leaf] = value
+
+
+def merged(base: dict, changes: dict) -> dict:
+    result = copy.deepcopy(base)
+    for key, value in changes.items():
+        both_mappings = isinstance(value, dict) and isinstance(result.get(key), dict)
+        result[key] = merged(result[key], value) if both_mappings else copy.deepcopy(value)
+    return result
+
+
+def with_settings(path: Path, lines, base: dict, settings: dict[str, Any]) -> dict:
+    """``base`` with the axis ``settings`` applied."""
+    config = copy.deepcopy(base)
+    for key, value in settings.items():
+        override(path, lines, config, key, value, ("axes", key))
+    return config
+
+
+def matches(config: dict, rule: dict[str, Any]) -> bool:
+    """Whether the config (nested mappings, defaults filled in) has every value of the rule."""
+    missing = object()
+    for key, value in rule.items():
+        node: Any = config
+        for part in key.split("."):
+            node = node.get(part, missing) if isinstance(node, dict) else missing
+        if node is missing or node != value:
+            return False
+    return True
+
+
+def validate_trial(path, lines, config, spec, profile, settings, base) -> TrialConfig:
+    try:
+        return TRIAL_CONFIG.validate_python(config)
+    except pydantic.ValidationError as error:
+        first = error.errors()[0]
+        dotted = ".".join(str(p) for p in first["loc"])
+        # name the block the bad value came from: an axis, the profile, or base
+        for key in settings:
+            if dotted == key or dotted.startswith(key + "."):
+                raise_trial_error(path, lines, first, prefix=("axes", key), relative=False)
+        if profile and any(dotted == k or dotted.startswith(k + ".") for k in spec.profiles[profile]):
+            key = next(k for k in spec.profiles[profile] if dotted == k or dotted.startswith(k + "."))
+            raise_trial_error(path, lines, first, prefix=("profiles", profile, key), relative=False)
+        # a check across fields (loc is the component): the axis value without which it passes
+        for key in settings:
+            others = {k: v for k, v in settings.items() if k != key}
+            if _valid(with_settings(path, lines, base, others)):
+                raise StudyError(path, f"axes.{key}", f"value {settings[key]!r}: {reason(first, TrialConfig)}",
+                                 lines.find(("axes", key))) from None
+        raise_trial_error(path, lines, first, prefix=("base",))
+
+
+def _valid(config: dict) -> bool:
+    try:
+        TRIAL_CONFIG.validate_python(config)
+    except pydantic.ValidationError:
+        return False
+    return True
+
+
+def raise_trial_error(path, lines, error: dict, prefix: tuple, relative: bool = True):
+    loc = tuple(str(p) for p in error["loc"])
+    field = ".".join(prefix + loc) if relative else ".".join(prefix[:-1]) + f".{prefix[-1]}"
+    if not relative and ".".join(loc) != prefix[-1]:
+        field += f" (at {'.'.join(loc)})"
+    yaml_loc = prefix + loc if relative else prefix
+    raise StudyError(path, field, reason(error, TrialConfig, loc), lines.find(yaml_loc))
+
+
+def reason(error: dict, root: type, loc: tuple | None = None) -> str:
+    """pydantic's message, made to list the valid field names for an unknown key."""
+    message = error["msg"].removeprefix("Value error, ")
+    if error["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
+        parent = fields_at(root, tuple(loc if loc is not None else error["loc"])[:-1])
+        if parent:
+            return f"unknown field; valid fields here: {', '.join(parent)}"
+        return "unknown field"
+    if error["type"] == "missing":
+        return "required field is missing"
+    return message
