@@ -10,6 +10,7 @@ import contextlib
 import fcntl
 import numbers
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -255,6 +256,9 @@ class SerializedClient:
         self._lock_path = Path(parsed.path + ".lock") if parsed.scheme == "sqlite" else None
         self._fd: int | None = None
         with self._turn():
+            database = _sqlite_database(tracking_uri)
+            if database is not None and not database.exists():
+                _create_sqlite_store(database)
             self._client = MlflowClient(tracking_uri)
 
     @property
@@ -293,6 +297,41 @@ class SerializedClient:
             yield
         finally:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+
+def _sqlite_database(tracking_uri: str) -> Path | None:
+    """The file of a SQLite store, None for anything else. SQLAlchemy's form: the path
+    follows ``sqlite:///`` (so ``sqlite:////abs/mlflow.db`` is absolute)."""
+    if not tracking_uri.startswith("sqlite:///"):
+        return None
+    database = tracking_uri.removeprefix("sqlite:///").partition("?")[0]
+    return None if database in ("", ":memory:") else Path(database)
+
+
+def _create_sqlite_store(database: Path) -> None:
+    """Set a new SQLite store up in memory (/dev/shm) and move the file into place.
+
+    MLflow sets a store up by running its schema migrations one by one, each committed
+    with an fsync: 3-5 s on this machine's disk for 1.2-1.8 s of CPU, which the first
+    study in every results folder waited for. The finished file is copied beside
+    `database` and hard-linked to its name, so that a store another process made
+    meanwhile (`mlflow ui` takes no lock of ours) is kept, never overwritten.
+    """
+    memory = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+    with tempfile.TemporaryDirectory(dir=memory) as folder:
+        built = Path(folder) / database.name
+        MlflowClient(f"sqlite:///{built}").search_experiments(max_results=1)  # runs the migrations
+        database.parent.mkdir(parents=True, exist_ok=True)
+        staged = database.with_name(f".{database.name}.{os.getpid()}.tmp")
+        try:
+            shutil.copyfile(built, staged)
+            with open(staged, "rb") as file:
+                os.fsync(file.fileno())
+            os.link(staged, database)
+        except OSError:
+            pass  # made meanwhile (kept), or no hard links here: MLflow sets it up in place
+        finally:
+            staged.unlink(missing_ok=True)
 
 
 def _artifact_location(tracking_uri: str, study: str) -> str | None:

@@ -7,6 +7,7 @@ only, by `MlflowTuneCallback`; progress is drawn by `ProgressCallback`.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
@@ -18,6 +19,7 @@ from typing import Any
 
 import ray
 from ray import tune
+from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -170,7 +172,14 @@ def start_ray(address: str | None, num_cpus: int | None = None) -> None:
         ray.init(address=address, **quiet)
     else:
         _single_node_on_loopback()
+        _no_idle_workers()
         ray.init(address="local", num_cpus=num_cpus, **quiet)
+    # Ray's own exit hook, ray.shutdown(_exiting_interpreter=True), first waits 0.5 s for
+    # worker logs on their way to the driver; log_to_driver is off, so there are none.
+    # Replace it by a plain shutdown (hooks run last-registered first, should the
+    # unregister find nothing).
+    atexit.unregister(ray.shutdown)
+    atexit.register(ray.shutdown)
 
 
 def _single_node_on_loopback() -> None:
@@ -184,6 +193,16 @@ def _single_node_on_loopback() -> None:
 
     if hasattr(ray_constants, "ENABLE_RAY_CLUSTER"):
         ray_constants.ENABLE_RAY_CLUSTER = False
+
+
+def _no_idle_workers() -> None:
+    """Keep a local Ray from starting Python workers ahead of need (one per CPU when it
+    starts, more when the driver connects). Tune gives its trial actors a runtime
+    environment of their own (env_vars), so those workers, made for the default one,
+    never run a trial: each only spends a second or more of CPU importing Ray while
+    the node starts up. Read by the raylet, which inherits this environment."""
+    os.environ.setdefault("RAY_enable_worker_prestart", "0")
+    os.environ.setdefault("RAY_prestart_worker_first_driver", "0")
 
 
 class ResourceError(ValueError):
@@ -316,6 +335,16 @@ def trial_artifacts(tune_config: dict) -> list[Path]:
     return sorted(p for p in folder.glob("*") if p.is_file() and not p.name.startswith("."))
 
 
+def _tune_file_loggers() -> list[tune.Callback]:
+    """Tune's default per-trial files (result.json, progress.csv, which its result
+    analysis reads) without its TensorBoard event files: their logger imports
+    tensorboardX in the driver, 1-1.7 s of every run here, for event files that
+    lg-study does not read (MLflow is its UI). TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=0
+    brings TensorBoard back."""
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    return [CSVLoggerCallback(), JsonLoggerCallback()]
+
+
 def _fit(study: Study, trials: list[dict[str, Any]], results_root: Path, tracker: StudyTracker,
          console: Console, summary: RunSummary) -> None:
     resources = study.spec.resources
@@ -339,6 +368,7 @@ def _fit(study: Study, trials: list[dict[str, Any]], results_root: Path, tracker
                     TrialFailureCallback(results_root, study.name),
                     mlflow_callback(tracker),
                     progress_callback,
+                    *_tune_file_loggers(),
                 ],
                 # a trial whose worker dies (or that raises) is retried from its checkpoint
                 failure_config=tune.FailureConfig(max_failures=resources.max_failures),

@@ -1,6 +1,7 @@
 """Each positional encoding equals its paper's formula; every registered one builds a
 causal model."""
 
+import inspect
 import math
 
 import pytest
@@ -8,12 +9,18 @@ import torch
 
 from lengthgen.config import ModelConfig
 from lengthgen.model import build_model
+from lengthgen.model.attention import SelfAttention
 from lengthgen.model.pe import POSITIONAL_ENCODINGS
 from lengthgen.model.pe.biases import FIRE, ALiBi, KerpleLog, T5Bias, alibi_slopes, t5_bucket
 from lengthgen.model.pe.embeddings import LearnedEmbedding, SinusoidalEmbedding
 from lengthgen.model.pe.relative_keys import ShawRelativeKeys
 from lengthgen.model.pe.rotary import Rotary
-from lengthgen.model.positions import POSITION_SAMPLERS, CyclicPositions, RandomizedPositions
+from lengthgen.model.positions import (
+    POSITION_SAMPLERS,
+    CyclicPositions,
+    RandomizedPositions,
+    build_position_sampler,
+)
 
 
 def test_sinusoidal_matches_vaswani_section_3_5():
@@ -42,12 +49,64 @@ def test_rope_scores_depend_on_relative_position_only():
     q, k = torch.randn(1, 1, 1, 8), torch.randn(1, 1, 1, 8)
 
     def score(m, n):
-        rq, rk = rope(q, k, torch.tensor([[m]]), torch.tensor([[n]]))
+        rq, rk = rope.rotate(q, torch.tensor([[m]])), rope.rotate(k, torch.tensor([[n]]))
         return (rq * rk).sum().item()
 
     assert score(3, 1) == pytest.approx(score(13, 11), abs=1e-4)
     assert score(40, 0) == pytest.approx(score(140, 100), abs=1e-3)
     assert score(3, 1) != pytest.approx(score(3, 2), abs=1e-4)
+
+
+class RealFormPerLayer:
+    """The rotation as each layer computed it for itself before the model shared one:
+    eq. (34)'s real form from the layer's own positions."""
+
+    def __init__(self, theta: torch.Tensor, positions: torch.Tensor) -> None:
+        self.theta, self.positions = theta, positions
+
+    def rotate(self, x):
+        angles = self.positions.float()[:, None, :, None] * self.theta  # (B, 1, T, hd/2)
+        cos, sin = angles.cos(), angles.sin()
+        even, odd = x[..., 0::2], x[..., 1::2]
+        return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)
+
+
+@pytest.mark.parametrize("sampler", sorted(POSITION_SAMPLERS))
+def test_rope_rotation_built_once_per_forward_equals_one_built_per_layer(sampler):
+    """The model builds one rotation per forward pass and hands it to every layer; the
+    logits equal those of layers that each rotate by the real form from their own
+    positions, on a full pass and on KV-cached decoding (new tokens at an offset)."""
+    cfg = ModelConfig(pe="rope", size="tiny", positions=sampler, max_positions=64, randomized_at_eval=True)
+    model = build_model(cfg, vocab_size=16, weight_seed=0).eval()
+    tokens = torch.randint(0, 16, (3, 12), generator=torch.Generator().manual_seed(0))
+    positions = build_position_sampler(cfg)(3, 12, torch.device("cpu"), torch.Generator().manual_seed(1))
+    built = []
+    model.qk_transform.register_forward_hook(lambda *_: built.append(1))
+
+    def logits():
+        with torch.no_grad():
+            full = model(tokens, positions)
+            cache = model.empty_cache()
+            steps = [model(tokens[:, :5], positions[:, :5], cache)]
+            steps += [model(tokens[:, t : t + 1], positions[:, t : t + 1], cache) for t in range(5, 12)]
+        return full, torch.cat(steps, dim=1)
+
+    def per_layer(attention, args, kwargs):
+        call = inspect.signature(attention.forward).bind(*args, **kwargs)
+        call.arguments["rotation"] = RealFormPerLayer(model.qk_transform.theta, call.arguments["positions"])
+        return call.args, call.kwargs
+
+    shared = logits()
+    assert len(built) == 1 + 1 + 7  # once per forward pass, not once per layer
+    layers = [m for m in model.modules() if isinstance(m, SelfAttention)]
+    hooks = [layer.register_forward_pre_hook(per_layer, with_kwargs=True) for layer in layers]
+    try:
+        recomputed = logits()
+    finally:
+        for hook in hooks:
+            hook.remove()
+    for ours, reference in zip(shared, recomputed):
+        torch.testing.assert_close(ours, reference, rtol=1e-6, atol=1e-6)
 
 
 def test_alibi_slopes_of_press_et_al():

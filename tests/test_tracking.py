@@ -13,7 +13,12 @@ import numpy as np
 import pytest
 
 from analysis.plots import accuracy_vs_length
-from orchestrator.tracking import MlflowTuneCallback, StudyTracker, default_tracking_uri
+from orchestrator.tracking import (
+    MlflowTuneCallback,
+    StudyTracker,
+    _create_sqlite_store,
+    default_tracking_uri,
+)
 from orchestrator.trial_rows import flatten_config
 
 CONFIG = {
@@ -43,6 +48,17 @@ def test_default_tracking_uri_is_absolute_sqlite(tmp_path: Path) -> None:
     uri = default_tracking_uri(tmp_path / "r")
     assert uri == f"sqlite:///{(tmp_path / 'r').resolve()}/mlflow.db"
     assert not (tmp_path / "r").exists()  # naming the store writes nothing
+
+
+def test_new_sqlite_store_is_set_up_aside_and_never_replaces_an_existing_one(tmp_path: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    database = tmp_path / "r" / "mlflow.db"
+    StudyTracker(f"sqlite:///{database}", "first")  # set up in /dev/shm, then linked into place
+    assert sorted(p.name for p in database.parent.iterdir()) == ["mlflow.db", "mlflow.db.lock"]
+    _create_sqlite_store(database)  # as a process that takes no lock (mlflow ui) might meanwhile
+    assert MlflowClient(f"sqlite:///{database}").get_experiment_by_name("first") is not None
+    assert sorted(p.name for p in database.parent.iterdir()) == ["mlflow.db", "mlflow.db.lock"]
 
 
 def test_flatten_config_dotted_keys_and_json_lists() -> None:

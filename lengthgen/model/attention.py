@@ -4,9 +4,10 @@ bidirectional) and cross-attention (decoder queries over encoder outputs).
 Masks are additive (B|1, H|1, Tq, Tk) score tensors, -inf where a key is closed.
 `mask=None` means the plain mask of the attention: causal for causal
 self-attention, none for bidirectional. A positional encoding acts here through
-its q/k transform (RoPE) or its relative keys (Shaw, UPE); additive biases arrive
-already inside `mask`. For Attention Bias Calibration (000 §5) a layer can record
-its content logits q.k / sqrt(d_head) (`record`).
+its rotation of queries and keys (RoPE: the model builds the rotation once per
+forward pass and hands it to every layer) or its relative keys (Shaw, UPE);
+additive biases arrive already inside `mask`. For Attention Bias Calibration
+(000 §5) a layer can record its content logits q.k / sqrt(d_head) (`record`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lengthgen.model.pe.rotary import Rotation
 from lengthgen.model.sizes import Dimensions
 
 
@@ -72,25 +74,25 @@ class _Recorder:
 
 
 class SelfAttention(nn.Module, _Recorder):
-    def __init__(self, dims: Dimensions, qk_transform: nn.Module | None, relative_keys: nn.Module | None,
-                 dropout: float, causal: bool = True) -> None:
+    def __init__(self, dims: Dimensions, relative_keys: nn.Module | None, dropout: float, causal: bool = True) -> None:
         super().__init__()
         self.n_heads, self.head_dim = dims.n_heads, dims.head_dim
         self.qkv = nn.Linear(dims.d_model, 3 * dims.d_model)
         self.out = nn.Linear(dims.d_model, dims.d_model)
-        self.qk_transform = qk_transform
         self.relative_keys = relative_keys
         self.dropout = dropout
         self.causal = causal
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor, key_positions: torch.Tensor,
-                mask: torch.Tensor | None, cache: KVCache | None = None, layer: int = 0):
+                mask: torch.Tensor | None, cache: KVCache | None = None, layer: int = 0,
+                rotation: Rotation | None = None):
         """x: the new tokens (B, Tq, d) at `positions` (B, Tq); `key_positions` (B, Tk) also
-        covers the cached tokens."""
+        covers the cached tokens, whose keys are cached rotated; `rotation` is that of
+        `positions`."""
         batch, length, d_model = x.shape
         q, k, v = (_split_heads(t, self.n_heads) for t in self.qkv(x).split(d_model, dim=-1))  # (B, nh, T, hd)
-        if self.qk_transform is not None:
-            q, k = self.qk_transform(q, k, positions, positions)
+        if rotation is not None:
+            q, k = rotation.rotate(q), rotation.rotate(k)
         if cache is not None:
             if cache.keys[layer] is not None:
                 k = torch.cat([cache.keys[layer], k], dim=2)  # (B, nh, Tk, hd)

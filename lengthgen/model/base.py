@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from lengthgen.model.attention import causal_mask_with
+from lengthgen.model.pe.rotary import Rotation
 
 if TYPE_CHECKING:
     from lengthgen.config import TrialConfig
@@ -124,6 +125,14 @@ def shared_rows(q_positions: torch.Tensor, k_positions: torch.Tensor):
     if bool((q_positions == q_positions[:1]).all()) and bool((k_positions == k_positions[:1]).all()):
         return q_positions[:1], k_positions[:1]
     return q_positions, k_positions
+
+
+def rotation_of(qk_transform: nn.Module | None, positions: torch.Tensor) -> Rotation | None:
+    """The q/k rotation (RoPE) of the new tokens' positions, built once per forward pass
+    and shared by the layers, or None. Built for every row, even when rows share
+    positions (`shared_rows`): the tables are a fraction of q's size, and that check
+    would put a data-dependent branch, a graph break, into a compiled forward."""
+    return None if qk_transform is None else qk_transform(positions)
 
 
 def combine(mask: torch.Tensor | None, structure: torch.Tensor | None, causal: bool = False) -> torch.Tensor | None:

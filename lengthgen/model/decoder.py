@@ -16,7 +16,15 @@ from torch import nn
 
 from lengthgen.model.attention import KVCache, SelfAttention, causal_mask_with
 from lengthgen.model.attention_bias import ATTENTION_BIASES, Geometry
-from lengthgen.model.base import Architecture, Batch, InputLayout, Positions, combine, shared_rows
+from lengthgen.model.base import (
+    Architecture,
+    Batch,
+    InputLayout,
+    Positions,
+    combine,
+    rotation_of,
+    shared_rows,
+)
 from lengthgen.model.layers import FEED_FORWARDS, NORMS, Residual
 from lengthgen.model.pe import POSITIONAL_ENCODINGS
 from lengthgen.model.sizes import SIZES, Dimensions
@@ -29,15 +37,15 @@ class Block(nn.Module):
     """x + attention(norm(x)), then x + feed_forward(norm(x)); with `pre_post` the
     sublayer outputs are normalised too (lengthgen.model.layers.Residual)."""
 
-    def __init__(self, dims: Dimensions, cfg: ModelConfig, qk_transform, relative_keys, causal: bool = True) -> None:
+    def __init__(self, dims: Dimensions, cfg: ModelConfig, relative_keys, causal: bool = True) -> None:
         super().__init__()
-        attention = SelfAttention(dims, qk_transform, relative_keys, cfg.dropout, causal)
+        attention = SelfAttention(dims, relative_keys, cfg.dropout, causal)
         feed_forward = FEED_FORWARDS[cfg.ffn](dims, cfg.dropout)
         self.attention = Residual(attention, dims.d_model, cfg.norm, cfg.norm_placement)
         self.feed_forward = Residual(feed_forward, dims.d_model, cfg.norm, cfg.norm_placement)
 
-    def forward(self, x, positions, key_positions, mask, cache=None, layer=0):
-        return self.feed_forward(self.attention(x, positions, key_positions, mask, cache, layer))
+    def forward(self, x, positions, key_positions, mask, cache=None, layer=0, rotation=None):
+        return self.feed_forward(self.attention(x, positions, key_positions, mask, cache, layer, rotation))
 
 
 class DecoderLM(Architecture):
@@ -51,10 +59,9 @@ class DecoderLM(Architecture):
         self.token_embedding = nn.Embedding(vocab_size, dims.d_model)
         self.input_position = parts.input_embedding
         self.attention_bias = parts.attention_bias
-        # one q/k transform shared by all layers: it holds no trained parameters
+        self.qk_transform = parts.qk_transform
         self.blocks = nn.ModuleList(
-            Block(dims, cfg, parts.qk_transform, parts.relative_keys() if parts.relative_keys else None)
-            for _ in range(dims.n_layers)
+            Block(dims, cfg, parts.relative_keys() if parts.relative_keys else None) for _ in range(dims.n_layers)
         )
         self.final_norm = NORMS[cfg.norm](dims.d_model)
         self.lm_head = nn.Linear(dims.d_model, vocab_size, bias=False)
@@ -83,8 +90,9 @@ class DecoderLM(Architecture):
         if self.structure.acts:
             structure = self.structure.lm(self._geometry(tokens, past, key_positions.shape[1], prompt_lengths, lengths))
             mask = combine(mask, structure, causal=True)  # (B, H|1, Tq, Tk)
+        rotation = rotation_of(self.qk_transform, positions)
         for layer, block in enumerate(self.blocks):
-            x = block(x, positions, key_positions, mask, cache, layer)
+            x = block(x, positions, key_positions, mask, cache, layer, rotation)
         if cache is not None:
             cache.positions = key_positions
         return self.lm_head(self.final_norm(x))

@@ -19,7 +19,14 @@ import torch
 from torch import nn
 
 from lengthgen.model.attention_bias import ATTENTION_BIASES
-from lengthgen.model.base import Architecture, Batch, InputLayout, Positions, shared_rows
+from lengthgen.model.base import (
+    Architecture,
+    Batch,
+    InputLayout,
+    Positions,
+    rotation_of,
+    shared_rows,
+)
 from lengthgen.model.decoder import Block
 from lengthgen.model.layers import NORMS
 from lengthgen.model.pe import POSITIONAL_ENCODINGS
@@ -39,8 +46,9 @@ class EncoderLM(Architecture):
         self.token_embedding = nn.Embedding(vocab_size, dims.d_model)
         self.input_position = parts.input_embedding
         self.attention_bias = parts.attention_bias
+        self.qk_transform = parts.qk_transform
         self.blocks = nn.ModuleList(
-            Block(dims, cfg, parts.qk_transform, parts.relative_keys() if parts.relative_keys else None, causal=False)
+            Block(dims, cfg, parts.relative_keys() if parts.relative_keys else None, causal=False)
             for _ in range(dims.n_layers)
         )
         self.final_norm = NORMS[cfg.norm](dims.d_model)
@@ -62,8 +70,9 @@ class EncoderLM(Architecture):
         if self.input_position is not None:
             x = x + self.input_position(positions)
         mask = self.attention_bias(*shared_rows(positions, positions)) if self.attention_bias is not None else None
+        rotation = rotation_of(self.qk_transform, positions)
         for block in self.blocks:
-            x = block(x, positions, positions, mask)
+            x = block(x, positions, positions, mask, rotation=rotation)
         return self.lm_head(self.final_norm(x))
 
     # the architecture interface (lengthgen.model.base)

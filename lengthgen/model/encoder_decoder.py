@@ -32,7 +32,15 @@ from lengthgen.model.attention import (
     padding_mask,
 )
 from lengthgen.model.attention_bias import ATTENTION_BIASES, Geometry
-from lengthgen.model.base import Architecture, Batch, InputLayout, Positions, combine, shared_rows
+from lengthgen.model.base import (
+    Architecture,
+    Batch,
+    InputLayout,
+    Positions,
+    combine,
+    rotation_of,
+    shared_rows,
+)
 from lengthgen.model.decoder import Block
 from lengthgen.model.layers import FEED_FORWARDS, NORMS, Residual
 from lengthgen.model.pe import POSITIONAL_ENCODINGS
@@ -46,15 +54,15 @@ class DecoderBlock(nn.Module):
     """Causal self-attention, cross-attention over the encoder output, feed-forward,
     each as a residual sublayer."""
 
-    def __init__(self, dims: Dimensions, cfg: ModelConfig, qk_transform, relative_keys) -> None:
+    def __init__(self, dims: Dimensions, cfg: ModelConfig, relative_keys) -> None:
         super().__init__()
         residual = {"d_model": dims.d_model, "norm": cfg.norm, "placement": cfg.norm_placement}
-        self.attention = Residual(SelfAttention(dims, qk_transform, relative_keys, cfg.dropout), **residual)
+        self.attention = Residual(SelfAttention(dims, relative_keys, cfg.dropout), **residual)
         self.cross_attention = Residual(CrossAttention(dims, cfg.dropout), **residual)
         self.feed_forward = Residual(FEED_FORWARDS[cfg.ffn](dims, cfg.dropout), **residual)
 
-    def forward(self, x, positions, key_positions, self_mask, memory, cross_mask, cache=None, layer=0):
-        x = self.attention(x, positions, key_positions, self_mask, cache, layer)
+    def forward(self, x, positions, key_positions, self_mask, memory, cross_mask, cache=None, layer=0, rotation=None):
+        x = self.attention(x, positions, key_positions, self_mask, cache, layer, rotation)
         x = self.cross_attention(x, memory, cross_mask, cache, layer)
         return self.feed_forward(x)
 
@@ -71,16 +79,16 @@ class EncoderDecoder(Architecture):
         target_parts = encoding.build(dims, cfg, self.layout, False)
         self.token_embedding = nn.Embedding(vocab_size, dims.d_model)
         self.source_position, self.source_bias = source_parts.input_embedding, source_parts.attention_bias
+        self.source_rotary = source_parts.qk_transform
         self.encoder = nn.ModuleList(
-            Block(dims, cfg, source_parts.qk_transform,
-                  source_parts.relative_keys() if source_parts.relative_keys else None, causal=False)
+            Block(dims, cfg, source_parts.relative_keys() if source_parts.relative_keys else None, causal=False)
             for _ in range(dims.encoder_layers)
         )
         self.encoder_norm = NORMS[cfg.norm](dims.d_model)
         self.target_position, self.target_bias = target_parts.input_embedding, target_parts.attention_bias
+        self.target_rotary = target_parts.qk_transform
         self.decoder = nn.ModuleList(
-            DecoderBlock(dims, cfg, target_parts.qk_transform,
-                         target_parts.relative_keys() if target_parts.relative_keys else None)
+            DecoderBlock(dims, cfg, target_parts.relative_keys() if target_parts.relative_keys else None)
             for _ in range(dims.n_layers)
         )
         self.final_norm = NORMS[cfg.norm](dims.d_model)
@@ -101,8 +109,9 @@ class EncoderDecoder(Architecture):
         mask = padding_mask(lengths, source.shape[1], x.dtype)  # (B, 1, 1, S)
         if self.source_bias is not None:
             mask = mask + self.source_bias(*shared_rows(positions, positions))  # (B, H, S, S)
+        rotation = rotation_of(self.source_rotary, positions)
         for block in self.encoder:
-            x = block(x, positions, positions, mask)
+            x = block(x, positions, positions, mask, rotation=rotation)
         return self.encoder_norm(x)
 
     def decode(self, tokens, positions, memory, source_lengths, target_lengths, cache: KVCache | None = None):
@@ -123,8 +132,9 @@ class EncoderDecoder(Architecture):
             question = Geometry(rows, memory.shape[1], source_lengths, start, start + self.layout.lead, source_lengths)
             self_mask = combine(self_mask, self.structure.decoder_self(own), causal=True)
             cross_mask = combine(cross_mask, self.structure.cross(question))
+        rotation = rotation_of(self.target_rotary, positions)
         for layer, block in enumerate(self.decoder):
-            x = block(x, positions, key_positions, self_mask, memory, cross_mask, cache, layer)
+            x = block(x, positions, key_positions, self_mask, memory, cross_mask, cache, layer, rotation)
         if cache is not None:
             cache.positions = key_positions
         return self.lm_head(self.final_norm(x))

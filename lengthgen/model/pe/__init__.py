@@ -1,7 +1,8 @@
 """Positional-encoding registry, grouped by where each encoding acts (STYLE.md 3).
 
 - input embedding: a vector added to the token embedding (sinusoidal, learned);
-- q/k transform: applied to queries and keys in every layer (rope);
+- q/k transform: applied to queries and keys in every layer, its tables built once
+  per forward and shared by the layers (rope);
 - attention bias: bias(q_pos, k_pos) added to the scores, computed once per forward
   and shared by the layers (alibi, kerple_log, fire, t5);
 - relative keys: a learned vector per clipped distance added to each key, one table
