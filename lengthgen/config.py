@@ -183,9 +183,17 @@ class TrainConfig:
     precision: PrecisionName = "fp32"
     #: compile the model with torch.compile (slower start, faster steps on GPUs)
     compile: bool = False
+    #: train each batch as at most this many groups of rows of consecutive lengths, each
+    #: trimmed to its longest row, by gradient accumulation before the one optimizer step:
+    #: the same questions, positions and gradient as the padded batch (up to float
+    #: rounding), less compute on padding (lengthgen.training.length_buckets). 1: one
+    #: padded batch. A no-op with format.fixed_length (aligned rows all have one width).
+    #: With model.dropout > 0 the dropout masks differ from the padded batch's; with
+    #: train.compile each new group width may cost a recompilation
+    length_buckets: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("steps", "batch_size", "log_every"):
+        for name in ("steps", "batch_size", "log_every", "length_buckets"):
             if getattr(self, name) < 1:
                 raise ValueError(f"train.{name} must be >= 1, got {getattr(self, name)}")
         if self.lr <= 0:

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import partial
+from itertools import pairwise
 from typing import NamedTuple
 
 import numpy as np
@@ -29,7 +30,7 @@ from lengthgen.evaluation import LengthResult, SampleRecord, build_eval_sets, ev
 from lengthgen.formats import answer_width, encode_questions, leading_zeros
 from lengthgen.model import build_model, count_parameters
 from lengthgen.model.attention_bias import ATTENTION_BIASES
-from lengthgen.model.base import Batch
+from lengthgen.model.base import Architecture, Batch, Positions, rows_of
 from lengthgen.model.positions import build_position_sampler
 from lengthgen.precision import autocast
 from lengthgen.tasks import Task, build_task
@@ -155,6 +156,90 @@ def batch_tensors(batch: TrainingBatch, device: torch.device) -> Batch:
     return Batch(tokens, answer_mask, targets, prompt_lengths)
 
 
+def row_lengths(answer_mask: np.ndarray) -> np.ndarray:
+    """(B,) the columns each row needs: through its last supervised token (the end
+    token of a sequential row, the last answer column of an aligned one)."""
+    return answer_mask.shape[1] - np.argmax(answer_mask[:, ::-1], axis=1)
+
+
+def length_buckets(lengths: np.ndarray, buckets: int) -> list[np.ndarray]:
+    """Row indices (ascending) of at most `buckets` groups of consecutive lengths whose
+    padded area, sum over groups of rows x longest row, is the least possible.
+
+    Why: a batch of 1-40-digit questions padded to its longest row spends most of its
+    compute on padding; trained group by group, each trimmed to its own longest row,
+    it does the same work on far fewer tokens. The optimal split into contiguous
+    length ranges is a small dynamic programme over the distinct lengths (a few
+    dozen), cheap next to a training step."""
+    values, counts = np.unique(lengths, return_counts=True)
+    m, groups = len(values), min(buckets, len(values))
+    before = np.concatenate([[0], np.cumsum(counts)])  # rows shorter than values[j]
+    # area[i, j]: the group of lengths values[i:j] padded to values[j - 1] (j > i)
+    i, j = np.arange(m + 1)[:, None], np.arange(m + 1)[None, :]
+    area = np.where(j > i, (before[j] - before[i]) * values[np.maximum(j - 1, 0)], np.inf)
+    best = np.where(np.arange(m + 1) == 0, 0.0, np.inf)  # best area of the first j lengths, 0 groups
+    starts = []
+    for _ in range(groups):
+        total = best[:, None] + area  # (m + 1, m + 1): the last group is values[i:j]
+        starts.append(total.argmin(axis=0))
+        best = total.min(axis=0)
+    edges, end = [m], m
+    for start in reversed(starts):
+        end = int(start[end])
+        edges.append(end)
+    edges = edges[::-1]
+    return [np.flatnonzero((lengths >= values[a]) & (lengths <= values[b - 1])) for a, b in pairwise(edges)]
+
+
+def split_batch(
+    model: Architecture, batch: Batch, positions: Positions, groups: list[np.ndarray], lengths: np.ndarray
+) -> list[tuple[Batch, Positions]]:
+    """The rows of each group, trimmed to the group's longest row (`lengths` from
+    `row_lengths`), with the positions they had in the whole batch (sampled once)."""
+    parts = []
+    for rows in groups:
+        width = int(lengths[rows].max())
+        index = torch.from_numpy(rows).to(batch.tokens.device)
+        targets = None if batch.targets is None else batch.targets[index, :width]
+        part = Batch(batch.tokens[index, :width], batch.answer_mask[index, :width], targets, batch.prompt_lengths[index])
+        parts.append((part, model.trim_positions(rows_of(positions, index), part.tokens, part.prompt_lengths)))
+    return parts
+
+
+def batch_parts(
+    model: Architecture, batch: TrainingBatch, tensors: Batch, positions: Positions, buckets: int
+) -> list[tuple[Batch, Positions]]:
+    """The batch as it is trained: whole, or as its length buckets (train.length_buckets)."""
+    if buckets == 1:
+        return [(tensors, positions)]
+    lengths = row_lengths(batch.answer_mask)
+    groups = length_buckets(lengths, buckets)
+    return split_batch(model, tensors, positions, groups, lengths) if len(groups) > 1 else [(tensors, positions)]
+
+
+def accumulate_gradients(
+    forward_batch: Callable, parts: list[tuple[Batch, Positions]], device: torch.device, precision: str
+) -> torch.Tensor:
+    """Forward and backward of each part of a batch. Each part's mean cross entropy is
+    weighted by its share of the batch's supervised tokens, so the summed gradient is
+    that of the whole batch's mean cross entropy. Returns that mean (detached). With
+    one part (the whole padded batch) this is the plain training step, bit for bit."""
+    total = int(sum(part.answer_mask.sum() for part, _ in parts)) if len(parts) > 1 else None
+    losses, counted = [], 0
+    for part, positions in parts:
+        with autocast(device, precision):
+            logits, targets = forward_batch(part, positions)
+        loss = F.cross_entropy(logits.float(), targets)
+        if total is not None:
+            loss = loss * (len(targets) / total)
+            counted += len(targets)
+        loss.backward()
+        losses.append(loss.detach())
+    if total is not None and counted != total:
+        raise RuntimeError(f"{counted} supervised targets from {total} answer-mask tokens")
+    return sum(losses[1:], losses[0])
+
+
 def _step_generator(config: TrialConfig, step: int) -> torch.Generator:
     """Torch randomness of training step `step` (position sampling), from the data seed only."""
     seed = np.random.SeedSequence([config.seeds.data, step, 1]).generate_state(1)[0]
@@ -235,14 +320,12 @@ def train(
             step_positions = model.sample_positions(
                 tensors.tokens, tensors.prompt_lengths, positions, _step_generator(config, local), training=True
             )
-            with autocast(target_device, config.train.precision):
-                logits, targets = forward_batch(tensors, step_positions)
-            loss = F.cross_entropy(logits.float(), targets)
+            parts = batch_parts(model, batch, tensors, step_positions, config.train.length_buckets)
+            optimizer.zero_grad(set_to_none=True)
+            loss = accumulate_gradients(forward_batch, parts, target_device, config.train.precision)
             step += 1
             if not torch.isfinite(loss):
                 return _diverged(config, model, target_device, history, step, last_finite_loss, on_report)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
             if config.train.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), config.train.grad_clip)
             optimizer.step()

@@ -6,6 +6,7 @@ by side is not. Every row prints the two measurements behind it.
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -31,10 +32,18 @@ from lengthgen.config import (
 from lengthgen.distributions import DISTRIBUTIONS
 from lengthgen.evaluation import build_eval_sets, greedy_decode, teacher_forced_argmax
 from lengthgen.model import build_model, count_parameters
+from lengthgen.model.positions import build_position_sampler
 from lengthgen.model.sizes import SIZES, Dimensions
 from lengthgen.tasks import TASKS
 from lengthgen.tokenizer import CharTokenizer
-from lengthgen.training import training_batch
+from lengthgen.training import (
+    accumulate_gradients,
+    batch_parts,
+    batch_tensors,
+    length_buckets,
+    row_lengths,
+    training_batch,
+)
 
 
 @dataclass
@@ -166,6 +175,47 @@ def training_throughput(pes=("nope", "rope", "alibi", "kerple_log", "fire", "t5"
     return rows
 
 
+def bucketing(digits: int = 40, batch: int = 64, buckets: int = 4, steps: int = 3) -> Measurement:
+    """Training tokens/s (non-padding tokens) with train.length_buckets `buckets` vs one
+    padded batch: tiny decoder, FIRE, 1-`digits`-digit addition reversed with index
+    hints, the same batches for both, interleaved."""
+    config = TrialConfig(
+        task=TaskConfig(name="addition", train_digits=(1, digits)), format=FormatConfig(index_hints=True),
+        model=ModelConfig(size="tiny", pe="fire"), train=TrainConfig(batch_size=batch),
+        eval=EvalConfig(digits=(digits,), samples=1),
+    )
+    tokenizer, task = CharTokenizer(), TASKS["addition"]()
+    batches = [training_batch(config, task, DISTRIBUTIONS["uniform_length"](), tokenizer, s) for s in range(steps)]
+    real = sum(int((b.tokens != tokenizer.pad_id).sum()) for b in batches)
+    padded = sum(b.tokens.size for b in batches)
+    in_buckets = sum(
+        len(rows) * int(row_lengths(b.answer_mask)[rows].max())
+        for b in batches for rows in length_buckets(row_lengths(b.answer_mask), buckets)
+    )
+
+    def trainer(k: int) -> Callable[[], None]:
+        model = build_model(config.model, len(tokenizer), 0)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        sampler, order, cpu = build_position_sampler(config.model), itertools.cycle(batches), torch.device("cpu")
+
+        def step():
+            b = next(order)
+            tensors = batch_tensors(b, cpu)
+            positions = model.sample_positions(tensors.tokens, tensors.prompt_lengths, sampler, None, training=True)
+            optimizer.zero_grad(set_to_none=True)
+            accumulate_gradients(model.forward_batch, batch_parts(model, b, tensors, positions, k), cpu, "fp32")
+            optimizer.step()
+
+        return step
+
+    bucketed_s, padded_s = _paired_seconds(trainer(buckets), trainer(1), steps)
+    return Measurement(
+        f"training tokens/s: length_buckets {buckets} vs 1 (padded)", padded_s / bucketed_s, "report",
+        f"tiny decoder, FIRE, batch {batch} of 1-{digits}-digit addition (reversed, index hints): "
+        f"{real / bucketed_s:,.0f} vs {real / padded_s:,.0f} real tokens/s; real tokens are "
+        f"{real / in_buckets:.0%} of the bucketed rows, {real / padded:.0%} of the padded batch")
+
+
 def flop_rate(size="2m", batch=16, length=128, steps=4) -> Measurement:
     """Model FLOPs per token x tokens/s, as a share of the matmul rate torch reaches here."""
     vocab = len(CharTokenizer())
@@ -288,6 +338,7 @@ def machine() -> str:
 BENCHMARKS: dict[str, Callable[[], list[Measurement] | Measurement]] = {
     "evaluation": evaluation,
     "training": training_throughput,
+    "bucketing": bucketing,
     "flops": flop_rate,
     "data": data_rate,
     "overhead": trial_overhead,

@@ -85,12 +85,27 @@ class Architecture(nn.Module, ABC):
             )
 
     @abstractmethod
+    def position_lengths(self, tokens: torch.Tensor, prompt_lengths: torch.Tensor, training: bool) -> tuple[int, ...]:
+        """The length of every sequence the model reads for these token rows, in the
+        order of `Positions`."""
+
     def sample_positions(
         self, tokens: torch.Tensor, prompt_lengths: torch.Tensor, sampler: PositionSampler,
         generator: torch.Generator | None, training: bool,
     ) -> Positions:
         """Positions of every sequence the model reads for these token rows, drawn from
         `generator` in a fixed order (the data seed at training, the eval seed after)."""
+        return tuple(
+            sampler(len(tokens), length, tokens.device, generator, training=training)
+            for length in self.position_lengths(tokens, prompt_lengths, training)
+        )
+
+    def trim_positions(self, positions: Positions, tokens: torch.Tensor, prompt_lengths: torch.Tensor) -> Positions:
+        """Training positions drawn for wider rows, cut to the leading columns that these
+        (narrower) rows read: each row keeps the positions it had in the wide batch
+        (length bucketing, lengthgen.training.split_batch). `positions` hold these rows."""
+        lengths = self.position_lengths(tokens, prompt_lengths, training=True)
+        return tuple(p[:, :length] for p, length in zip(positions, lengths, strict=True))
 
     @abstractmethod
     def forward_batch(self, batch: Batch, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:

@@ -111,9 +111,8 @@ class DecoderLM(Architecture):
 
     # the architecture interface (lengthgen.model.base)
 
-    def sample_positions(self, tokens, prompt_lengths, sampler, generator, training):
-        length = tokens.shape[1] - 1 if training else tokens.shape[1]  # training feeds tokens[:, :-1]
-        return (sampler(tokens.shape[0], length, tokens.device, generator, training=training),)
+    def position_lengths(self, tokens, prompt_lengths, training):
+        return (tokens.shape[1] - 1 if training else tokens.shape[1],)  # training feeds tokens[:, :-1]
 
     def forward_batch(self, batch: Batch, positions: Positions):
         supervised = batch.answer_mask[:, 1:]  # position t predicts token t + 1

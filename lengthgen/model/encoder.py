@@ -77,8 +77,8 @@ class EncoderLM(Architecture):
 
     # the architecture interface (lengthgen.model.base)
 
-    def sample_positions(self, tokens, prompt_lengths, sampler, generator, training):
-        return (sampler(*tokens.shape, tokens.device, generator, training=training),)
+    def position_lengths(self, tokens, prompt_lengths, training):
+        return (tokens.shape[1],)
 
     def forward_batch(self, batch: Batch, positions: Positions):
         logits = self(batch.tokens, positions[0])

@@ -141,14 +141,10 @@ class EncoderDecoder(Architecture):
 
     # the architecture interface (lengthgen.model.base)
 
-    def sample_positions(self, tokens, prompt_lengths, sampler, generator, training):
-        rows, width = tokens.shape
+    def position_lengths(self, tokens, prompt_lengths, training):
         question = int(prompt_lengths.max()) - 2
-        answer = width - int(prompt_lengths.min())  # the decoder's input: start token and answer
-        return (
-            sampler(rows, question, tokens.device, generator, training=training),
-            sampler(rows, answer, tokens.device, generator, training=training),
-        )
+        answer = tokens.shape[1] - int(prompt_lengths.min())  # the decoder's input: start token and answer
+        return question, answer
 
     def forward_batch(self, batch: Batch, positions: Positions):
         source, source_lengths, decoder_input, target, supervised = _split(batch.tokens, batch.prompt_lengths,
