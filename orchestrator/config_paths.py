@@ -56,6 +56,9 @@ class LineFinder:
                 break
         return line
 
+#: profile keys under `axes.` replace that axis's values (e.g. smaller sizes on a CPU)
+AXES = "axes."
+
 
 def fields_path_exists(key: str) -> bool:
     *parents, leaf = key.split(".")
@@ -183,7 +186,9 @@ def validate_trial(path, lines, config, spec, profile, settings, base) -> TrialC
         # name the block the bad value came from: an axis, the profile, or base
         for key in settings:
             if dotted == key or dotted.startswith(key + "."):
-                raise_trial_error(path, lines, first, prefix=("axes", key), relative=False)
+                written = ("profiles", profile, AXES + key) if profile and AXES + key in spec.profiles[profile] else (
+                    "axes", key)
+                raise_trial_error(path, lines, first, prefix=written, relative=False)
         if profile and any(dotted == k or dotted.startswith(k + ".") for k in spec.profiles[profile]):
             key = next(k for k in spec.profiles[profile] if dotted == k or dotted.startswith(k + "."))
             raise_trial_error(path, lines, first, prefix=("profiles", profile, key), relative=False)

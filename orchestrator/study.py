@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from lengthgen.config import TrialConfig
 from orchestrator.config_paths import (
+    AXES,
     TRIAL_CONFIG,
     LineFinder,
     StudyError,
@@ -179,8 +180,6 @@ def load_study(path: Path, profile: str | None = None) -> Study:
 RESOURCES = "resources."
 #: a profile key that replaces the study's `exclude` rules (a smaller design on a CPU)
 EXCLUDE = "exclude"
-#: profile keys under `axes.` replace that axis's values (e.g. smaller sizes on a CPU)
-AXES = "axes."
 
 
 def _profile_key_problem(spec: StudyFile, key: str) -> str | None:
@@ -243,11 +242,11 @@ def _check_other_profiles(path: Path, lines, spec: StudyFile, chosen: str | None
         if profiled.search is not None:
             check_search(path, lines, profiled, name, base)
             continue
-        for combination in itertools.product(*spec.axes.values()):
-            first = dict(zip(spec.axes, combination))
+        for combination in itertools.product(*profiled.axes.values()):
+            first = dict(zip(profiled.axes, combination))
             config = with_settings(path, lines, base, first)
-            if not any(matches(merged(DEFAULT_CONFIG, config), rule) for rule in spec.exclude):
-                validate_trial(path, lines, config, spec, name, first, base)
+            if not any(matches(merged(DEFAULT_CONFIG, config), rule) for rule in profiled.exclude):
+                validate_trial(path, lines, config, profiled, name, first, base)
                 break
 
 

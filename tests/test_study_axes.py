@@ -54,3 +54,24 @@ def test_exclude_matches_defaults_too(tmp_path):
 def test_without_exclude_the_impossible_combination_is_refused(tmp_path):
     with pytest.raises(StudyError, match="model.pe upe"):
         load_study(write(tmp_path, STUDY))
+
+
+EXCLUDE_UPE_ON_ADDITION = "exclude:\n  - {task.name: addition, model.pe: upe}\n"
+
+
+def test_a_profile_not_chosen_is_checked_with_its_own_axes(tmp_path):
+    """The profile's axis value is wrong; loading without that profile must say so."""
+    profile = "profiles:\n  cpu:\n    axes.model.pe: [not_a_pe]\n"
+    with pytest.raises(StudyError, match=r"profiles\.cpu\.axes\.model\.pe.*nope"):
+        load_study(write(tmp_path, STUDY + EXCLUDE_UPE_ON_ADDITION + profile))
+
+
+def test_a_profile_not_chosen_is_checked_with_its_own_exclude(tmp_path):
+    """The file's exclude would skip the impossible first combination; the profile's
+    own (empty) exclude does not, so the profile is refused when it is not chosen."""
+    profile = "profiles:\n  cpu:\n    axes.model.pe: [upe]\n    exclude: []\n"
+    with pytest.raises(StudyError, match="model.pe upe"):
+        load_study(write(tmp_path, STUDY + EXCLUDE_UPE_ON_ADDITION + profile))
+    # and with the rule kept, it loads
+    kept = "profiles:\n  cpu:\n    axes.model.pe: [upe]\n"
+    assert len(load_study(write(tmp_path, STUDY + EXCLUDE_UPE_ON_ADDITION + kept)).trials) == 5
