@@ -38,9 +38,9 @@ def test_trial_count_is_points_times_seeds():
     assert wide.trial_count == 3 * 2
     # the profile replaced the lr range and kept the dropout choices
     assert (wide.spec.search.params["train.lr"].low, wide.spec.search.params["model.dropout"].choices) == (1e-4, [0.0, 0.1])
-    assert load_study(PAPER).trial_count == 16 * 3 and load_study(PAPER, profile="cpu").trial_count == 6 * 2
+    assert load_study(PAPER).trial_count == 16 * 3 and load_study(PAPER, profile="cpu").trial_count == 8 * 2
     for args, count in ((["validate", str(PAPER)], "48 trials (16 points x 3 seeds)"),
-                        (["validate", str(PAPER), "--profile", "cpu"], "12 trials (6 points x 2 seeds)")):
+                        (["validate", str(PAPER), "--profile", "cpu"], "16 trials (8 points x 2 seeds)")):
         outcome = runner.invoke(app, args)
         assert outcome.exit_code == 0 and count in outcome.output, outcome.output
 
