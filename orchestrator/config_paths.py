@@ -186,8 +186,8 @@ def validate_trial(path, lines, config, spec, profile, settings, base) -> TrialC
         # name the block the bad value came from: an axis, the profile, or base
         for key in settings:
             if dotted == key or dotted.startswith(key + "."):
-                written = ("profiles", profile, AXES + key) if profile and AXES + key in spec.profiles[profile] else (
-                    "axes", key)
+                from_profile = bool(profile) and AXES + key in spec.profiles[profile]
+                written = ("profiles", profile, AXES + key) if from_profile else ("axes", key)
                 raise_trial_error(path, lines, first, prefix=written, relative=False)
         if profile and any(dotted == k or dotted.startswith(k + ".") for k in spec.profiles[profile]):
             key = next(k for k in spec.profiles[profile] if dotted == k or dotted.startswith(k + "."))
