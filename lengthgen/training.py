@@ -295,7 +295,7 @@ def train(
     for phase in range(state.get("phase", 0), phases):
         model = build_model(config.model, len(tokenizer), config.seeds.weight, config.input_layout)
         if phase > 0:
-            model.structure.calibrate(extracted, _test_sizes(model, eval_sets))
+            model.structure.calibrate(extracted)
         model.to(target_device)
         optimizer = torch.optim.AdamW(
             _decay_groups(model, config.train.weight_decay), lr=config.train.lr, betas=(0.9, 0.98)

@@ -20,24 +20,54 @@ def extended(lines: Lines, rows: int, columns: int) -> torch.Tensor:
     return lines.extend(torch.arange(rows), columns, torch.tensor([columns]))[0]  # (H, rows, columns)
 
 
-@pytest.mark.parametrize("baseline", [0.0, -2.0])
-def test_a_clean_anti_diagonal_extends_along_its_line_and_drops_the_rest(baseline):
-    m, n, M, N = 8, 6, 52, 50  # an 8 x 6 Successor cross-attention, extended to a 50-digit question
-    attention = torch.full((3, m, n), baseline)
+def successor_cross_attention() -> torch.Tensor:
+    """Ā of a 9 x 7 cross-attention (7-digit Successor at 000's training width: "<s>" and
+    8 answer digits read 7 question digits), four heads: a clean anti-diagonal (output
+    t reads the digit t from the right, the answer being reversed), the same on a
+    baseline of -2, noise, and a constant."""
+    m, n = 9, 7
+    noise = torch.randn(4, m, n, generator=torch.Generator().manual_seed(0))
+    attention = 0.01 * noise
     rows = torch.arange(n)
-    attention[0, rows, n - 1 - rows] = 5.0  # output t reads the digit t from the right (reversed answer)
-    attention[2, :, 3] = 5.0  # a head that reads one column from every row
-    attention[2] += 0.01 * torch.randn(m, n, generator=torch.Generator().manual_seed(0))
-    bias = extended(Lines.calibrate(attention, KAPPA_CROSS, (M, N), causal=False), M, N)
+    attention[0, rows, n - 1 - rows] += 5.0
+    attention[1] -= 2.0
+    attention[1, rows, n - 1 - rows] += 7.0
+    attention[2] = noise[2]
+    attention[3] = 0.1
+    return attention
+
+
+def kept_cells(attention: torch.Tensor, rows: int, columns: int) -> torch.Tensor:
+    """(H, rows, columns) bool: the cells on a kept line of the bias at that size."""
+    return torch.isfinite(extended(Lines.calibrate(attention, KAPPA_CROSS), rows, columns))
+
+
+@pytest.mark.parametrize("M, N", [(52, 50), (10, 8), (9, 7)])
+def test_a_clean_anti_diagonal_extends_along_its_line_and_drops_the_rest(M, N):
+    bias = extended(Lines.calibrate(successor_cross_attention(), KAPPA_CROSS), M, N)
     i, j = torch.meshgrid(torch.arange(M), torch.arange(N), indexing="ij")
     on_line = i + j == N - 1  # the anti-diagonal anchored at the top-right corner, extended
     assert torch.equal(bias[0] == 0, on_line) and torch.isneginf(bias[0][~on_line]).all()
-    assert (bias[1] == 0).all()  # no pattern: transparent (000 §5, 2.4)
-    vertical = j == 3
-    assert (bias[2][vertical] == 0).all() and torch.isneginf(bias[2][~vertical]).all()  # the vertical line
+    assert torch.equal(bias[1] == 0, on_line) and torch.isneginf(bias[1][~on_line]).all()
+    assert (bias[2] == 0).all() and (bias[3] == 0).all()  # no pattern: transparent (000 §5, 2.4)
 
 
-def test_a_subdiagonal_of_causal_self_attention_extends_and_row_zero_stays_open():
+@pytest.mark.parametrize("shift, scale", [(10.0, 1.0), (-10.0, 1.0), (0.0, 3.0), (-7.0, 0.5)])
+def test_the_kept_lines_ignore_what_the_softmax_ignores_and_the_test_size(shift, scale):
+    # 002 §5: mu and sigma of "all the d_l's"; a constant added to the logits leaves the
+    # softmax as it is and must leave the kept lines as they are, as must the size
+    attention = successor_cross_attention()
+    reference = kept_cells(attention, 52, 50)
+    assert reference[0].any() and reference[1].any()
+    assert torch.equal(kept_cells(attention * scale + shift, 52, 50), reference)
+    for M, N in [(10, 8), (9, 7), (30, 12)]:
+        i, j = torch.meshgrid(torch.arange(M), torch.arange(N), indexing="ij")
+        kept = kept_cells(attention * scale + shift, M, N)
+        assert torch.equal(kept[0], i + j == N - 1) and torch.equal(kept[1], i + j == N - 1)
+        assert kept[2:].all()  # transparent heads: 0 everywhere
+
+
+def test_the_subdiagonal_of_causal_self_attention_extends_and_row_zero_stays_open():
     m, M = 8, 22
     future = torch.ones(m, m, dtype=torch.bool).triu(1)
     attention = torch.full((1, m, m), -2.0).masked_fill(future, float("nan"))  # a causal mask closed the future
@@ -45,7 +75,7 @@ def test_a_subdiagonal_of_causal_self_attention_extends_and_row_zero_stays_open(
     # 002's kappa = 0.87 also keeps the two short anti-diagonals of Ā through the
     # subdiagonal and a -2 cell (mean 1.5); kappa = 2 isolates the diagonal
     bias = CalibratedBias(ModelConfig(attention_bias="abc", abc_kappa_self=2.0), InputLayout(), 1)
-    bias.calibrate({"decoder_self": attention}, {"decoder_self": (M, M)})
+    bias.calibrate({"decoder_self": attention})
     zero = torch.zeros(1, dtype=torch.long)
     matrix = bias.decoder_self(Geometry(torch.arange(M), M, torch.tensor([M]), zero))[0, 0]
     subdiagonal = torch.arange(M)[None, :] == torch.arange(1, M)[:, None] - 1
@@ -53,7 +83,7 @@ def test_a_subdiagonal_of_causal_self_attention_extends_and_row_zero_stays_open(
     assert (matrix[0] == 0).all()  # row 0 has no earlier output: closed everywhere, so transparent
 
 
-def test_line_averages_and_the_dropoff_threshold_follow_000_and_algorithm_1():
+def test_line_averages_and_the_dropoff_threshold_follow_000_and_002():
     attention = torch.arange(12.0).reshape(1, 3, 4)  # rows 0..3, 4..7, 8..11
     means = line_means(attention)
     assert means["vertical"].tolist() == [[4.0, 5.0, 6.0, 7.0]]
@@ -63,16 +93,21 @@ def test_line_averages_and_the_dropoff_threshold_follow_000_and_algorithm_1():
     assert math.isnan(diagonal[0]) and math.isnan(diagonal[5])
     assert diagonal[1:5].tolist() == [(4 + 9) / 2, (0 + 5 + 10) / 3, (1 + 6 + 11) / 3, (2 + 7) / 2]
     assert means["anti_diagonal"][0, 1:5].tolist() == [(1 + 4) / 2, (2 + 5 + 8) / 3, (3 + 6 + 9) / 3, (7 + 10) / 2]
-    # the threshold: mean and deviation over the cells of the extended matrix, a cell
-    # on line l holding d_l, a cell on no line 0
-    values = torch.tensor([[1.0, 2.0, 3.0, 10.0, float("nan")]])
-    coverage = torch.tensor([5.0, 5.0, 5.0, 5.0, 5.0])
-    cells = np.array([1.0] * 5 + [2.0] * 5 + [3.0] * 5 + [10.0] * 5 + [0.0] * 10)  # 30 cells, 10 on no line
-    mu, sigma = cells.mean(), cells.std()
-    for kappa in (0.0, 0.87, 4.5):
-        kept = dropoff(values, coverage, 30, kappa)[0]
-        expected = [v - 10.0 if v > mu + kappa * sigma else -math.inf for v in (1.0, 2.0, 3.0, 10.0)]
-        assert kept[:4].tolist() == pytest.approx(expected) and kept[4] == -math.inf
+    # the threshold: mean and deviation of all the line means of the head, the three
+    # directions pooled; d_max the largest of them
+    nan = float("nan")
+    lines = {
+        "vertical": torch.tensor([[1.0, 2.0, nan]]),
+        "diagonal": torch.tensor([[3.0, 10.0]]),
+        "anti_diagonal": torch.tensor([[nan, 0.5, 12.0, -1.0]]),
+    }
+    values = np.array([1.0, 2.0, 3.0, 10.0, 0.5, 12.0, -1.0])
+    mu, sigma = values.mean(), values.std()
+    for kappa in (0.0, 0.87, 1.5, 4.5):
+        kept = dropoff(lines, kappa)
+        for direction, line in lines.items():
+            expected = [v - 12.0 if v > mu + kappa * sigma else -math.inf for v in line[0].tolist()]
+            assert kept[direction][0].tolist() == pytest.approx(expected)
 
 
 def abc_config(arch: str, steps: int = 8) -> TrialConfig:

@@ -7,23 +7,31 @@ From Ā, the average over S_gen of one site's last-layer attention logits (H, m,
    (diagonals: j - i) and (1, -1) (anti-diagonals: i + j, with Ā placed at the
    top-right of the extended matrix, App. B footnote 9: "translate A_in N - n + 1
    elements to the right so that the top-right corners ... align");
-2. extend (2.2) to the test size M x N, per head and direction (Algorithm 1's Ã_tmp);
-   subtract the largest line mean d_max and drop every line whose mean is at or below
-   mu + kappa sigma (kappa = 4.5 cross, 0.87 self, 002 §5);
+2. extend (2.2) to any size; subtract d_max, the largest line mean of the head, and
+   drop every line whose mean is at or below mu + kappa sigma, mu and sigma the mean
+   and (population) standard deviation of "all the d_l's" (002 §5) of the head, its
+   lines of the three directions pooled (kappa = 4.5 cross, 0.87 self, 002 §5);
 3. a cell on a kept line gets d_l - d_max, any other cell -inf (eq. 1); merge the
    directions by max (2.4); a head with no kept line in any direction is
    "transparent": 0 everywhere. The kept lines extend to any other size.
 
+The decision depends on the line means alone: adding a constant to the logits
+(which the softmax ignores) or scaling them, or changing the test size, keeps the
+same lines. Pooled over the three directions a strong line can clear kappa = 4.5:
+one outlier among L values is at most sqrt(L - 1) sigma above their mean, and a
+clean anti-diagonal of the 9 x 7 Successor cross-attention at 000's training width
+(7 digits) stands 4.59 sigma above the 25 line means of its head (7 verticals, 9
+diagonals, 9 anti-diagonals); among its 9 anti-diagonals alone it could not (at most
+sqrt(8) = 2.8). The margin is thin: the same line one column to the left (6 cells)
+stands 4.48 sigma above, and is dropped.
+
 Choices, where 000 is silent or ambiguous:
 
-- mu and sigma are the mean and (population) standard deviation over the cells of the
-  extended M x N matrix of that direction, as Algorithm 1 computes its dropout on
-  Ã_tmp: a cell on a line holds the line's mean, a cell on no line keeps Ã_tmp's
-  initial 0; only the cells the other masks leave open count (j <= i when causal).
-  Over the line means alone the threshold could never be met: one outlier among L
-  values is at most sqrt(L - 1) sigma above their mean, below 4.5 sigma for the 13
-  anti-diagonals of an 8 x 6 Successor cross-attention;
-- M x N is the attention at the longest test question (one decision for all lengths);
+- d_max is the largest line mean of the head over every direction ("the maximum
+  value of d_l's among all the lines of A", 002 eq. 1), so that a weaker kept line
+  stays below a stronger one of another direction after the merge by max;
+- a head whose line means agree to float precision (spread at most
+  FLAT_RESOLUTION of their magnitude) has no pattern: it keeps nothing;
 - the logits are those the softmax sees before any mask or bias is added,
   q.k / sqrt(d_head) after RoPE (the content term x W_Q W_K^T x^T of 000 §5, scaled
   as the layer scales it); cells a mask closes are left out of the line averages;
@@ -50,6 +58,9 @@ DIRECTIONS = ("vertical", "diagonal", "anti_diagonal")
 #: longest line of its direction (and two cells): the lines near Ā's corners average
 #: one or two logits, as extreme as single cells
 MIN_LINE_SHARE = 0.5
+#: a head whose line means spread by at most this share of their magnitude is flat
+#: (float rounding of a constant Ā): no line of it stands out
+FLAT_RESOLUTION = 1e-5
 
 
 def _line_index(direction: str, rows: torch.Tensor, columns: torch.Tensor, m: int, n: int) -> torch.Tensor:
@@ -82,18 +93,23 @@ def line_means(mean_logits: torch.Tensor) -> dict[str, torch.Tensor]:
     return means
 
 
-def dropoff(means: torch.Tensor, coverage: torch.Tensor, cells: int, kappa: float) -> torch.Tensor:
-    """(H, lines) line means (NaN: no line) -> d_l - d_max for the lines above
-    mu + kappa sigma, else -inf. `coverage` (lines,) counts the open cells each line
-    covers in the extended matrix of `cells` open cells; the cells on no line hold 0."""
-    present = ~torch.isnan(means)
-    filled = torch.nan_to_num(means, nan=0.0)
-    weight = coverage[None, :] * present  # (H, lines)
-    mu = (weight * filled).sum(1, keepdim=True) / cells
-    sigma = ((weight * filled**2).sum(1, keepdim=True) / cells - mu**2).clamp(min=0).sqrt()
-    d_max = torch.where(present, means, -torch.inf).max(1, keepdim=True).values
-    keep = present & (means > mu + kappa * sigma)
-    return torch.where(keep, means - d_max, -torch.inf)
+def dropoff(means: dict[str, torch.Tensor], kappa: float) -> dict[str, torch.Tensor]:
+    """{direction: (H, lines)} line means (NaN: no line) -> the same shapes holding
+    d_l - d_max for the lines above mu + kappa sigma, else -inf; mu, sigma (population)
+    and d_max are taken over all the lines of the head, every direction pooled."""
+    pooled = torch.cat([means[d] for d in DIRECTIONS], dim=1).double()  # (H, all lines)
+    present = ~torch.isnan(pooled)
+    count = present.sum(1, keepdim=True).clamp(min=1)
+    filled = torch.nan_to_num(pooled, nan=0.0)
+    mu = filled.sum(1, keepdim=True) / count
+    sigma = ((filled - mu).square() * present).sum(1, keepdim=True).div(count).sqrt()
+    d_max = torch.where(present, pooled, -torch.inf).max(1, keepdim=True).values
+    d_min = torch.where(present, pooled, torch.inf).min(1, keepdim=True).values
+    magnitude = torch.where(present, pooled.abs(), 0.0).max(1, keepdim=True).values
+    patterned = d_max - d_min > FLAT_RESOLUTION * magnitude  # (H, 1)
+    keep = present & patterned & (pooled - mu > kappa * sigma)
+    kept = torch.where(keep, pooled - d_max, -torch.inf).float()
+    return dict(zip(DIRECTIONS, kept.split([means[d].shape[1] for d in DIRECTIONS], dim=1)))
 
 
 def _extended_index(direction: str, rows: torch.Tensor, n_keys: int, key_lengths: torch.Tensor, m: int, n: int):
@@ -116,21 +132,10 @@ class Lines(nn.Module):
             self.register_buffer(direction, values[direction].float(), persistent=False)
 
     @classmethod
-    def calibrate(cls, mean_logits: torch.Tensor, kappa: float, size: tuple[int, int], causal: bool) -> Lines:
-        """The lines of Ā (H, m, n) kept by the dropoff at the extended size M x N."""
+    def calibrate(cls, mean_logits: torch.Tensor, kappa: float) -> Lines:
+        """The lines of Ā (H, m, n) kept by the dropoff."""
         _, m, n = mean_logits.shape
-        rows, columns = size
-        means = line_means(mean_logits.cpu())
-        open_cells = torch.ones(1, rows, columns, dtype=torch.bool)
-        if causal:
-            open_cells = open_cells.tril()
-        kept = {}
-        for direction, line in means.items():
-            index = _extended_index(direction, torch.arange(rows), columns, torch.tensor([columns]), m, n)
-            counted = open_cells & (index >= 0) & (index < line.shape[1])
-            coverage = torch.bincount(index[counted], minlength=line.shape[1]).float()
-            kept[direction] = dropoff(line, coverage, int(open_cells.sum()), kappa)
-        return cls(m, n, kept)
+        return cls(m, n, dropoff(line_means(mean_logits.cpu()), kappa))
 
     @property
     def transparent(self) -> torch.Tensor:
@@ -176,12 +181,10 @@ class CalibratedBias(StructuralBias):
     def acts(self) -> bool:
         return len(self.sites) > 0
 
-    def calibrate(self, mean_logits: dict[str, torch.Tensor], sizes: dict[str, tuple[int, int]]) -> None:
-        """Set the bias from {site: Ā (H, m, n)}, the averaged last-layer logits, deciding
-        which lines to keep at the test size {site: (M, N)}."""
+    def calibrate(self, mean_logits: dict[str, torch.Tensor]) -> None:
+        """Set the bias from {site: Ā (H, m, n)}, the averaged last-layer logits."""
         self.sites = nn.ModuleDict({
-            site: Lines.calibrate(a, self.kappa[SITE_KINDS[site]], sizes[site], SITE_CAUSAL[site])
-            for site, a in mean_logits.items()
+            site: Lines.calibrate(a, self.kappa[SITE_KINDS[site]]) for site, a in mean_logits.items()
         })
 
     def matrix(self, site: str, rows: int, columns: int) -> torch.Tensor:
