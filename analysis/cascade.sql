@@ -1,22 +1,40 @@
 -- How does accuracy fall with the carry-cascade length of a question (003 Fig. 8a,
--- 8c)? Per configuration group, test length and cascade length: how many questions
--- were asked (pooled over the group's finished trials, at each trial's last sampled
--- step), how many were answered right, the accuracy and its Wilson 95 % interval, and
--- how common that cascade length is among the questions of that length.
+-- 8c)? Per configuration group, test length and cascade length: each finished trial's
+-- accuracy on the questions of that cascade length (at its last sampled step), the
+-- mean over the group's trials with a 95 % trial-level bootstrap interval, and how
+-- common that cascade length is among the questions of that length.
 --
 -- cascade is the longest carry cascade of the question (003 §4, App. C.4; 0 = no
--- carry at all), as the samples table stores it. Rare cells (few questions) get wide
--- intervals. Wilson interval for k right out of n, z = 1.959964:
---     centre ± half = (p + z²/2n ± z · sqrt(p(1 − p)/n + z²/4n²)) / (1 + z²/n),  p = k/n
--- The trials of a group answer the same questions (the eval seed is fixed per study),
--- so pooled counts are not independent draws: the interval is a guide to how few
--- questions a cell has, not an exact one.
--- No parameters.
+-- carry at all), as the samples table stores it.
+--
+-- The unit is the trial. The trials of a group answer the same questions (the eval
+-- seed is fixed per study), so what varies between them is the seeds, not the
+-- questions: pooling their answers would count each question once per trial and
+-- hide that two seeds can score 0.97 and 0.01 on the same questions. So:
+--   accuracy         mean over the group's trials of each trial's accuracy
+--   boot95_low/high  95 % percentile bootstrap interval of that mean, resampling whole
+--                    trials with replacement (`resamples` times; null for one trial).
+--                    With few trials it cannot reach beyond the trials' own range and
+--                    is too narrow: read it with the per-trial values.
+--   trials           per trial (ordered by weight seed, data seed): its questions,
+--                    right answers, accuracy and Wilson 95 % interval, which is the
+--                    question-level uncertainty of that one trial, z = 1.959964:
+--       centre ± half = (p + z²/2n ± z · sqrt(p(1 − p)/n + z²/4n²)) / (1 + z²/n)
+-- questions and correct are totals over the trials (questions / n_trials per trial).
+-- The bootstrap draws come from hash(cell, replicate, draw), so a result repeats.
+--
+-- Parameters (DuckDB variables; `lg-study query --param name=value`):
+--     resamples  default 1000   bootstrap replicates per cell
 
 with
 
+params as (
+    select coalesce(cast(getvariable('resamples') as bigint), 1000) as resamples
+),
+
 finished as (
     select
+        study,
         trial_id,
         train_min_digits,
         train_max_digits
@@ -26,16 +44,20 @@ finished as (
 
 last_steps as (
     select
+        study,
         trial_id,
         max(step) as step
     from samples
-    group by trial_id
+    group by study, trial_id
 ),
 
 answers as (
     select
         groups.group_id,
         groups.group_label,
+        groups.weight_seed,
+        groups.data_seed,
+        samples.study,
         samples.trial_id,
         samples.digits,
         samples.digits between finished.train_min_digits and finished.train_max_digits
@@ -43,57 +65,146 @@ answers as (
         samples.cascade,
         samples.correct
     from samples
-    inner join last_steps using (trial_id, step)
-    inner join finished using (trial_id)
-    inner join groups using (trial_id)
+    inner join last_steps using (study, trial_id, step)
+    inner join finished using (study, trial_id)
+    inner join groups using (study, trial_id)
+),
+
+trial_cells as (
+    select
+        group_id,
+        group_label,
+        study,
+        trial_id,
+        weight_seed,
+        data_seed,
+        digits,
+        bool_and(in_distribution) as in_distribution,
+        cascade,
+        count(*) as questions,
+        count(*) filter (where correct) as correct,
+        count(*) filter (where correct) / count(*) as accuracy
+    from answers
+    group by all
+),
+
+trial_wilson as (
+    select
+        trial_cells.*,
+        (accuracy + z ^ 2 / (2 * questions)) / (1 + z ^ 2 / questions) as wilson_centre,
+        z / (1 + z ^ 2 / questions)
+        * sqrt(accuracy * (1 - accuracy) / questions + z ^ 2 / (4 * questions ^ 2)) as wilson_half,
+        row_number() over (
+            partition by group_id, digits, cascade order by study, trial_id
+        ) - 1 as trial_index
+    from trial_cells
+    cross join (select 1.959963984540054::double as z) as normal
 ),
 
 cells as (
     select
         group_id,
-        group_label,
+        any_value(group_label) as group_label,
         digits,
         bool_and(in_distribution) as in_distribution,
         cascade,
-        count(distinct trial_id) as n_trials,
-        count(*) as questions,
-        count(*) filter (where correct) as correct
-    from answers
-    group by group_id, group_label, digits, cascade
+        count(*) as n_trials,
+        sum(questions) as questions,
+        sum(correct) as correct,
+        avg(accuracy) as accuracy,
+        list(accuracy order by weight_seed, data_seed, study, trial_id) as trial_accuracies,
+        list(
+            {
+                'study': study,
+                'trial_id': trial_id,
+                'weight_seed': weight_seed,
+                'data_seed': data_seed,
+                'questions': questions,
+                'correct': correct,
+                'accuracy': accuracy,
+                'wilson95_low': greatest(wilson_centre - wilson_half, 0),  -- clamps round-off only
+                'wilson95_high': least(wilson_centre + wilson_half, 1)
+            }
+            order by weight_seed, data_seed, study, trial_id
+        ) as trials
+    from trial_wilson
+    group by group_id, digits, cascade
 ),
 
-with_interval as (
+replicates as (
     select
-        cells.*,
-        cells.correct / cells.questions as accuracy,
-        cells.questions / sum(cells.questions) over (partition by cells.group_id, cells.digits)
-            as share_of_questions,
-        (cells.correct / cells.questions + z ^ 2 / (2 * cells.questions)) / (1 + z ^ 2 / cells.questions)
-            as wilson_centre,
-        z / (1 + z ^ 2 / cells.questions)
-        * sqrt(
-            (cells.correct / cells.questions) * (1 - cells.correct / cells.questions) / cells.questions
-            + z ^ 2 / (4 * cells.questions ^ 2)
-        ) as wilson_half
+        cells.group_id,
+        cells.digits,
+        cells.cascade,
+        cells.n_trials,
+        unnest(range(params.resamples)) as replicate
     from cells
-    cross join (select 1.959963984540054::double as z) as normal
+    cross join params
+    where cells.n_trials >= 2
+),
+
+-- each replicate draws n_trials trials of the cell with replacement
+draws as (
+    select
+        group_id,
+        digits,
+        cascade,
+        replicate,
+        n_trials,
+        unnest(range(n_trials)) as draw
+    from replicates
+),
+
+resampled as (
+    select
+        draws.group_id,
+        draws.digits,
+        draws.cascade,
+        draws.replicate,
+        avg(trial_wilson.accuracy) as mean
+    from draws
+    inner join trial_wilson
+        on trial_wilson.group_id = draws.group_id
+        and trial_wilson.digits = draws.digits
+        and trial_wilson.cascade = draws.cascade
+        and trial_wilson.trial_index
+        = hash(draws.group_id, draws.digits, draws.cascade, draws.replicate, draws.draw)
+        % draws.n_trials
+    group by draws.group_id, draws.digits, draws.cascade, draws.replicate
+),
+
+bootstrap as (
+    select
+        group_id,
+        digits,
+        cascade,
+        quantile_cont(mean, 0.025) as boot95_low,
+        quantile_cont(mean, 0.975) as boot95_high
+    from resampled
+    group by group_id, digits, cascade
 ),
 
 final as (
     select
-        group_id,
-        group_label,
-        digits,
-        in_distribution,
-        cascade,
-        n_trials,
-        questions,
-        correct,
-        accuracy,
-        greatest(wilson_centre - wilson_half, 0) as wilson95_low,  -- clamps round-off only
-        least(wilson_centre + wilson_half, 1) as wilson95_high,
-        share_of_questions
-    from with_interval
+        cells.group_id,
+        cells.group_label,
+        cells.digits,
+        cells.in_distribution,
+        cells.cascade,
+        cells.n_trials,
+        cells.questions,
+        cells.correct,
+        cells.accuracy,
+        bootstrap.boot95_low,
+        bootstrap.boot95_high,
+        cells.questions / sum(cells.questions) over (partition by cells.group_id, cells.digits)
+            as share_of_questions,
+        cells.trial_accuracies,
+        cells.trials,
+        params.resamples
+    from cells
+    left join bootstrap using (group_id, digits, cascade)
+    cross join params
 )
 
 select *

@@ -1,6 +1,6 @@
 -- Empty, typed stand-ins for the views in views.sql, for a table that has no Parquet
 -- file yet. The columns mirror the schemas in orchestrator/results_store.py (a test
--- checks that they agree). `trials` also carries the key settings DESIGN.md names and
+-- checks that they agree), after the `study` column the views add. `trials` also carries the key settings DESIGN.md names and
 -- the training range, so queries such as summary.sql and the analysis files bind on a
 -- study with no finished trial.
 
@@ -37,6 +37,7 @@ where false;
 
 create or replace view train as
 select
+    null::varchar as study,
     null::varchar as trial_id,
     null::bigint as step,
     null::double as loss,
@@ -47,6 +48,7 @@ where false;
 
 create or replace view eval as
 select
+    null::varchar as study,
     null::varchar as trial_id,
     null::bigint as step,
     null::bigint as digits,
@@ -58,6 +60,7 @@ where false;
 
 create or replace view samples as
 select
+    null::varchar as study,
     null::varchar as trial_id,
     null::bigint as step,
     null::bigint as digits,
@@ -67,5 +70,7 @@ select
     null::bigint as wrong_digits,
     null::bigint as first_wrong,
     null::varchar as target,
-    null::varchar as prediction
+    null::varchar as prediction,
+    null::varchar as carry_in,
+    null::varchar as wrong_places
 where false;

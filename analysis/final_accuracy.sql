@@ -8,6 +8,7 @@ with
 
 finished as (
     select
+        study,
         trial_id,
         status
     from trials
@@ -18,6 +19,7 @@ final as (
     select
         groups.group_id,
         groups.group_label,
+        eval.study,
         eval.trial_id,
         groups.weight_seed,
         groups.data_seed,
@@ -29,10 +31,10 @@ final as (
         eval.correct,
         eval.accuracy
     from final_eval as eval
-    inner join finished using (trial_id)
-    inner join groups using (trial_id)
+    inner join finished using (study, trial_id)
+    inner join groups using (study, trial_id)
 )
 
 select *
 from final
-order by group_label, group_id, weight_seed, data_seed, trial_id, digits
+order by group_label, group_id, weight_seed, data_seed, trial_id, study, digits

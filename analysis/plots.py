@@ -146,7 +146,8 @@ def variance_shares(lucky_rows: list[dict], path: Path) -> Path | None:
 
 def cascade_breakdown(cascade_rows: list[dict], path: Path) -> Path | None:
     """Accuracy by carry-cascade length, one line per test length (dashed: longer than
-    trained), with Wilson 95 % intervals."""
+    trained): the mean over trials with its trial-bootstrap 95 % interval, and each
+    trial's accuracy as a small dot."""
     groups = _by_group(cascade_rows)
     if not groups:
         return None
@@ -159,12 +160,18 @@ def cascade_breakdown(cascade_rows: list[dict], path: Path) -> Path | None:
             shift = 0.06 * (i - (len(lengths) - 1) / 2)  # keeps the error bars apart
             xs = [r["cascade"] + shift for r in cells]
             ys = [r["accuracy"] for r in cells]
-            # max(0, ...): the interval's round-off can leave it a hair inside p = 0 or 1
-            err = [[max(0.0, y - r["wilson95_low"]) for y, r in zip(ys, cells)],
-                   [max(0.0, r["wilson95_high"] - y) for y, r in zip(ys, cells)]]
+            # no bar for a single trial; max(0, ...): quantile round-off
+            err = [[max(0.0, y - r["boot95_low"]) if r["boot95_low"] is not None else 0.0
+                    for y, r in zip(ys, cells)],
+                   [max(0.0, r["boot95_high"] - y) if r["boot95_high"] is not None else 0.0
+                    for y, r in zip(ys, cells)]]
             ax.errorbar(xs, ys, yerr=err, color=colors[digits], marker="o", ms=3, lw=1.2,
                         capsize=2, ls="-" if cells[0]["in_distribution"] else "--",
                         label=f"{digits} digits")
+            for x, r in zip(xs, cells):
+                values = r["trial_accuracies"]
+                ax.plot([x] * len(values), values, ls="none", marker=".", ms=2.5,
+                        color=colors[digits], alpha=0.6)
         _style(ax, label, "carry-cascade length", "exact match")
         ax.set_xticks(sorted({r["cascade"] for r in rows}))
     _legend(fig, axes[0], title="test length")

@@ -189,9 +189,13 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
     out.append(figure(
         Figure("cascade.png", "Accuracy by carry-cascade length",
                "Exact match by the question's longest carry cascade (003 §4; 0 = no carry), "
-               "one line per test length (dashed: longer than trained), pooled over the "
-               "group's trials at their last sampled step; error bars: Wilson 95 % "
-               "intervals, wide where a cascade length is rare.",
+               "one line per test length (dashed: longer than trained), at each trial's "
+               "last sampled step. The unit is the trial: line = mean of the trials' "
+               "accuracies, error bars = 95 % bootstrap interval over trials (whole trials "
+               "resampled; none for a single trial, too narrow for a few), dots = each "
+               "trial. The trials answer the same questions, so pooling their answers "
+               "would hide seed-to-seed variation; each trial's own question-level "
+               "uncertainty is its Wilson 95 % interval, in the table below.",
                ("cascade.sql",)),
         lambda p: plots.cascade_breakdown(_first_groups(cascade), p),
         n_groups,
@@ -199,10 +203,22 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
     out.append(_table(
         cascade,
         [("group_label", "group"), ("digits", "length"), ("cascade", "cascade"),
+         ("n_trials", "trials"), ("accuracy", "mean over trials"),
+         ("boot95_low", "95 % low (trials)"), ("boot95_high", "95 % high (trials)"),
+         ("share_of_questions", "share of questions"), ("trial_accuracies", "each trial")],
+        "Per group, test length and cascade length (cascade.sql): mean of the trials' "
+        "accuracies with its trial-bootstrap 95 % interval.",
+        collapsed=True,
+    ))
+    out.append(_table(
+        [{"group_label": r["group_label"], "digits": r["digits"], "cascade": r["cascade"], **t}
+         for r in cascade for t in r["trials"]],
+        [("group_label", "group"), ("digits", "length"), ("cascade", "cascade"),
+         ("weight_seed", "weight seed"), ("data_seed", "data seed"),
          ("questions", "questions"), ("correct", "right"), ("accuracy", "accuracy"),
-         ("wilson95_low", "95 % low"), ("wilson95_high", "95 % high"),
-         ("share_of_questions", "share of questions")],
-        "Per group, test length and cascade length (cascade.sql).",
+         ("wilson95_low", "95 % low (questions)"), ("wilson95_high", "95 % high (questions)")],
+        "Per trial (cascade.sql, column trials): accuracy with its Wilson 95 % interval, "
+        "the uncertainty from the few questions of one trial.",
         collapsed=True,
     ))
 

@@ -15,7 +15,7 @@ with_settings as (
         final_eval.in_distribution,
         final_eval.accuracy
     from final_eval
-    inner join trials using (trial_id)
+    inner join trials using (study, trial_id)
 ),
 
 final as (

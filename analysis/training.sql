@@ -20,7 +20,9 @@ params as (
 ),
 
 finished as (
-    select trial_id
+    select
+        study,
+        trial_id
     from trials
     where status in ('done', 'diverged')
 ),
@@ -31,28 +33,31 @@ evaluations as (
         groups.group_label,
         groups.weight_seed,
         groups.data_seed,
+        eval.study,
         eval.trial_id,
         eval.step,
         eval.digits,
         eval.in_distribution,
         eval.accuracy
     from eval
-    inner join finished using (trial_id)
-    inner join groups using (trial_id)
+    inner join finished using (study, trial_id)
+    inner join groups using (study, trial_id)
 ),
 
 per_step as (
     select
+        study,
         trial_id,
         step,
         avg(accuracy) filter (where in_distribution) as in_distribution_accuracy,
         avg(accuracy) filter (where not in_distribution) as ood_accuracy
     from evaluations
-    group by trial_id, step
+    group by study, trial_id, step
 ),
 
 grokking as (
     select
+        per_step.study,
         per_step.trial_id,
         min(per_step.step) filter (
             where per_step.in_distribution_accuracy >= params.grok_threshold
@@ -60,7 +65,7 @@ grokking as (
         any_value(params.grok_threshold) as grok_threshold
     from per_step
     cross join params
-    group by per_step.trial_id
+    group by per_step.study, per_step.trial_id
 ),
 
 with_loss as (
@@ -69,13 +74,16 @@ with_loss as (
         train.loss
     from per_step
     asof left join train
-        on per_step.trial_id = train.trial_id and per_step.step >= train.step
+        on per_step.study = train.study
+        and per_step.trial_id = train.trial_id
+        and per_step.step >= train.step
 ),
 
 final as (
     select
         evaluations.group_id,
         evaluations.group_label,
+        evaluations.study,
         evaluations.trial_id,
         evaluations.weight_seed,
         evaluations.data_seed,
@@ -89,10 +97,10 @@ final as (
         grokking.grok_step,
         grokking.grok_threshold
     from evaluations
-    inner join with_loss using (trial_id, step)
-    inner join grokking using (trial_id)
+    inner join with_loss using (study, trial_id, step)
+    inner join grokking using (study, trial_id)
 )
 
 select *
 from final
-order by group_label, group_id, weight_seed, data_seed, trial_id, step, digits
+order by group_label, group_id, weight_seed, data_seed, trial_id, study, step, digits

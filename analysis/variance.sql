@@ -6,7 +6,10 @@
 --
 -- best_of_n is the accuracy of one trial, the group's best: the highest mean accuracy
 -- over all its tested lengths (ties to the smaller trial_id), as papers report "best of
--- N seeds" curves; max is the per-length envelope, which may mix trials.
+-- N seeds" curves; max is the per-length envelope, which may mix trials. An accuracy of
+-- NaN (final_eval reads it as null) is no measurement: it counts in no statistic, and a
+-- trial with one never becomes the best of N. The same trial_id in two studies is two
+-- trials (rows are keyed by study and trial_id).
 -- The interval is t-based: mean ± t(0.975, n − 1) · sd / sqrt(n), with the exact
 -- quantile for n − 1 <= 30 and its Cornish–Fisher series beyond (error < 1e-7); null
 -- for a single trial. It is not clipped to [0, 1] and assumes roughly normal
@@ -18,39 +21,47 @@
 with
 
 finished as (
-    select trial_id
+    select
+        study,
+        trial_id
     from trials
     where status in ('done', 'diverged')
 ),
 
-final_eval as (
+measured as (
     select
         groups.group_id,
         groups.group_label,
+        eval.study,
         eval.trial_id,
         eval.digits,
         eval.in_distribution,
         eval.accuracy
     from final_eval as eval
-    inner join finished using (trial_id)
-    inner join groups using (trial_id)
+    inner join finished using (study, trial_id)
+    inner join groups using (study, trial_id)
 ),
 
+-- a trial's mean over its lengths; null when one of them has no accuracy
 trial_means as (
     select
         group_id,
+        study,
         trial_id,
-        avg(accuracy) as mean_accuracy
-    from final_eval
-    group by group_id, trial_id
+        case when count(accuracy) = count(*) then avg(accuracy) end as mean_accuracy
+    from measured
+    group by group_id, study, trial_id
 ),
 
 best_trials as (
     select
         group_id,
+        study as best_study,
         trial_id as best_trial_id
     from trial_means
-    qualify row_number() over (partition by group_id order by mean_accuracy desc, trial_id) = 1
+    qualify row_number() over (
+        partition by group_id order by mean_accuracy desc nulls last, trial_id, study
+    ) = 1
 ),
 
 -- two-sided 95 % quantiles of Student's t by degrees of freedom
@@ -66,23 +77,25 @@ t_table (df, t) as (
 
 per_length as (
     select
-        final_eval.group_id,
-        final_eval.group_label,
-        final_eval.digits,
-        bool_and(final_eval.in_distribution) as in_distribution,
-        count(*) as n_trials,
-        avg(final_eval.accuracy) as mean,
-        stddev_samp(final_eval.accuracy) as sd,
-        min(final_eval.accuracy) as min,
-        median(final_eval.accuracy) as median,
-        max(final_eval.accuracy) as max,
-        max(final_eval.accuracy) filter (
-            where final_eval.trial_id = best_trials.best_trial_id
+        measured.group_id,
+        measured.group_label,
+        measured.digits,
+        bool_and(measured.in_distribution) as in_distribution,
+        count(measured.accuracy) as n_trials,
+        avg(measured.accuracy) as mean,
+        stddev_samp(measured.accuracy) as sd,
+        min(measured.accuracy) as min,
+        median(measured.accuracy) as median,
+        max(measured.accuracy) as max,
+        max(measured.accuracy) filter (
+            where measured.trial_id = best_trials.best_trial_id
+            and measured.study = best_trials.best_study
         ) as best_of_n,
+        any_value(best_trials.best_study) as best_study,
         any_value(best_trials.best_trial_id) as best_trial_id
-    from final_eval
+    from measured
     inner join best_trials using (group_id)
-    group by final_eval.group_id, final_eval.group_label, final_eval.digits
+    group by measured.group_id, measured.group_label, measured.digits
 ),
 
 with_quantile as (
@@ -116,6 +129,7 @@ final as (
         median,
         max,
         best_of_n,
+        best_study,
         best_trial_id,
         mean - t_quantile * sd / sqrt(n_trials) as ci95_t_low,
         mean + t_quantile * sd / sqrt(n_trials) as ci95_t_high

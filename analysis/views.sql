@@ -1,6 +1,6 @@
 -- The results views `trials`, `train`, `eval` and `samples` over one study's Parquet
--- files, or over every study's, and the derived view `groups` (configuration groups:
--- trials that differ only by their seeds; defined at the end of this file).
+-- files, or over every study's, and the derived views `groups` (configuration groups:
+-- trials that differ only by their seeds) and `final_eval` (defined at the end).
 --
 -- Set the root first, then run this file. In the DuckDB command-line client:
 --
@@ -14,44 +14,68 @@
 -- typed view in its place. analysis/query.py does the same in Python.
 --
 -- The glob is expanded each time a view is read, so trials that finish later show up.
--- Over every study only `trials` has a study column: join the others on trial_id.
+-- Every view has a `study` column: the folder the file lies in (<root>/<study>/<table>/
+-- trial_id=<id>/part-0.parquet), also for `trials`, whose files carry the name they
+-- were written under (a study folder copied under a new name is a new study). The
+-- same trial_id can be in two studies (the same config run twice, or copied), so
+-- join the tables on (study, trial_id), never on trial_id alone: that would pair
+-- each study's rows with the other's and multiply them.
 -- hive_types keeps trial_id text, which an all-digit hash would otherwise not be.
 
 create or replace view trials as
-select *
+select * exclude (filename) replace (
+    regexp_extract(filename, '([^/]+)/trials/[^/]+/[^/]+$', 1) as study
+)
 from read_parquet(
     getvariable('results_glob_root') || '/trials/**/*.parquet',
     hive_partitioning = true,
     hive_types = {'trial_id': varchar},
-    union_by_name = true
+    union_by_name = true,
+    filename = true
 );
 
 create or replace view train as
-select *
+select
+    regexp_extract(filename, '([^/]+)/train/[^/]+/[^/]+$', 1) as study,
+    * exclude (filename)
 from read_parquet(
     getvariable('results_glob_root') || '/train/**/*.parquet',
     hive_partitioning = true,
     hive_types = {'trial_id': varchar},
-    union_by_name = true
+    union_by_name = true,
+    filename = true
 );
 
 create or replace view eval as
-select *
+select
+    regexp_extract(filename, '([^/]+)/eval/[^/]+/[^/]+$', 1) as study,
+    * exclude (filename)
 from read_parquet(
     getvariable('results_glob_root') || '/eval/**/*.parquet',
     hive_partitioning = true,
     hive_types = {'trial_id': varchar},
-    union_by_name = true
+    union_by_name = true,
+    filename = true
 );
 
+-- carry_in and wrong_places came later (issue 17): files written before them lack the
+-- columns, which then read as null (the empty relation below adds them by name).
 create or replace view samples as
-select *
+select
+    regexp_extract(filename, '([^/]+)/samples/[^/]+/[^/]+$', 1) as study,
+    * exclude (filename)
 from read_parquet(
     getvariable('results_glob_root') || '/samples/**/*.parquet',
     hive_partitioning = true,
     hive_types = {'trial_id': varchar},
-    union_by_name = true
-);
+    union_by_name = true,
+    filename = true
+)
+union all by name
+select
+    null::varchar as carry_in,
+    null::varchar as wrong_places
+where false;
 
 -- `groups`: which configuration group is each trial in? A group is the set of trials
 -- whose resolved configs are equal except for the weight and the data seed (the eval
@@ -163,23 +187,28 @@ from final;
 
 
 -- final_eval: each trial's evaluation rows at its last evaluated step, the rows that
--- variance, lucky_tickets, final_accuracy and summary compare across trials.
+-- variance, lucky_tickets, final_accuracy and summary compare across trials. An
+-- accuracy of NaN (a length with no question) reads as null: DuckDB sorts NaN above
+-- every number, so it would otherwise win a maximum or pass any threshold.
 
 create or replace view final_eval as
 with
 
 final_steps as (
     select
+        study,
         trial_id,
         max(step) as step
     from eval
-    group by trial_id
+    group by study, trial_id
 ),
 
 final as (
-    select eval.*
+    select eval.* replace (
+        case when isnan(eval.accuracy) then null else eval.accuracy end as accuracy
+    )
     from eval
-    inner join final_steps using (trial_id, step)
+    inner join final_steps using (study, trial_id, step)
 )
 
 select * from final;

@@ -59,6 +59,10 @@ SAMPLES_SCHEMA = pa.schema(
         ("first_wrong", pa.int64()),  # null when the answer is correct
         ("target", pa.string()),
         ("prediction", pa.string()),
+        # Per answer place, least significant first (lengthgen.evaluation.SampleRecord).
+        # Added later: older files lack both, and analysis/views.sql reads them as null.
+        ("carry_in", pa.string()),
+        ("wrong_places", pa.string()),
     ]
 )
 FIXED_SCHEMAS = {"train": TRAIN_SCHEMA, "eval": EVAL_SCHEMA, "samples": SAMPLES_SCHEMA}

@@ -368,30 +368,43 @@ def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
 
 
 def test_cascade_breakdown_matches_numpy(con, study) -> None:
+    """Per trial: questions, right answers, accuracy and Wilson interval; per cell: the
+    mean of the trials' accuracies (the trial is the unit) and pooled counts."""
     _, truth = study
     ids = group_ids(con, truth)
     rows = {(r["group_id"], r["digits"], r["cascade"]): r for r in run(con, "cascade")}
-    expected = {}
+    expected: dict[tuple, dict[str, list[int]]] = {}
     for tid, rows_written in truth.samples.items():
         gid = ids[truth.trials[tid]["group"]]
         for s in rows_written:
             if s["step"] == FINAL:
-                cell = expected.setdefault((gid, s["digits"], s["cascade"]), [0, 0, set()])
-                cell[0] += 1
-                cell[1] += s["correct"]
-                cell[2].add(tid)
+                cell = expected.setdefault((gid, s["digits"], s["cascade"]), {})
+                counts = cell.setdefault(tid, [0, 0])
+                counts[0] += 1
+                counts[1] += s["correct"]
     assert set(rows) == set(expected)
-    for key, (n, k, trials) in expected.items():
+    for key, per_trial in expected.items():
         row = rows[key]
-        low, high = wilson(k, n)
-        per_length = sum(v[0] for kk, v in expected.items() if kk[:2] == key[:2])
+        n = sum(v[0] for v in per_trial.values())
+        k = sum(v[1] for v in per_trial.values())
+        per_length = sum(sum(v[0] for v in cell.values())
+                         for kk, cell in expected.items() if kk[:2] == key[:2])
         assert (row["questions"], row["correct"]) == (n, k)
-        assert row["accuracy"] == pytest.approx(k / n)
-        assert row["wilson95_low"] == pytest.approx(low, abs=1e-12)
-        assert row["wilson95_high"] == pytest.approx(high, abs=1e-12)
+        assert row["n_trials"] == len(per_trial)
+        assert row["accuracy"] == pytest.approx(np.mean([r / q for q, r in per_trial.values()]))
         assert row["share_of_questions"] == pytest.approx(n / per_length)
-        assert row["n_trials"] == len(trials)
         assert row["in_distribution"] == (key[1] <= 4)
+        by_trial = {t["trial_id"]: t for t in row["trials"]}
+        assert set(by_trial) == set(per_trial)
+        for tid, (q, r) in per_trial.items():
+            low, high = wilson(r, q)
+            assert (by_trial[tid]["questions"], by_trial[tid]["correct"]) == (q, r)
+            assert by_trial[tid]["wilson95_low"] == pytest.approx(low, abs=1e-12)
+            assert by_trial[tid]["wilson95_high"] == pytest.approx(high, abs=1e-12)
+        if len(per_trial) >= 2:
+            assert row["boot95_low"] <= row["accuracy"] <= row["boot95_high"]
+        else:
+            assert row["boot95_low"] is None
 
 
 # --- errors -------------------------------------------------------------------------------

@@ -115,8 +115,8 @@ def test_table_without_files_gives_an_empty_typed_view(root: Path) -> None:
 
     assert rows(con, "select count(*) from samples") == [(0,)]
     assert [c[0] for c in con.sql("select * from samples").description] == [
-        "trial_id", "step", "digits", "idx", "cascade", "correct", "wrong_digits",
-        "first_wrong", "target", "prediction",
+        "study", "trial_id", "step", "digits", "idx", "cascade", "correct", "wrong_digits",
+        "first_wrong", "target", "prediction", "carry_in", "wrong_places",
     ]
 
 
