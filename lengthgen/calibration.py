@@ -5,7 +5,8 @@ average it (the rest of ABC is lengthgen.model.attention_bias.calibrated).
 Choices (000 is silent): S_gen is `model.abc_samples` questions of the longest
 training length (all of one length, so their matrices can be averaged), drawn
 uniformly from a Generator seeded by (seeds.data, ABC_STREAM) alone ("a random
-subset of training samples"), written without the training-only augmentations.
+subset of training samples": with uniform_operands, from the pool's training part,
+Distribution.longest_questions), written without the training-only augmentations.
 000 "decodes" S_gen; we read the logits on one teacher-forced pass, which is the
 same pass when the model answers them right (it interpolates by then).
 """
@@ -34,8 +35,9 @@ def mean_attention_logits(
 ) -> dict[str, torch.Tensor]:
     """{site: Ā (H, m, n)}: the last layer's attention logits averaged over S_gen."""
     rng = np.random.default_rng([config.seeds.data, ABC_STREAM])
-    n = DISTRIBUTIONS[config.data.distribution]().longest_digits(task, config.task.train_digits)
-    operands = task.sample_operands(rng, config.model.abc_samples, n, leading_zeros(config.format))
+    operands = DISTRIBUTIONS[config.data.distribution]().longest_questions(
+        task, rng, config.model.abc_samples, config.task.train_digits, leading_zeros(config.format)
+    )
     questions = encode_questions(task, operands, config.format, tokenizer, rng, width=config.longest_digits)
     tokens = torch.from_numpy(questions.tokens).to(device)
     prompt = questions.prompt_length

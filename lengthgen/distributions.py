@@ -63,6 +63,14 @@ class Distribution(ABC):
         """The longest question length this distribution trains on."""
         return digit_range[1]
 
+    def longest_questions(
+        self, task: Task, rng: np.random.Generator, questions: int, digit_range: tuple[int, int],
+        leading_zeros: bool = True,
+    ) -> Operands:
+        """Training questions of the longest length, uniform (ABC's S_gen, "a random
+        subset of training samples", 000 §5 step 1)."""
+        return task.sample_operands(rng, questions, self.longest_digits(task, digit_range), leading_zeros)
+
     def check(self, task: Task, config: TrialConfig) -> None:
         """Refuse a configuration this distribution cannot serve (ValueError naming the field)."""
 
@@ -178,19 +186,27 @@ class UniformOperands(Distribution):
 
     Choices where 000 is silent, so the setting generalises:
     - task.train_digits = [1, L_int] sets the pool [0, 2^B] with
-      B = round(L_int * log2(base)): B = 20 for 000's L_int = 6 in base 10, and for
-      parity (base 2) B = L_int bits (002 §3.3 converts the same numbers to binary).
+      B = round(L_int * log2(base)), L_int counted in the task's own digits: B = 20
+      for 000's L_int = 6 in base 10; parity (base 2) takes 002 §3.3's "we still
+      generate train and test numbers in the way described above and convert them
+      into binary sequences" with train_digits [1, 20] (B = 20: 21-bit strings),
+      not [1, 6] (B = 6: a pool of 65 numbers, 56 of them training ones).
       The lower bound must be 1: the pool holds numbers of every length.
     - Every scaled operand is drawn from the training part; the other operands
       (N x 1's digit, the multiplier) as the task draws them. Questions are written at
-      the length of 2^B (7 decimal digits for B = 20), zero-padded with format.pad.
+      the width of 2^B (7 decimal digits for B = 20), zero-padded with format.pad
+      (000 §3.2: "we pad each operand with 0's to the left to a fixed length").
     - In-distribution test lengths are still task.train_digits, [1, L_int]; the
       padded length of 2^B (7) counts as out of distribution, as in 000's L_int <= 6.
+      A test question of n <= L_int digits is written at the training width, as the
+      training questions are (its answer as long as theirs), so that 000's
+      in-distribution columns measure the trained format.
     - The permutation is fixed by UNIFORM_OPERANDS_SPLIT_SEED, not by a trial seed, so
       every trial shares one split. Test questions (drawn from seeds.eval) never use
       a training number as a scaled operand: at lengths whose numbers all lie in the
       pool they are drawn from the validation part, and beyond, training numbers are
       redrawn (rejection), so the test questions stay uniform over the rest.
+    - ABC's S_gen (longest_questions) is drawn from the training part too.
     """
 
     name = "uniform_operands"
@@ -202,6 +218,9 @@ class UniformOperands(Distribution):
 
     def longest_digits(self, task, digit_range):
         return self._pool(task, digit_range)[1]
+
+    def longest_questions(self, task, rng, questions, digit_range, leading_zeros=True):
+        return self.sample(task, rng, questions, digit_range, leading_zeros)[self._pool(task, digit_range)[1]]
 
     def sample(self, task, rng, questions, digit_range, leading_zeros=True):
         bits, width = self._pool(task, digit_range)
@@ -220,8 +239,8 @@ class UniformOperands(Distribution):
             allowed = validation[(validation >= low) & (validation < task.base**n_digits)]
             if not len(allowed):
                 raise ValueError(f"no validation number of uniform_operands has {n_digits} digits")
-            scaled = [
-                digits.from_ints(allowed[rng.integers(0, len(allowed), size=questions)], n_digits, task.base)
+            scaled = [  # written at the training width
+                digits.from_ints(allowed[rng.integers(0, len(allowed), size=questions)], width, task.base)
                 for _ in range(sum(task.scales))
             ]
             return task.assemble(scaled, rng)
@@ -293,6 +312,18 @@ class UniformTestQuestions(TestQuestions):
         return distribution.eval_operands(task, rng, questions, n_digits, digit_range, leading_zeros)
 
 
+class ExactLengthTestQuestions(TestQuestions):
+    """000 §3.3: "for each length L, we randomly sample min(base^L - base^(L-1), 10000)
+    numbers of length L": every scaled operand has exactly n digits (1..base-1 at n = 1),
+    drawn with replacement (eval.samples of them), as the training distribution's own
+    test set (a finite training pool stays out) and written as `uniform` ones are."""
+
+    name = "exact_length"
+
+    def operands(self, distribution, task, rng, questions, n_digits, digit_range, leading_zeros):
+        return distribution.eval_operands(task, rng, questions, n_digits, digit_range, leading_zeros=False)
+
+
 class CascadeUniformTestQuestions(TestQuestions):
     """The complexity level uniform among those n-digit questions can have, then the
     question uniform among those of that level: 003 Fig. 8c scores 40-digit sums at
@@ -318,5 +349,5 @@ class CascadeUniformTestQuestions(TestQuestions):
 
 
 TEST_QUESTIONS: dict[str, type[TestQuestions]] = {
-    q.name: q for q in (UniformTestQuestions, CascadeUniformTestQuestions)
+    q.name: q for q in (UniformTestQuestions, ExactLengthTestQuestions, CascadeUniformTestQuestions)
 }

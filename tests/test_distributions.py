@@ -5,14 +5,18 @@ import pytest
 
 from lengthgen import TrialConfig, digits
 from lengthgen.complexity import cascade_probabilities
-from lengthgen.config import DataConfig, EvalConfig, FormatConfig, TaskConfig
+from lengthgen.config import DataConfig, EvalConfig, FormatConfig, TaskConfig, build_task
 from lengthgen.distributions import (
     DISTRIBUTIONS,
+    TEST_QUESTIONS,
     UNIFORM_OPERANDS_SPLIT_SEED,
     UniformOperands,
     _split,
 )
+from lengthgen.evaluation import build_eval_sets
+from lengthgen.formats import encode_questions
 from lengthgen.tasks import TASKS
+from lengthgen.tokenizer import CharTokenizer
 
 
 def supported(name: str, task: str) -> bool:
@@ -113,15 +117,77 @@ def test_uniform_operands_test_questions_never_use_a_training_number(n, leading_
     _, _, is_training = _split(20)
     operands = distribution.eval_operands(task, np.random.default_rng(n), 3000, n, (1, 6), leading_zeros)
     for operand in operands:
-        assert operand.shape == (3000, n)
+        assert operand.shape == (3000, max(n, 7))  # n <= 7: written at the training width
+        assert not operand[:, n:].any()  # numbers of at most n digits
         values = np.array([digits.to_int(r) for r in operand], dtype=object)
         inside = np.array([v <= 2**20 for v in values])
         assert not is_training[values[inside].astype(np.int64)].any()
         if not leading_zeros:
-            assert (operand[:, -1] > 0).all()
+            assert (operand[:, n - 1] > 0).all()
     if n >= 8:  # beyond the pool nothing is excluded: still uniform digits
         low = operands[0][:, :-1]  # below the leading digit
         assert np.allclose(np.bincount(low.ravel(), minlength=10) / low.size, 0.1, atol=0.01)
+
+
+@pytest.mark.parametrize("task, train_digits, width, short", [("addition", (1, 6), 7, 1), ("successor", (1, 6), 7, 1),
+                                                              ("parity", (1, 20), 21, 6)])
+def test_uniform_operands_in_distribution_tests_are_written_as_the_training_questions(task, train_digits, width, short):
+    # 000 §3.2 pads every operand to one fixed length: a 6-digit test question is asked
+    # at the width the model was trained on (7 = the digits of 2^20), its answer as long
+    config = TrialConfig(
+        task=TaskConfig(name=task, train_digits=train_digits), data=DataConfig(distribution="uniform_operands"),
+        eval=EvalConfig(digits=(short, train_digits[1], width + 2), samples=50),
+    )
+    tokenizer = CharTokenizer()
+    training = encode_questions(
+        build_task(config.task), UniformOperands().sample(build_task(config.task), np.random.default_rng(0), 50,
+                                                          train_digits)[width],
+        config.format, tokenizer, training=True,
+    )
+    sets = {s.digits: s.questions for s in build_eval_sets(config, build_task(config.task), tokenizer)}
+    for n in (short, train_digits[1]):
+        assert config.in_distribution(n)
+        assert sets[n].tokens.shape[1] == training.tokens.shape[1]
+        assert sets[n].answer.shape[1] == training.answer.shape[1]
+    assert sets[width + 2].tokens.shape[1] > training.tokens.shape[1]
+
+
+def test_abc_reads_training_questions_of_the_longest_length():
+    # 000 §5 step 1: S_gen is "a random subset of training samples"; with
+    # uniform_operands, numbers of the pool's training part at its width
+    task, rng = TASKS["addition"](), np.random.default_rng(0)
+    _, _, is_training = _split(20)
+    operands = UniformOperands().longest_questions(task, rng, 500, (1, 6))
+    for operand in operands:
+        assert operand.shape == (500, 7)
+        assert is_training[[digits.to_int(r) for r in operand]].all()
+    uniform = DISTRIBUTIONS["uniform_length"]().longest_questions(task, np.random.default_rng(0), 5, (1, 4))
+    assert all(np.array_equal(a, b) for a, b in zip(uniform, task.sample_operands(np.random.default_rng(0), 5, 4)))
+
+
+@pytest.mark.parametrize("distribution", ["uniform_length", "uniform_operands"])
+@pytest.mark.parametrize("n", [1, 3, 6, 9])
+def test_exact_length_test_questions_have_exactly_n_digits(distribution, n):
+    # 000 §3.3: "min(base^L - base^(L-1), 10000) numbers of length L"
+    config = TrialConfig(
+        task=TaskConfig(train_digits=(1, 6)), data=DataConfig(distribution=distribution),
+        eval=EvalConfig(digits=(n,), samples=400, questions="exact_length"),
+    )
+    task, is_training = build_task(config.task), _split(20)[2]
+    operands = TEST_QUESTIONS["exact_length"]().operands(
+        DISTRIBUTIONS[distribution](), task, np.random.default_rng(n), 400, n, (1, 6), True
+    )
+    for operand in operands:
+        values = np.array([digits.to_int(r) for r in operand], dtype=object)
+        assert ((values >= 10 ** (n - 1)) & (values < 10**n)).all() and (values > 0).all()
+        if distribution == "uniform_operands":
+            inside = values[values <= 2**20].astype(np.int64)
+            assert not is_training[inside].any()
+    uniform = TEST_QUESTIONS["uniform"]().operands(
+        DISTRIBUTIONS[distribution](), task, np.random.default_rng(n), 400, n, (1, 6), True
+    )
+    if n > 1:  # uniform questions: a tenth of the operands is shorter than n
+        assert (uniform[0][:, n - 1] == 0).any()
 
 
 def test_uniform_operands_refusals_name_the_field():
