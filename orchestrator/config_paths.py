@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import re
 import types
 import typing
 from pathlib import Path
@@ -29,6 +30,11 @@ class StudyError(ValueError):
     """A study file that cannot run. str() is the message a user sees."""
 
     def __init__(self, file: Path, field: str | None, reason: str, line: int | None = None):
+        # "value 'rotary': 'rotary' is not one of ...": a caller's prefix repeats what
+        # `reason` now quotes itself
+        quoted = re.match(r"value (.+?): (.*)", reason)
+        if quoted and quoted[2].startswith(quoted[1] + " "):
+            reason = quoted[2]
         self.file, self.field, self.reason, self.line = file, field, reason, line
         where = f"{file}:{line}" if line else str(file)
         super().__init__(f"{where}: {field}: {reason}" if field else f"{where}: {reason}")
@@ -120,7 +126,7 @@ def check_axis(path: Path, lines, key: str, values: list, where: tuple | None = 
     where = where or ("axes", key)
     field, line = ".".join(where), lines.find(where)
     if not values:
-        raise StudyError(path, field, "an axis needs at least one value", line)
+        raise StudyError(path, field, "an axis needs at least one value, got []", line)
     encoded = [json.dumps(v, sort_keys=True) for v in values]
     duplicates = sorted({v for v in encoded if encoded.count(v) > 1})
     if duplicates:
@@ -187,8 +193,8 @@ def validate_trial(path, lines, config, spec, profile, settings, base) -> TrialC
         for key in settings:
             if dotted == key or dotted.startswith(key + "."):
                 from_profile = bool(profile) and AXES + key in spec.profiles[profile]
-                written = ("profiles", profile, AXES + key) if from_profile else ("axes", key)
-                raise_trial_error(path, lines, first, prefix=written, relative=False)
+                origin = ("profiles", profile, AXES + key) if from_profile else ("axes", key)
+                raise_trial_error(path, lines, first, prefix=origin, relative=False)
         if profile and any(dotted == k or dotted.startswith(k + ".") for k in spec.profiles[profile]):
             key = next(k for k in spec.profiles[profile] if dotted == k or dotted.startswith(k + "."))
             raise_trial_error(path, lines, first, prefix=("profiles", profile, key), relative=False)
@@ -196,7 +202,8 @@ def validate_trial(path, lines, config, spec, profile, settings, base) -> TrialC
         for key in settings:
             others = {k: v for k, v in settings.items() if k != key}
             if _valid(with_settings(path, lines, base, others)):
-                raise StudyError(path, f"axes.{key}", f"value {settings[key]!r}: {reason(first, TrialConfig)}",
+                why = reason(first, TrialConfig, quote=False)
+                raise StudyError(path, f"axes.{key}", f"value {settings[key]!r}: {why}",
                                  lines.find(("axes", key))) from None
         raise_trial_error(path, lines, first, prefix=("base",))
 
@@ -211,6 +218,8 @@ def _valid(config: dict) -> bool:
 
 def raise_trial_error(path, lines, error: dict, prefix: tuple, relative: bool = True):
     loc = tuple(str(p) for p in error["loc"])
+    if relative:
+        loc += _field_named(error, loc)
     field = ".".join(prefix + loc) if relative else ".".join(prefix[:-1]) + f".{prefix[-1]}"
     if not relative and ".".join(loc) != prefix[-1]:
         field += f" (at {'.'.join(loc)})"
@@ -218,14 +227,125 @@ def raise_trial_error(path, lines, error: dict, prefix: tuple, relative: bool = 
     raise StudyError(path, field, reason(error, TrialConfig, loc), lines.find(yaml_loc))
 
 
-def reason(error: dict, root: type, loc: tuple | None = None) -> str:
-    """pydantic's message, made to list the valid field names for an unknown key."""
-    message = error["msg"].removeprefix("Value error, ")
-    if error["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
+def _field_named(error: dict, loc: tuple) -> tuple:
+    """The field a check of a whole block is about, when its message starts with that
+    field's dotted name and the block has it written (`train.batch_size must be >= 1`
+    raised for `train`): the error then points at that field and its line."""
+    value, message = error.get("input"), error["msg"].removeprefix("Value error, ")
+    if error["type"] != "value_error" or not isinstance(value, dict) or not loc:
+        return ()
+    first = re.match(r"([a-z_]+)\.([a-z_]+)\b", message)
+    return (first[2],) if first and first[1] == loc[-1] and first[2] in value else ()
+
+
+#: what a value must be, by pydantic's error type, for "'ten' is not a whole number"
+KINDS = {
+    "int_type": "a whole number", "int_parsing": "a whole number", "int_from_float": "a whole number",
+    "float_type": "a number", "float_parsing": "a number", "finite_number": "a finite number",
+    "bool_type": "true or false", "bool_parsing": "true or false",
+    "string_type": "text", "list_type": "a list", "tuple_type": "a list", "set_type": "a list",
+    "dict_type": "a mapping", "model_type": "a mapping", "model_attributes_type": "a mapping",
+    "dataclass_type": "a mapping",
+}
+#: bounds, by pydantic's error type: (its ctx key, the comparison the value failed)
+BOUNDS = {"greater_than": ("gt", ">"), "greater_than_equal": ("ge", ">="),
+          "less_than": ("lt", "<"), "less_than_equal": ("le", "<=")}
+LONGEST_SHOWN = 120  # characters of a written value quoted in a message
+
+
+def written(value: Any) -> str:
+    """A value as the user wrote it, quoted in a message (shortened when long)."""
+    text = repr(value)
+    return text if len(text) <= LONGEST_SHOWN else text[: LONGEST_SHOWN - 3] + "..."
+
+
+def choices(expected: str) -> list[str]:
+    """The allowed values of pydantic's ``expected`` ("'a', 'b' or 'c'", or "1, 2 or 3")."""
+    quoted = re.findall(r"'((?:[^'\\]|\\.)*)'", expected)
+    return quoted or [part for part in re.split(r", | or ", expected) if part]
+
+
+def reason(error: dict, root: type, loc: tuple | None = None, quote: bool = True) -> str:
+    """pydantic's message in the study's words: an unknown key lists the valid field
+    names; a refused value is quoted as written, with what is allowed
+    (`'subtraction' is not one of addition, successor, ...`). ``quote=False``: the
+    caller quotes the value itself, so a check's message gets no `written:` part."""
+    kind, message = error["type"], error["msg"].removeprefix("Value error, ")
+    value, ctx = error.get("input"), error.get("ctx") or {}
+    if kind in ("extra_forbidden", "unexpected_keyword_argument"):
         parent = fields_at(root, tuple(loc if loc is not None else error["loc"])[:-1])
         if parent:
             return f"unknown field; valid fields here: {', '.join(parent)}"
         return "unknown field"
-    if error["type"] == "missing":
+    if kind == "missing":
         return "required field is missing"
-    return message
+    if kind in ("literal_error", "enum"):
+        return f"{written(value)} is not one of {', '.join(choices(str(ctx.get('expected', ''))))}"
+    if kind in BOUNDS and BOUNDS[kind][0] in ctx:
+        key, comparison = BOUNDS[kind]
+        return f"{written(value)} is not {comparison} {ctx[key]}"
+    if kind in KINDS:
+        return f"{written(value)} is not {KINDS[kind]}"
+    if kind in ("string_too_long", "too_long") and "max_length" in ctx:
+        return f"{written(value)} has {len(value)} {_units(value)}, more than {ctx['max_length']}"
+    if kind in ("string_too_short", "too_short") and "min_length" in ctx:
+        return f"{written(value)} has {len(value)} {_units(value)}, fewer than {ctx['min_length']}"
+    if kind == "value_error":
+        return message + (_written_fields(message, value, tuple(error["loc"])) if quote else "")
+    return f"{written(value)}: {message}"
+
+
+def _units(value: Any) -> str:
+    return "characters" if isinstance(value, str) else "items"
+
+
+def _written_fields(message: str, value: Any, loc: tuple) -> str:
+    """What was written, where a check's message does not quote it: the fields its
+    message names (`train.warmup = -1`), else the value it was raised for."""
+    if not isinstance(value, dict):
+        return "" if written(value) in message or "got " in message else f"; written: {written(value)}"
+    named = {}
+    for dotted in re.findall(r"\b[a-z_]+(?:\.[a-z_]+)+\b", message):
+        parts = dotted.split(".")
+        if loc and parts[0] == loc[-1]:  # named from the block the value is
+            parts = parts[1:]
+        found = _lookup(value, parts)
+        if found is not _MISSING:
+            named[dotted] = found
+    if named:
+        shown = [f"{name} = {written(v)}" for name, v in named.items() if not _names_value(name, v, message)]
+        return f"; written: {', '.join(shown)}" if shown else ""
+    return "" if _quoted(value, message) else f"; written: {written(value)}"
+
+
+def _names_value(name: str, value: Any, message: str) -> bool:
+    """Whether a message gives the field's value: after its name (`model.max_positions
+    = 64`, `task.name addition`) or after "got"."""
+    after_got = message.partition("got ")[2]
+    return f"{name} = {value}" in message or f"{name} {value}" in message or bool(after_got) and _quoted(
+        value, after_got)
+
+
+def _quoted(value: Any, message: str) -> bool:
+    """Whether a message shows the value already (a list or block: each of its items)."""
+    leaves = _leaves(value)
+    return str(value) in message or bool(leaves) and all(str(leaf) in message for leaf in leaves)
+
+
+_MISSING = object()
+
+
+def _lookup(value: Any, parts: list[str]) -> Any:
+    for part in parts:
+        if not isinstance(value, dict) or part not in value:
+            return _MISSING
+        value = value[part]
+    return value
+
+
+def _leaves(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        return [leaf for v in value.values() for leaf in _leaves(v)]
+    if isinstance(value, list | tuple):
+        return [leaf for v in value for leaf in _leaves(v)]
+    return [value]

@@ -186,8 +186,10 @@ def check_search(path: Path, lines, spec: StudyFile, profile: str | None, base: 
                              lines.find(where))
         bounds = (param.low, param.high, param.step)
         if param.choices is None and kind is int and not all(isinstance(b, int) for b in bounds if b is not None):
+            given = ", ".join(f"{name} {bound!r}" for name, bound in zip(("low", "high", "step"), bounds)
+                              if bound is not None)
             raise StudyError(path, ".".join(where), f"{key} takes whole numbers: low, high and step must be "
-                             "integers", lines.find(where))
+                             f"integers, got {given}", lines.find(where))
         for value in param.extremes():
             _check_value(path, lines, base, key, value, where)
     for key, values in search.repeat.items():

@@ -222,7 +222,7 @@ def _apply_profile(path: Path, lines, spec: StudyFile, profile: str) -> tuple[di
     except pydantic.ValidationError as error:
         first = error.errors()[0]
         where = ("profiles", profile, RESOURCES + ".".join(str(p) for p in first["loc"]))
-        raise StudyError(path, ".".join(where), first["msg"], lines.find(where)) from None
+        raise StudyError(path, ".".join(where), reason(first, Resources), lines.find(where)) from None
     return base, spec.model_copy(update={"resources": resources, "axes": axes, "search": search, "exclude": exclude})
 
 
@@ -253,7 +253,7 @@ def _check_other_profiles(path: Path, lines, spec: StudyFile, chosen: str | None
 def _check_exclude(path: Path, lines, rules: list[dict[str, Any]]) -> None:
     for i, rule in enumerate(rules):
         if not rule:
-            raise StudyError(path, f"exclude.{i}", "an empty rule would exclude every trial",
+            raise StudyError(path, f"exclude.{i}", "an empty rule ({}) would exclude every trial",
                              lines.find(("exclude", i)))
         for key in rule:
             if not fields_path_exists(key):

@@ -19,6 +19,16 @@ def expected_message(path: Path) -> str:
     return first.removeprefix("# expect: ")
 
 
+def written_value(path: Path) -> str | None:
+    """The refused value as the message quotes it (`# value: ...`, second line), for a
+    file whose error is about a value rather than a key or the file's shape."""
+    second = path.read_bytes().decode("utf-8", errors="replace").splitlines()[1]
+    return second.removeprefix("# value: ") if second.startswith("# value: ") else None
+
+
+VALUED = [p for p in BAD if written_value(p) is not None]
+
+
 def test_axes_are_crossed_and_profiles_applied():
     study = load_study(FILES / "good_two_trials.yaml")
     assert study.name == "two_trials" and len(study.trials) == 2
@@ -43,6 +53,32 @@ def test_bad_study_is_refused_with_file_field_and_reason(path):
     message = str(caught.value)
     assert message.startswith(str(path))
     assert expected_message(path) in message
+
+
+@pytest.mark.parametrize("path", VALUED, ids=[p.stem for p in VALUED])
+def test_a_refused_value_is_quoted_as_written(path):
+    value = written_value(path)
+    assert value in expected_message(path)
+    with pytest.raises(StudyError) as caught:
+        load_study(path)
+    assert value in str(caught.value)
+
+
+def test_refusals_are_in_the_study_words_not_pydantics():
+    for path in BAD:
+        with pytest.raises(StudyError) as caught:
+            load_study(path)
+        assert "Input should be" not in str(caught.value) and "Value error" not in str(caught.value), path
+
+
+def test_an_unknown_task_names_what_was_written_and_every_task():
+    from lengthgen.tasks import TASKS
+
+    path = FILES / "bad" / "unknown_task.yaml"
+    with pytest.raises(StudyError) as caught:
+        load_study(path)
+    assert str(caught.value) == (f"{path}:5: base.task.name: 'subtraction' is not one of "
+                                 f"{', '.join(TASKS)}")
 
 
 @pytest.mark.parametrize("path", BAD[:4], ids=[p.stem for p in BAD[:4]])
