@@ -1,28 +1,46 @@
--- What do the wrong answers look like (001 Fig. 9, F.10–F.12)? Per configuration
--- group and test length, pooled over the group's finished trials at each trial's last
--- sampled step, the wrong answers counted three ways (the `facet` column):
+-- What do the wrong answers look like (001 Fig. 9, F.10, F.11)? Per configuration
+-- group and test length, at each finished trial's last sampled step. Positions and
+-- counts are in answer places, not tokens: a place is one digit of the answer and,
+-- with index hints, the hint written before it; places are numbered from the least
+-- significant (0 = units), which is 001's written order (reversed format). Each
+-- quantity is computed per trial and then averaged over the group's trials, as 001
+-- averages its error distributions over runs (F.10). The `facet` column says which:
 --
---   carry         with carry (cascade > 0) vs without carry (cascade = 0), 001 Fig. 9;
---                 here `questions` is the number of questions of that kind and
---                 error_rate = wrong / questions, since carries are the more common kind
---   first_wrong   where the first wrong token is (F.10, F.12): bucket_value is its index
---                 in the answer as written (least significant digit first when the
---                 format is reversed)
---   wrong_digits  how many answer positions are wrong per wrong answer (F.11)
+--   carry           001 Fig. 9, per place: every answer place of every question, with
+--                   a carry into it (carry_in > 0) or without. error_rate = mean over
+--                   trials of (wrong places / places) of that kind; a place the model
+--                   never wrote (its answer ended early) is wrong.
+--   ending          how the wrong answers end: 'on time' (as long as the target),
+--                   'premature end' (shorter: the model stopped early), 'late end'
+--                   (longer, or every place right but no end).
+--   error_position  001 F.10 left: where the wrong places are, over the wrong answers
+--                   that end on time, every wrong place of each (not only the first);
+--                   bucket_value = the place.
+--   wrong_digits    001 F.10 right, F.11: how many places are wrong per wrong answer
+--                   that ends on time; bucket_value = that number. Trials whose
+--                   accuracy at the length is below `min_accuracy` are left out
+--                   (001 F.11 leaves out "two near-zero accuracy runs").
 --
--- In first_wrong and wrong_digits, answers that end at the wrong place are counted
--- apart, in the buckets 'premature end' (prediction shorter than the target: the model
--- stopped early) and 'late end' (prediction longer than the target, or every digit
--- right but the end missing), with bucket_value null: their wrong positions are the
--- missing or extra tokens rather than wrong digits.
--- share_of_errors = wrong / all wrong answers of the group and length; each facet's
--- shares add up to 1.
--- No parameters.
+-- share_of_errors = mean over the averaged trials of the trial's share (of its wrong
+-- answers for ending and wrong_digits, of its wrong places for error_position); a
+-- facet's shares add up to 1. n_trials: trials averaged (for the share facets, those
+-- with something to share out); n_excluded: trials with wrong answers left out by
+-- `min_accuracy`; count / total: the pooled counts behind a bucket and its facet.
+-- Trials whose samples predate the per-place columns carry_in and wrong_places
+-- (written before issue 17) only count in `ending`; coverage.sql lists them.
+--
+-- Parameters (DuckDB variables; `lg-study query --param name=value`):
+--     min_accuracy  default 0.05   wrong_digits leaves out trials below it
 
 with
 
+params as (
+    select coalesce(cast(getvariable('min_accuracy') as double), 0.05) as min_accuracy
+),
+
 finished as (
     select
+        study,
         trial_id,
         train_min_digits,
         train_max_digits
@@ -32,120 +50,264 @@ finished as (
 
 last_steps as (
     select
+        study,
         trial_id,
         max(step) as step
     from samples
-    group by trial_id
+    group by study, trial_id
 ),
 
 answers as (
     select
         groups.group_id,
         groups.group_label,
+        samples.study,
         samples.trial_id,
         samples.digits,
         samples.digits between finished.train_min_digits and finished.train_max_digits
             as in_distribution,
-        samples.cascade,
+        samples.idx,
         samples.correct,
-        samples.wrong_digits,
-        samples.first_wrong,
+        samples.carry_in,
+        samples.wrong_places,
+        length(samples.wrong_places) - length(replace(samples.wrong_places, '1', ''))
+            as n_wrong_places,
         case
             when samples.correct then null
             when length(samples.prediction) < length(samples.target) then 'premature end'
-            when length(samples.prediction) > length(samples.target) or samples.wrong_digits = 0
-                then 'late end'
+            when length(samples.prediction) > length(samples.target)
+                or coalesce(
+                    length(samples.wrong_places) = length(replace(samples.wrong_places, '1', '')),
+                    samples.wrong_digits = 0  -- older samples: tokens
+                ) then 'late end'
             else 'on time'
-        end as ending
+        end as ending,
+        avg(samples.correct::int) over (
+            partition by samples.study, samples.trial_id, samples.digits
+        ) as trial_accuracy
     from samples
-    inner join last_steps using (trial_id, step)
-    inner join finished using (trial_id)
-    inner join groups using (trial_id)
+    inner join last_steps using (study, trial_id, step)
+    inner join finished using (study, trial_id)
+    inner join groups using (study, trial_id)
 ),
 
-by_carry as (
+-- one row per answer place of the answers with per-place columns
+places as (
     select
         group_id,
         group_label,
+        study,
+        trial_id,
         digits,
-        bool_and(in_distribution) as in_distribution,
-        'carry' as facet,
-        case when cascade > 0 then 'with carry' else 'without carry' end as bucket,
-        case when cascade > 0 then 1 else 0 end as bucket_value,
-        count(distinct trial_id) as n_trials,
-        count(*) as questions,
-        count(*) filter (where not correct) as wrong
+        in_distribution,
+        correct,
+        ending,
+        carry_in,
+        wrong_places,
+        unnest(range(length(wrong_places))) as place
     from answers
-    group by all
+    where wrong_places is not null
 ),
 
-by_position as (
+place_flags as (
     select
-        group_id,
-        group_label,
-        digits,
-        bool_and(in_distribution) as in_distribution,
-        'first_wrong' as facet,
-        case when ending = 'on time' then first_wrong::varchar else ending end as bucket,
-        case when ending = 'on time' then first_wrong end as bucket_value,
-        count(distinct trial_id) as n_trials,
-        null::bigint as questions,
-        count(*) as wrong
-    from answers
-    where not correct
-    group by all
+        *,
+        substr(wrong_places, place + 1, 1) = '1' as wrong,
+        substr(carry_in, place + 1, 1) <> '0' as carried
+    from places
 ),
 
-by_count as (
+lengths as (
     select
         group_id,
-        group_label,
+        any_value(group_label) as group_label,
         digits,
-        bool_and(in_distribution) as in_distribution,
-        'wrong_digits' as facet,
-        case when ending = 'on time' then wrong_digits::varchar else ending end as bucket,
-        case when ending = 'on time' then wrong_digits end as bucket_value,
-        count(distinct trial_id) as n_trials,
-        null::bigint as questions,
-        count(*) as wrong
-    from answers
-    where not correct
-    group by all
-),
-
-wrong_totals as (
-    select
-        group_id,
-        digits,
-        count(*) filter (where not correct) as all_wrong
+        bool_and(in_distribution) as in_distribution
     from answers
     group by group_id, digits
 ),
 
+-- carry (001 Fig. 9): each trial's error rate of places with and without a carry
+carry_trials as (
+    select
+        group_id,
+        study,
+        trial_id,
+        digits,
+        case when carried then 'with carry' else 'without carry' end as bucket,
+        carried::int as bucket_value,
+        count(*) as places,
+        count(*) filter (where wrong) as wrong
+    from place_flags
+    where carried is not null
+    group by group_id, study, trial_id, digits, carried
+),
+
+carry_facet as (
+    select
+        group_id,
+        digits,
+        'carry' as facet,
+        bucket,
+        bucket_value,
+        count(*) as n_trials,
+        0 as n_excluded,
+        sum(wrong)::bigint as count,
+        sum(places)::bigint as total,
+        avg(wrong / places) as error_rate,
+        null::double as share_of_errors
+    from carry_trials
+    group by group_id, digits, bucket, bucket_value
+),
+
+-- ending: each trial's wrong answers by how they end
+ending_trials as (
+    select
+        group_id,
+        study,
+        trial_id,
+        digits,
+        ending as bucket,
+        count(*) as count,
+        sum(count(*)) over (partition by group_id, study, trial_id, digits) as total
+    from answers
+    where not correct
+    group by group_id, study, trial_id, digits, ending
+),
+
+-- error_position (001 F.10 left): each trial's wrong places of on-time wrong answers
+position_trials as (
+    select
+        group_id,
+        study,
+        trial_id,
+        digits,
+        place as bucket_value,
+        count(*) as count,
+        sum(count(*)) over (partition by group_id, study, trial_id, digits) as total
+    from place_flags
+    where wrong and ending = 'on time'
+    group by group_id, study, trial_id, digits, place
+),
+
+-- wrong_digits (001 F.10 right, F.11): wrong places per on-time wrong answer, by trial
+count_trials as (
+    select
+        answers.group_id,
+        answers.study,
+        answers.trial_id,
+        answers.digits,
+        answers.n_wrong_places as bucket_value,
+        answers.trial_accuracy < params.min_accuracy as excluded,
+        count(*) as count,
+        sum(count(*)) over (
+            partition by answers.group_id, answers.study, answers.trial_id, answers.digits
+        ) as total
+    from answers
+    cross join params
+    where answers.ending = 'on time' and answers.wrong_places is not null
+    group by
+        answers.group_id,
+        answers.study,
+        answers.trial_id,
+        answers.digits,
+        answers.n_wrong_places,
+        excluded
+),
+
+share_trials as (
+    select
+        group_id, study, trial_id, digits, 'ending' as facet, bucket,
+        null::bigint as bucket_value, false as excluded, count, total
+    from ending_trials
+    union all
+    select
+        group_id, study, trial_id, digits, 'error_position', bucket_value::varchar,
+        bucket_value, false, count, total
+    from position_trials
+    union all
+    select
+        group_id, study, trial_id, digits, 'wrong_digits', bucket_value::varchar,
+        bucket_value, excluded, count, total
+    from count_trials
+),
+
+-- how many trials each share facet averages (and leaves out)
+share_counts as (
+    select
+        group_id,
+        digits,
+        facet,
+        count(distinct (study, trial_id)) filter (where not excluded) as n_trials,
+        count(distinct (study, trial_id)) filter (where excluded) as n_excluded,
+        sum(count) filter (where not excluded)::bigint as total
+    from share_trials
+    group by group_id, digits, facet
+),
+
+share_facets as (
+    select
+        share_trials.group_id,
+        share_trials.digits,
+        share_trials.facet,
+        share_trials.bucket,
+        share_trials.bucket_value,
+        any_value(share_counts.n_trials) as n_trials,
+        any_value(share_counts.n_excluded) as n_excluded,
+        sum(share_trials.count)::bigint as count,
+        any_value(share_counts.total) as total,
+        null::double as error_rate,
+        -- a trial without this bucket adds 0: divide by all the trials averaged
+        sum(share_trials.count / share_trials.total) / any_value(share_counts.n_trials)
+            as share_of_errors
+    from share_trials
+    inner join share_counts using (group_id, digits, facet)
+    where not share_trials.excluded
+    group by share_trials.group_id, share_trials.digits, share_trials.facet,
+        share_trials.bucket, share_trials.bucket_value
+),
+
+-- a facet whose every trial was left out still gets a row that says so
+all_excluded as (
+    select
+        group_id,
+        digits,
+        facet,
+        'every trial below min_accuracy' as bucket,
+        null::bigint as bucket_value,
+        n_trials,
+        n_excluded
+    from share_counts
+    where n_trials = 0
+),
+
 facets as (
-    select * from by_carry
-    union all
-    select * from by_position
-    union all
-    select * from by_count
+    select * from carry_facet
+    union all by name
+    select * from share_facets
+    union all by name
+    select * from all_excluded
 ),
 
 final as (
     select
         facets.group_id,
-        facets.group_label,
+        lengths.group_label,
         facets.digits,
-        facets.in_distribution,
+        lengths.in_distribution,
         facets.facet,
         facets.bucket,
         facets.bucket_value,
         facets.n_trials,
-        facets.questions,
-        facets.wrong,
-        facets.wrong / nullif(wrong_totals.all_wrong, 0) as share_of_errors,
-        facets.wrong / facets.questions as error_rate
+        facets.n_excluded,
+        facets.count,
+        facets.total,
+        facets.error_rate,
+        facets.share_of_errors,
+        params.min_accuracy
     from facets
-    inner join wrong_totals using (group_id, digits)
+    inner join lengths using (group_id, digits)
+    cross join params
 )
 
 select *

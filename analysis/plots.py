@@ -179,9 +179,10 @@ def cascade_breakdown(cascade_rows: list[dict], path: Path) -> Path | None:
 
 
 def error_by_carry(error_rows: list[dict], path: Path) -> Path | None:
-    """Error rate of questions with vs without carry, by test length."""
+    """Error rate of answer places with vs without a carry into them, by test length
+    (001 Fig. 9); a kind of place that a length does not have is marked n/a, no bar."""
     rows = [r for r in error_rows if r["facet"] == "carry"]
-    groups = {k: v for k, v in _by_group(rows).items() if any(r["wrong"] for r in v)}
+    groups = {k: v for k, v in _by_group(rows).items() if any(r["count"] for r in v)}
     if not groups:
         return None
     fig, axes = _panels(len(groups))
@@ -190,43 +191,90 @@ def error_by_carry(error_rows: list[dict], path: Path) -> Path | None:
         for offset, bucket, color in ((-0.2, "without carry", "tab:green"),
                                       (0.2, "with carry", "tab:purple")):
             rates = {r["digits"]: r["error_rate"] for r in cells if r["bucket"] == bucket}
-            ax.bar([i + offset for i in range(len(lengths))],
-                   [rates.get(d, 0.0) for d in lengths], width=0.4, color=color, label=bucket)
+            xs = [i + offset for i, d in enumerate(lengths) if d in rates]
+            ax.bar(xs, [rates[d] for d in lengths if d in rates], width=0.4, color=color,
+                   label=bucket)
+            for i, d in enumerate(lengths):
+                if d not in rates:
+                    ax.text(i + offset, 0.02, "n/a", ha="center", va="bottom", fontsize=6,
+                            rotation=90, color="0.4")
         ax.set_xticks(range(len(lengths)), [str(d) for d in lengths])
-        _style(ax, label, "test length (digits)", "error rate")
+        _style(ax, label, "test length (digits)", "error rate per answer digit")
     _legend(fig, axes[0])
     return _save(fig, path)
 
 
 def error_distribution(error_rows: list[dict], facet: str, xlabel: str, path: Path) -> Path | None:
-    """Share of the wrong answers per bucket of ``facet`` (first_wrong or wrong_digits),
-    one line per test length; premature and late ends as the last two buckets."""
-    rows = [r for r in error_rows if r["facet"] == facet]
+    """Share of the errors per bucket of ``facet`` (error_position: answer place;
+    wrong_digits: wrong places per answer), averaged over trials, one line per test
+    length; buckets between the observed ones are true zeros."""
+    rows = [r for r in error_rows if r["facet"] == facet and r["bucket_value"] is not None]
     groups = _by_group(rows)
     if not groups:
         return None
     colors = _length_colors(r["digits"] for r in rows)
     fig, axes = _panels(len(groups))
     for ax, (label, cells) in zip(axes, groups.items()):
-        values = sorted({r["bucket_value"] for r in cells if r["bucket_value"] is not None})
-        ticks = [str(v) for v in values] + ["ends\nearly", "ends\nlate"]
-        where = {str(v): i for i, v in enumerate(values)}
-        where.update({"premature end": len(values), "late end": len(values) + 1})
         for digits in sorted({r["digits"] for r in cells}):
-            share = {where[r["bucket"]]: r["share_of_errors"] for r in cells if r["digits"] == digits}
-            if values:
-                xs = range(len(values))
-                ax.plot(xs, [share.get(x, 0.0) for x in xs], color=colors[digits], marker="o",
-                        ms=3, lw=1, label=f"{digits} digits")
-            ends = range(len(values), len(ticks))
-            ax.plot(ends, [share.get(x, 0.0) for x in ends], color=colors[digits], marker="D",
-                    ms=4, ls="none", label=f"{digits} digits")
-        if values:
-            ax.axvline(len(values) - 0.5, color="0.5", lw=0.6, ls=":")
-        ax.set_xlim(-0.5, len(ticks) - 0.5)
-        ax.set_xticks(range(len(ticks)), ticks, fontsize=6 if len(ticks) > 12 else 7)
-        _style(ax, label, xlabel, "share of wrong answers")
+            share = {r["bucket_value"]: r["share_of_errors"] for r in cells if r["digits"] == digits}
+            xs = list(range(min(share), max(share) + 1))
+            ax.plot(xs, [share.get(x, 0.0) for x in xs], color=colors[digits], marker="o",
+                    ms=2.5, lw=1, label=f"{digits} digits")
+        _style(ax, label, xlabel, "share of errors (mean over trials)")
     _legend(fig, axes[0], title="test length")
+    return _save(fig, path)
+
+
+def error_endings(error_rows: list[dict], path: Path) -> Path | None:
+    """How the wrong answers end (on time, premature, late), share averaged over
+    trials, one stacked bar per test length."""
+    rows = [r for r in error_rows if r["facet"] == "ending"]
+    groups = _by_group(rows)
+    if not groups:
+        return None
+    fig, axes = _panels(len(groups))
+    for ax, (label, cells) in zip(axes, groups.items()):
+        lengths = sorted({r["digits"] for r in cells})
+        bottom = [0.0] * len(lengths)
+        for bucket, color in (("on time", "tab:blue"), ("premature end", "tab:orange"),
+                              ("late end", "tab:red")):
+            share = {r["digits"]: r["share_of_errors"] for r in cells if r["bucket"] == bucket}
+            values = [share.get(d, 0.0) for d in lengths]
+            ax.bar(range(len(lengths)), values, bottom=bottom, color=color, label=bucket)
+            bottom = [b + v for b, v in zip(bottom, values)]
+        ax.set_xticks(range(len(lengths)), [str(d) for d in lengths])
+        _style(ax, label, "test length (digits)", "share of wrong answers")
+    _legend(fig, axes[0])
+    return _save(fig, path)
+
+
+def error_checkpoints(checkpoint_rows: list[dict], path: Path) -> Path | None:
+    """001 F.12: one row per checkpoint (trial and step), the share of its wrong places
+    at each answer place, at the group's longest test length with wrong answers."""
+    groups = _by_group(checkpoint_rows)
+    if not groups:
+        return None
+    fig, axes = _panels(len(groups), panel=(3.9, 3.2))
+    image = None
+    for ax, (label, rows) in zip(axes, groups.items()):
+        digits = max(r["digits"] for r in rows)
+        rows = [r for r in rows if r["digits"] == digits]
+        checkpoints = _unique((r["weight_seed"], r["data_seed"], r["study"], r["trial_id"],
+                               r["step"]) for r in rows)
+        width = max(r["place"] for r in rows) + 1
+        grid = [[0.0] * width for _ in checkpoints]
+        where = {c: i for i, c in enumerate(checkpoints)}
+        for r in rows:
+            key = (r["weight_seed"], r["data_seed"], r["study"], r["trial_id"], r["step"])
+            grid[where[key]][r["place"]] = r["share"]
+        image = ax.imshow(grid, vmin=0, vmax=1, cmap="magma", aspect="auto",
+                          interpolation="nearest")
+        ax.set_yticks(range(len(checkpoints)),
+                      [f"w{c[0]} d{c[1]} @{c[4]}" for c in checkpoints], fontsize=6)
+        ax.set_xlabel("answer place (0 = units)", fontsize=8)
+        ax.set_title(f"{_wrap(label)}\n{digits} digits", fontsize=8)
+    fig.subplots_adjust(wspace=0.6, hspace=0.6)
+    fig.colorbar(image, ax=axes, shrink=0.8, label="share of the checkpoint's wrong places")
     return _save(fig, path)
 
 

@@ -26,6 +26,7 @@ SQL_FILES = (
     "lucky_tickets",
     "cascade",
     "errors",
+    "error_checkpoints",
     "training",
     "failures",
 )
@@ -223,47 +224,74 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
     ))
 
     # 4. errors
+    checkpoints = tables["error_checkpoints"]
+    min_accuracy = errors[0]["min_accuracy"] if errors else 0.05
     out.append("<h2 id='errors'>4. Error anatomy (001 Fig. 9, F.10–F.12)</h2>")
+    out.append("<p>Counted in answer <i>digits</i> (places): a place is one digit of the "
+               "answer and, with index hints, the hint before it; places are numbered from "
+               "the least significant, 0 = units (001's written order). Each quantity is "
+               "computed per trial at its last sampled step and then averaged over the "
+               "group's trials (001 F.10 averages over runs).</p>")
     out.append(figure(
-        Figure("errors_carry.png", "Errors with and without carry",
-               "Share of questions answered wrongly, for questions with a carry "
-               "(cascade > 0) and without, by test length.", ("errors.sql",)),
+        Figure("errors_carry.png", "Errors with and without carry, per answer digit",
+               "Error rate of the answer digits that have a carry into them and of those "
+               "that do not, by test length (001 Fig. 9): every digit of every question, "
+               "mean over trials of each trial's rate; a digit not written (the answer "
+               "ended early) is wrong; n/a where a length has no digit of that kind.",
+               ("errors.sql",)),
         lambda p: plots.error_by_carry(_first_groups(errors), p),
         n_groups,
     ))
     out.append(figure(
-        Figure("errors_position.png", "Position of the first wrong digit",
-               "Where the first wrong token of a wrong answer is (index in the answer as "
-               "written: least significant digit first in the reversed format), as a share "
-               "of the wrong answers; answers that stop early or run on are counted apart "
-               "as 'premature end' and 'late end'.", ("errors.sql",)),
+        Figure("errors_ending.png", "How wrong answers end",
+               "Share of the wrong answers that end on time, end early (premature end) or "
+               "run on (late end), mean over trials.", ("errors.sql",)),
+        lambda p: plots.error_endings(_first_groups(errors), p),
+        n_groups,
+    ))
+    out.append(figure(
+        Figure("errors_position.png", "Error positions",
+               "Where the wrong digits of wrong answers that end on time are: every wrong "
+               "place of each answer (not only the first), as a share of the trial's wrong "
+               "places, averaged over trials (001 F.10 left).", ("errors.sql",)),
         lambda p: plots.error_distribution(
-            _first_groups(errors), "first_wrong", "first wrong position (written order)", p),
+            _first_groups(errors), "error_position", "answer place (0 = units)", p),
         n_groups,
     ))
     out.append(figure(
         Figure("errors_count.png", "Wrong digits per wrong answer",
-               "How many answer positions are wrong in a wrong answer, as a share of the "
-               "wrong answers; premature and late ends counted apart.", ("errors.sql",)),
+               "How many answer digits are wrong in a wrong answer that ends on time, as a "
+               "share of those answers, averaged over trials; trials whose accuracy at the "
+               f"length is below {min_accuracy:g} are left out (001 F.10 right, F.11: "
+               "near-zero accuracy runs excluded).", ("errors.sql",)),
         lambda p: plots.error_distribution(
             _first_groups(errors), "wrong_digits", "wrong digits per wrong answer", p),
+        n_groups,
+    ))
+    out.append(figure(
+        Figure("errors_checkpoints.png", "Error positions per checkpoint",
+               "One row per checkpoint (trial and step: weight seed, data seed, @step): the "
+               "share of its wrong digits at each answer place, at the group's longest test "
+               "length with wrong answers that end on time (001 F.12).",
+               ("error_checkpoints.sql",)),
+        lambda p: plots.error_checkpoints(_first_groups(checkpoints), p),
         n_groups,
     ))
     out.append(_table(
         [r for r in errors if r["facet"] == "carry"],
         [("group_label", "group"), ("digits", "length"), ("bucket", "kind"),
-         ("questions", "questions"), ("wrong", "wrong"), ("error_rate", "error rate"),
-         ("share_of_errors", "share of errors")],
-        "Wrong answers with and without carry (errors.sql, facet carry).",
+         ("n_trials", "trials"), ("total", "digits"), ("count", "wrong"),
+         ("error_rate", "error rate (mean over trials)")],
+        "Answer digits with and without a carry into them (errors.sql, facet carry).",
         collapsed=True,
     ))
-    ends = [r for r in errors if r["facet"] == "wrong_digits"]
     out.append(_table(
-        ends,
-        [("group_label", "group"), ("digits", "length"), ("bucket", "wrong digits / end"),
-         ("wrong", "wrong answers"), ("share_of_errors", "share")],
-        "Wrong digits per wrong answer, premature and late ends apart "
-        "(errors.sql, facet wrong_digits).",
+        [r for r in errors if r["facet"] in ("ending", "wrong_digits")],
+        [("group_label", "group"), ("digits", "length"), ("facet", "facet"),
+         ("bucket", "bucket"), ("n_trials", "trials"), ("n_excluded", "left out"),
+         ("count", "wrong answers"), ("share_of_errors", "share (mean over trials)")],
+        "How wrong answers end, and wrong digits per wrong answer that ends on time "
+        f"(errors.sql; 'left out': trials below accuracy {min_accuracy:g}).",
         collapsed=True,
     ))
 

@@ -19,7 +19,7 @@ from lengthgen.formats import EncodedQuestions, answer_targets, encode_questions
 from lengthgen.model.base import Architecture, Positions, rows_of
 from lengthgen.model.positions import PositionSampler
 from lengthgen.tasks import Task
-from lengthgen.tokenizer import CharTokenizer
+from lengthgen.tokenizer import N_HINTS, CharTokenizer
 
 
 @dataclass
@@ -29,6 +29,11 @@ class EvalSet:
     #: (Q,) complexity of each question, Task.complexity: the carry-cascade length of
     #: sums, the dependency level of products (003 §4, App. C.4), parity's one-bits
     cascade: np.ndarray
+    #: (Q, P) carry into each answer place, least significant place first
+    #: (answer_carries); None when the answer is not a number
+    carry_in: np.ndarray | None = None
+    #: the answer is written least significant digit first (format.reverse)
+    lsd_first: bool = True
 
 
 @dataclass
@@ -53,6 +58,14 @@ class SampleRecord:
     #: answer as written (least significant digit first when format.reverse)
     target: str
     prediction: str
+    #: one character per answer place, least significant place first: the carry into
+    #: the place from the places below it, as a digit (answer_carries); None when the
+    #: answer is not a number (parity)
+    carry_in: str | None
+    #: one character per answer place, least significant place first: "1" where the
+    #: place is wrong (its digit or, with index hints, its hint differs from the target,
+    #: or the prediction ended before it), else "0"
+    wrong_places: str
 
 
 def build_eval_sets(config: TrialConfig, task: Task, tokenizer: CharTokenizer) -> list[EvalSet]:
@@ -70,7 +83,8 @@ def build_eval_sets(config: TrialConfig, task: Task, tokenizer: CharTokenizer) -
         questions = encode_questions(task, operands, config.format, tokenizer, rng, width=config.longest_digits)
         if questions.prompt_lengths is not None:
             raise ValueError(f"the {n}-digit test prompts differ in length; greedy decoding needs one length")
-        sets.append(EvalSet(n, questions, task.complexity(operands)))
+        sets.append(EvalSet(n, questions, task.complexity(operands), answer_carries(task, operands),
+                            lsd_first=config.format.reverse))
     return sets
 
 
@@ -163,15 +177,69 @@ def _chunks(total: int, size: int) -> list[tuple[int, int]]:
     return [(start, min(start + size, total)) for start in range(0, total, size)]
 
 
+def answer_carries(task: Task, operands: tuple[np.ndarray, ...]) -> np.ndarray | None:
+    """(Q, P) carry into each of the P answer places from the places below it, least
+    significant place first: (answer digit - the same digit when every digit of the
+    scaled operands below the place is 0) mod base. For a sum that is the carry, 0 or 1
+    (001 Fig. 9); for a successor the carry of x + 1; for a product the carry of long
+    multiplication (mod base). None when the answer is not a number (parity)."""
+    if not task.answer_is_number:
+        return None
+    answer = task.solve(operands).astype(np.int64)
+    n = task.scaled(operands)[0].shape[1]
+    carries = np.zeros_like(answer)
+    for place in range(1, answer.shape[1]):
+        cut = []
+        for operand, scaled in zip(operands, task.scales):
+            if scaled:
+                operand = operand.copy()
+                operand[:, : min(place, n)] = 0
+            cut.append(operand)
+        carries[:, place] = (answer[:, place] - task.solve(tuple(cut))[:, place]) % task.base
+    return carries
+
+
+def _wrong_places(eval_set, predicted, target, mismatch, tokenizer, answer_length) -> list[np.ndarray]:
+    """Per question, (L,) whether each of its L answer places is wrong, least significant
+    place first. A place is its digit token (or fill symbol) and, with index hints, the
+    hint token before it; it is wrong when one of them differs from the target or the
+    prediction ended (its end token) before it."""
+    answer = np.zeros(target.shape, dtype=bool)
+    answer[:, :answer_length] = True
+    answer &= (target != tokenizer.pad_id) & (target != tokenizer.eos_id)
+    hint = np.zeros(target.shape, dtype=bool)
+    if tokenizer.hint_offset is not None:
+        hint = (target >= tokenizer.hint_offset) & (target < tokenizer.hint_offset + N_HINTS)
+    closes = answer & ~hint  # the token that ends a place: its digit
+    place_of = np.cumsum(closes, axis=1) - closes  # hint and digit of one place share it
+    stopped = np.zeros(target.shape, dtype=bool)
+    if not eval_set.questions.aligned:
+        stopped = np.cumsum(predicted == tokenizer.eos_id, axis=1) > 0
+    wrong = (mismatch | stopped) & answer
+    lsd_first = eval_set.lsd_first and not eval_set.questions.aligned
+    rows = []
+    for i in range(len(target)):
+        places = np.zeros(int(closes[i].sum()), dtype=bool)
+        np.logical_or.at(places, place_of[i][answer[i]], wrong[i][answer[i]])
+        rows.append(places if lsd_first else places[::-1])
+    return rows
+
+
 def _sample_records(eval_set, predicted, target, mismatch, correct, tokenizer) -> list[SampleRecord]:
     aligned = eval_set.questions.aligned
     answer_length = target.shape[1] if aligned else target.shape[1] - 1  # aligned answers have no end token
     wrong_digits = mismatch[:, :answer_length].sum(axis=1)
     first_wrong = mismatch.argmax(axis=1)
+    wrong_places = _wrong_places(eval_set, predicted, target, mismatch, tokenizer, answer_length)
     records = []
     for i in range(len(target)):
         row = predicted[i].tolist()
         ended = row.index(tokenizer.eos_id) if tokenizer.eos_id in row and not aligned else len(row)
+        places = len(wrong_places[i])
+        carry_in = None
+        if eval_set.carry_in is not None:  # the written places: fewer without padding, more when aligned
+            carries = eval_set.carry_in[i, :places]
+            carry_in = "".join(map(str, carries.tolist())) + "0" * (places - len(carries))
         records.append(
             SampleRecord(
                 digits=eval_set.digits,
@@ -182,6 +250,8 @@ def _sample_records(eval_set, predicted, target, mismatch, correct, tokenizer) -
                 first_wrong=None if correct[i] else int(first_wrong[i]),
                 target=tokenizer.decode(target[i, :answer_length].tolist()),
                 prediction=tokenizer.decode(row[:ended]),
+                carry_in=carry_in,
+                wrong_places="".join("1" if wrong else "0" for wrong in wrong_places[i]),
             )
         )
     return records

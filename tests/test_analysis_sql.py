@@ -94,10 +94,14 @@ def random_samples(rng: np.random.Generator, n: int = 40) -> list[dict]:
             for idx in range(n if step == FINAL else 3):
                 cascade = int(rng.choice(4, p=[0.3, 0.45, 0.2, 0.05]))
                 correct = bool(rng.random() < 0.9 - 0.2 * cascade - 0.05 * d)
+                carried = rng.random(d + 1) < 0.4 * (cascade > 0)
+                wrong = np.arange(d + 1) == (d + 1 if correct else rng.integers(0, d + 1))
                 rows.append({"step": step, "digits": d, "idx": idx, "cascade": cascade,
                              "correct": correct, "wrong_digits": 0 if correct else 1,
                              "first_wrong": None if correct else 0,
-                             "target": "1" * (d + 1), "prediction": "1" * (d + 1)})
+                             "target": "1" * (d + 1), "prediction": "1" * (d + 1),
+                             "carry_in": "".join("1" if c else "0" for c in carried),
+                             "wrong_places": "".join("1" if w else "0" for w in wrong)})
     return rows
 
 
@@ -410,43 +414,54 @@ def test_cascade_breakdown_matches_numpy(con, study) -> None:
 # --- errors -------------------------------------------------------------------------------
 
 
-def sample(idx, cascade, correct, wrong, first, target, prediction, step=FINAL, digits=3):
+def sample(idx, cascade, correct, wrong, first, target, prediction, step=FINAL, digits=3,
+           carry_in=None, wrong_places=None):
     return {"step": step, "digits": digits, "idx": idx, "cascade": cascade, "correct": correct,
             "wrong_digits": wrong, "first_wrong": first, "target": target,
-            "prediction": prediction}
+            "prediction": prediction, "carry_in": carry_in, "wrong_places": wrong_places}
 
 
 def test_error_anatomy_counts_each_kind(tmp_path: Path) -> None:
+    """One trial: places with and without a carry, every wrong place of the answers that
+    end on time, wrong places per such answer, and how the wrong answers end. Targets
+    are written least significant digit first, so place k is character k."""
     write_trial(tmp_path, "anatomy", config("fire", 0, 0), {3: 0.3, 5: 1.0}, samples=[
-        sample(0, 0, True, 0, None, "321", "321"),
-        sample(1, 1, True, 0, None, "4321", "4321"),
-        sample(2, 0, False, 1, 1, "321", "331"),        # on time, one wrong digit at 1
-        sample(3, 2, False, 3, 1, "4321", "4000"),      # on time, three wrong digits
-        sample(4, 1, False, 2, 2, "4321", "43"),        # premature end
-        sample(5, 1, False, 0, 3, "321", "3210"),       # late end: one token too many
-        sample(6, 0, False, 0, 3, "321", "321"),        # late end: all digits, no end
-        sample(7, 0, False, 3, 0, "321", "999", step=EARLY),  # an earlier step: ignored
-        sample(0, 0, True, 0, None, "00001", "00001", digits=5),
+        sample(0, 0, True, 0, None, "321", "321", carry_in="000", wrong_places="000"),
+        sample(1, 1, True, 0, None, "4321", "4321", carry_in="0100", wrong_places="0000"),
+        sample(2, 0, False, 1, 1, "321", "331", carry_in="000", wrong_places="010"),
+        sample(3, 2, False, 3, 1, "4321", "4000", carry_in="0110", wrong_places="0111"),
+        sample(4, 1, False, 2, 2, "4321", "43", carry_in="0010", wrong_places="0011"),  # early
+        sample(5, 1, False, 0, 3, "321", "3210", carry_in="010", wrong_places="000"),   # late
+        sample(6, 0, False, 0, 3, "321", "321", carry_in="000", wrong_places="000"),    # no end
+        sample(7, 0, False, 3, 0, "321", "999", step=EARLY, carry_in="000", wrong_places="111"),
+        sample(0, 0, True, 0, None, "000001", "000001", digits=5, carry_in="000000",
+               wrong_places="000000"),
     ])
     with open_results(tmp_path, "anatomy") as con:
         rows = run(con, "errors")
     got = {(r["digits"], r["facet"], r["bucket"]): r for r in rows}
-    carry = {k[2]: (r["questions"], r["wrong"], r["error_rate"], r["share_of_errors"])
+    carry = {k[2]: (r["count"], r["total"], r["error_rate"], r["n_trials"])
              for k, r in got.items() if k[:2] == (3, "carry")}
-    assert carry == {"without carry": (3, 2, pytest.approx(2 / 3), pytest.approx(0.4)),
-                     "with carry": (4, 3, pytest.approx(3 / 4), pytest.approx(0.6))}
-    position = {k[2]: r["wrong"] for k, r in got.items() if k[:2] == (3, "first_wrong")}
-    assert position == {"1": 2, "premature end": 1, "late end": 2}
-    count = {k[2]: r["wrong"] for k, r in got.items() if k[:2] == (3, "wrong_digits")}
-    assert count == {"1": 1, "3": 1, "premature end": 1, "late end": 2}
-    for facet in ("carry", "first_wrong", "wrong_digits"):
+    # places with a carry: 1 (sample 1), 2 (3), 1 (4), 1 (5) = 5, of which wrong 2 + 1 = 3
+    assert carry == {"with carry": (3, 5, pytest.approx(3 / 5), 1),
+                     "without carry": (3, 24 - 5, pytest.approx(3 / 19), 1)}
+    ending = {k[2]: r["share_of_errors"] for k, r in got.items() if k[:2] == (3, "ending")}
+    assert ending == {"on time": pytest.approx(2 / 5), "premature end": pytest.approx(1 / 5),
+                      "late end": pytest.approx(2 / 5)}
+    position = {k[2]: (r["count"], r["share_of_errors"])
+                for k, r in got.items() if k[:2] == (3, "error_position")}
+    assert position == {"1": (2, pytest.approx(2 / 4)), "2": (1, pytest.approx(1 / 4)),
+                        "3": (1, pytest.approx(1 / 4))}
+    count = {k[2]: r["count"] for k, r in got.items() if k[:2] == (3, "wrong_digits")}
+    assert count == {"1": 1, "3": 1}
+    for facet in ("ending", "error_position", "wrong_digits"):
         shares = [r["share_of_errors"] for k, r in got.items() if k[:2] == (3, facet)]
         assert sum(shares) == pytest.approx(1)
-    assert got[(3, "first_wrong", "1")]["bucket_value"] == 1
-    assert got[(3, "first_wrong", "late end")]["bucket_value"] is None
-    # a length without wrong answers: carry rows with zero errors, nothing else
+    assert got[(3, "error_position", "1")]["bucket_value"] == 1
+    assert got[(3, "ending", "late end")]["bucket_value"] is None
+    # a length without wrong answers: its places without carry, nothing else
     assert {k[1:] for k in got if k[0] == 5} == {("carry", "without carry")}
-    assert got[(5, "carry", "without carry")]["share_of_errors"] is None
+    assert got[(5, "carry", "without carry")]["error_rate"] == 0
 
 
 # --- training -----------------------------------------------------------------------------

@@ -110,3 +110,146 @@ def test_cascade_bootstrap_matches_numpy(tmp_path: Path) -> None:
     with open_results(tmp_path, "seven") as con:
         again = run(con, "cascade", resamples=4000)[0]
     assert (again["boot95_low"], again["boot95_high"]) == (row["boot95_low"], row["boot95_high"])
+
+
+# --- 2. carry vs no carry per answer digit ------------------------------------------------
+
+
+def place_sample(idx: int, carry_in: str, wrong_places: str, digits: int, step: int = FINAL,
+                 hints: bool = False, prediction: str | None = None) -> dict:
+    """A question whose answer has len(carry_in) places, least significant first; with
+    `hints`, each digit is written after a hint letter (so tokens = 2 x places)."""
+    target = "".join(("abcdefghij"[p] if hints else "") + "1" for p in range(len(carry_in)))
+    wrong = wrong_places.count("1")
+    first = wrong_places.find("1")
+    return {"step": step, "digits": digits, "idx": idx, "cascade": int("1" in carry_in),
+            "correct": wrong == 0, "wrong_digits": 2 * wrong if hints else wrong,
+            "first_wrong": None if wrong == 0 else (2 * first + 1 if hints else first),
+            "target": target, "prediction": target if prediction is None else prediction,
+            "carry_in": carry_in, "wrong_places": wrong_places}
+
+
+def test_carry_is_classified_per_answer_digit(tmp_path: Path) -> None:
+    """Every question has a carry somewhere, so a per-question split has no 'without
+    carry' questions at all; per place, both kinds are there: places with a carry are
+    wrong 3 times in 8, places without once in 32."""
+    rng = np.random.default_rng(5)
+    samples, carried, plain = [], [0, 0], [0, 0]
+    for idx in range(8):
+        carry = ["0"] * 5
+        carry[idx % 4 + 1] = "1"
+        wrong = ["0"] * 5
+        if idx < 3:
+            wrong[idx % 4 + 1] = "1"
+        if idx == 7:
+            wrong[0] = "1"
+        for c, w in zip(carry, wrong):
+            kind = carried if c == "1" else plain
+            kind[0] += 1
+            kind[1] += w == "1"
+        samples.append(place_sample(idx, "".join(carry), "".join(wrong), 4))
+    rng.shuffle(samples)
+    write_trial(tmp_path, "carry", config("fire", 0, 0), {4: 4 / 8}, samples=samples)
+    with open_results(tmp_path, "carry") as con:
+        rows = {r["bucket"]: r for r in run(con, "errors") if r["facet"] == "carry"}
+    assert set(rows) == {"with carry", "without carry"}
+    assert (rows["with carry"]["count"], rows["with carry"]["total"]) == (carried[1], carried[0])
+    assert rows["with carry"]["error_rate"] == pytest.approx(3 / 8)
+    assert (rows["without carry"]["count"], rows["without carry"]["total"]) == (1, 32)
+    assert rows["without carry"]["error_rate"] == pytest.approx(1 / 32)
+
+
+def test_samples_written_before_the_per_place_columns_still_read(tmp_path: Path) -> None:
+    """A study whose samples files lack carry_in and wrong_places (every file, then
+    one old and one new file): the views read them as null and every file runs."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from orchestrator.results_store import SAMPLES_SCHEMA
+
+    old_schema = pa.schema([f for f in SAMPLES_SCHEMA if f.name not in ("carry_in", "wrong_places")])
+    old_rows = [{k: v for k, v in s.items() if k in old_schema.names}
+                for s in simple_samples(6, 4)]
+    tid = write_trial(tmp_path, "old", config("fire", 0, 0), {6: 0.4})
+    path = tmp_path / "old" / "samples" / f"trial_id={tid}" / "part-0.parquet"
+    path.parent.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist([{**r, "trial_id": tid} for r in old_rows],
+                                        schema=old_schema), path)
+    with open_results(tmp_path, "old") as con:
+        rows = run_query(con, "select carry_in, wrong_places from samples").to_pylist()
+        assert rows == [{"carry_in": None, "wrong_places": None}] * 10
+        errors = run(con, "errors")
+        assert {r["facet"] for r in errors} == {"ending"}  # the per-place facets need new files
+        assert run(con, "error_checkpoints") == []
+        assert len(run(con, "cascade")) == 2
+    write_trial(tmp_path, "old", config("fire", 1, 0), {6: 0.5},
+                samples=[place_sample(i, "0101000", "0000000" if i < 5 else "0100000", 6)
+                         for i in range(10)])
+    with open_results(tmp_path, "old") as con:
+        rows = run_query(con, "select count(carry_in) as new, count(*) as all from samples").to_pylist()
+        assert rows == [{"new": 10, "all": 20}]
+        carry = [r for r in run(con, "errors") if r["facet"] == "carry"]
+        assert {r["n_trials"] for r in carry} == {1}
+
+
+def test_a_missing_carry_bucket_is_not_drawn_as_zero(tmp_path: Path, monkeypatch) -> None:
+    from analysis import plots
+
+    drawn = {}
+    monkeypatch.setattr(plots, "_save", lambda fig, path: drawn.setdefault("fig", fig) and path)
+    rows = [{"group_id": "g", "group_label": "g", "digits": d, "facet": "carry",
+             "bucket": bucket, "error_rate": rate, "count": 1, "total": 4}
+            for d, bucket, rate in ((3, "with carry", 0.25), (3, "without carry", 0.5),
+                                    (5, "with carry", 0.75))]
+    plots.error_by_carry(rows, tmp_path / "carry.png")
+    (ax,) = [a for a in drawn["fig"].axes if a.get_visible()]
+    heights = {(round(p.get_x() + p.get_width() / 2, 1)): p.get_height() for p in ax.patches}
+    assert heights == {-0.2: 0.5, 0.2: 0.25, 1.2: 0.75}  # no bar at (5 digits, without carry)
+    assert "n/a" in [t.get_text() for t in ax.texts]
+
+
+# --- 3. error anatomy as 001 F.10-F.12 defines it -----------------------------------------
+
+
+def test_error_anatomy_is_per_run_in_digits_with_near_zero_runs_left_out(tmp_path: Path) -> None:
+    """Index hints: a wrong place is two wrong tokens and place k is token 2k + 1. Run A
+    (accuracy 0.5) errs at places 1 and 3; run B (accuracy 0) errs at place 0 of every
+    answer and at all of them in most. Positions: the mean over runs of each run's
+    shares (F.10), every wrong place counted; counts: run B left out (F.11)."""
+    a = [place_sample(i, "0000", "0000", 3, hints=True) for i in range(4)]
+    a += [place_sample(4, "0000", "0100", 3, hints=True),
+          place_sample(5, "0000", "0101", 3, hints=True),
+          place_sample(6, "0000", "0001", 3, hints=True),
+          place_sample(7, "0000", "0100", 3, hints=True)]
+    b = [place_sample(i, "0000", "1111" if i < 6 else "1000", 3, hints=True) for i in range(8)]
+    write_trial(tmp_path, "runs", config("fire", 0, 0), {3: 0.5}, samples=a)
+    write_trial(tmp_path, "runs", config("fire", 1, 0), {3: 0.0}, samples=b)
+    with open_results(tmp_path, "runs") as con:
+        rows = run(con, "errors")
+        checkpoints = run(con, "error_checkpoints")
+    position = {r["bucket_value"]: r for r in rows if r["facet"] == "error_position"}
+    # run A errs at places 1 | 1, 3 | 3 | 1: shares 3/5 and 2/5; run B 8 of 26 at place 0
+    share_a = {1: 3 / 5, 3: 2 / 5}
+    share_b = {0: 8 / 26, 1: 6 / 26, 2: 6 / 26, 3: 6 / 26}
+    assert set(position) == {0, 1, 2, 3}
+    for place, row in position.items():
+        assert row["share_of_errors"] == pytest.approx(
+            (share_a.get(place, 0) + share_b.get(place, 0)) / 2)
+        assert row["n_trials"] == 2
+    assert position[1]["count"] == 3 + 6
+    counts = {r["bucket_value"]: r for r in rows if r["facet"] == "wrong_digits"}
+    # run A alone: 3 answers with one wrong place, 1 with two; run B (accuracy 0) left out
+    assert {k: r["share_of_errors"] for k, r in counts.items()} == {
+        1: pytest.approx(3 / 4), 2: pytest.approx(1 / 4)}
+    assert {(r["n_trials"], r["n_excluded"]) for r in counts.values()} == {(1, 1)}
+    with open_results(tmp_path, "runs") as con:
+        kept = {r["bucket_value"] for r in run(con, "errors", min_accuracy=0)
+                if r["facet"] == "wrong_digits"}
+    assert kept == {1, 2, 4}
+    # per checkpoint (F.12): each run's own shares, which the average above blurs
+    by_run = {}
+    for r in checkpoints:
+        by_run.setdefault(r["weight_seed"], {})[r["place"]] = r["share"]
+    assert by_run[0] == {0: 0, 1: pytest.approx(3 / 5), 2: 0, 3: pytest.approx(2 / 5)}
+    assert by_run[1] == {p: pytest.approx(s) for p, s in share_b.items()}
+    assert {r["accuracy"] for r in checkpoints if r["weight_seed"] == 0} == {0.5}

@@ -38,7 +38,8 @@ def test_every_plot_is_a_png_beside_the_page_and_embedded_in_it(built) -> None:
     folder = root / STUDY / "report"
     html = (folder / "index.html").read_text()
     names = {"accuracy_by_group.png", "seed_heatmap.png", "variance_shares.png", "cascade.png",
-             "errors_carry.png", "errors_position.png", "errors_count.png", "training.png"}
+             "errors_carry.png", "errors_ending.png", "errors_position.png", "errors_count.png",
+             "errors_checkpoints.png", "training.png"}
     assert {p.name for p in folder.glob("*.png")} == names
     for name in names:
         assert (folder / name).read_bytes().startswith(PNG)
@@ -50,7 +51,7 @@ def test_captions_name_the_sql_file_behind_each_plot(built) -> None:
     root, _ = built
     html = (root / STUDY / "report" / "index.html").read_text()
     captions = re.findall(r"<figcaption>(.*?)</figcaption>", html, flags=re.DOTALL)
-    assert len(captions) == 8
+    assert len(captions) == 10
     assert all(re.search(r"Computed by <code>analysis/\w+\.sql</code>", c) for c in captions)
     for sql in ("variance", "final_accuracy", "lucky_tickets", "cascade", "errors", "training"):
         assert f"analysis/{sql}.sql" in html
