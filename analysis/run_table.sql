@@ -1,0 +1,22 @@
+-- How accurate is each trial at each test length at its last evaluation, with its
+-- status? The rows behind the table `lg-study run` prints when a study ends
+-- (orchestrator.run_table), which keeps the trials of the run's own grid and lays
+-- them out by configuration group. A trial that diverged before its first evaluation
+-- has no eval rows and is listed with null digits.
+
+with
+
+final as (
+    select
+        trials.trial_id,
+        trials.status,
+        final_eval.digits,
+        final_eval.in_distribution,
+        final_eval.accuracy
+    from trials
+    left join final_eval using (study, trial_id)
+)
+
+select *
+from final
+order by trial_id, digits
