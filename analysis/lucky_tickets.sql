@@ -1,17 +1,31 @@
 -- Are there lucky weight tickets (001 Fig. 11, F.9)? For every configuration group
--- whose finished trials cross weight seeds × data seeds completely (at least 2 × 2,
--- each pair exactly once): how much of the variance of out-of-distribution accuracy
--- the weight seed explains, how much the data seed, how much is left; and per weight
--- seed its mean, min and max over data orders, and whether it is a lucky ticket.
--- One row per (group, weight seed); the group's numbers repeat on its rows.
+-- whose trials cross at least 2 weight seeds with at least 2 data seeds: how much of
+-- the variance of accuracy the weight seed explains, how much the data seed, how much
+-- is left; and per weight seed its mean, min and max over data orders, and whether it
+-- is a lucky ticket. One row per (group, weight seed); the group's numbers repeat on
+-- its rows, with the same numbers per test length in `by_length` (001 F.9 shows 30,
+-- 50, 70 and 100 digits apart). A group with no complete 2 x 2 subgrid gets one row
+-- with weight_seed null and `skipped_reason`.
 --
 -- The measured value y(w, d) of a trial is its mean accuracy over the out-of-
 -- distribution test lengths at its final evaluation step (or over the lengths in
--- `digits` when given).
+-- `digits` when given; measured_kind says whether they are out of or inside the
+-- training range). A trial has no y when one of those lengths has no accuracy (none
+-- recorded, or NaN): an unmeasured cell. When the same configuration ran in two
+-- studies, a cell holds the mean of its trials.
 --
--- Variance shares: two-way ANOVA without replication over the full crossed table of
--- a weight seeds × b data seeds, with m the grand mean, m_w and m_d the row and
--- column means:
+-- Coverage: the grid of a group is every weight seed x every data seed its trials
+-- use, whatever their status. A cell is missing when its trial failed, is not
+-- finished, diverged before its first evaluation, has no accuracy at the measured
+-- lengths, or was never run (`missing_cells` says which, e.g. "w2 d3: failed"). The
+-- statistics use the largest complete subgrid: the set of weight seeds x data seeds,
+-- each at least 2, with every cell measured and the most cells (ties: the first seeds
+-- in order; searched over the subsets of the side with fewer seeds, at most 16).
+-- `left_out_seeds` names the seeds outside it; finished diverged trials count with
+-- the accuracy they had reached, like everywhere in analysis/.
+--
+-- Variance shares: two-way ANOVA without replication over the subgrid of a weight
+-- seeds x b data seeds, with m the grand mean, m_w and m_d the row and column means:
 --     SS_weight   = b · Σ_w (m_w − m)²
 --     SS_data     = a · Σ_d (m_d − m)²
 --     SS_residual = Σ_wd (y − m_w − m_d + m)²   (weight × data interaction + noise)
@@ -21,11 +35,21 @@
 -- Lucky ticket: a weight seed whose minimum over data orders is above `threshold`.
 --
 -- Rank agreement: Kendall's coefficient of concordance W of the weight seeds' ranks
--- across data orders (each data order ranks the a weight seeds by y; ties get their
--- average rank). With R_w the sum of weight seed w's ranks over the b data orders:
+-- across data orders. Each data order ranks the a weight seeds by y rounded to 9
+-- decimals (equal accuracies computed in a different order differ in the last bit;
+-- ties get their average rank). With R_w the sum of weight seed w's ranks over the b
+-- data orders:
 --     W = 12 · Σ_w (R_w − b(a + 1)/2)² / (b²(a³ − a) − b · Σ_d Σ_ties (t³ − t))
--- 1 = every data order ranks the weight seeds alike (the weight seed decides), 0 = no
--- agreement; null when every data order ties all weight seeds.
+-- 1 = every data order ranks the weight seeds alike (the weight seed decides). No
+-- agreement does not give 0: b independent random rankings give W ≈ 1/b on average.
+-- So read W with Friedman's test: chi2 = b(a − 1)W (tie-corrected as W is), with
+-- a − 1 degrees of freedom, and friedman_p = P(chi-square(a − 1) ≥ chi2), the chance
+-- of that much agreement when the data orders rank the weight seeds at random (the
+-- chi-square approximation; rough for b < 5). The survival function is exact for
+-- even a − 1, Q = exp(−x/2) Σ_{j < k/2} (x/2)^j / j!, and for odd a − 1,
+-- Q = erfc(√(x/2)) + exp(−x/2) Σ_{1 ≤ j ≤ (k−1)/2} (x/2)^(j − 1/2) / Γ(j + 1/2), with
+-- erfc from its Chebyshev fit (relative error < 1.2e-7, Numerical Recipes §6.2).
+-- W, chi2 and p are null when every data order ties all weight seeds.
 --
 -- Parameters (DuckDB variables; `lg-study query --param name=value`, or
 -- `SET VARIABLE name = value` in the DuckDB client):
@@ -43,161 +67,429 @@ params as (
         ) as digits
 ),
 
-finished as (
-    select trial_id
-    from trials
-    where status in ('done', 'diverged')
+-- every trial of every group, finished or not: the seeds the group's design spans
+design as (
+    select
+        groups.group_id,
+        groups.group_label,
+        groups.study,
+        groups.trial_id,
+        groups.weight_seed,
+        groups.data_seed,
+        trials.status
+    from groups
+    inner join trials using (study, trial_id)
 ),
 
 measured as (
     select
-        groups.group_id,
-        groups.group_label,
-        groups.weight_seed,
-        groups.data_seed,
+        design.group_id,
+        eval.study,
         eval.trial_id,
         eval.digits,
+        eval.in_distribution,
         eval.accuracy
     from final_eval as eval
-    inner join finished using (trial_id)
-    inner join groups using (trial_id)
+    inner join design using (study, trial_id)
     cross join params
     where
-        case
+        design.status in ('done', 'diverged')
+        and case
             when params.digits is null then not eval.in_distribution
             else list_contains(params.digits, eval.digits)
         end
 ),
 
-cells as (
+group_digits as (
     select
         group_id,
-        group_label,
-        weight_seed,
-        data_seed,
-        avg(accuracy) as y
+        list(distinct digits order by digits) as measured_digits,
+        count(distinct digits) as n_digits,
+        case
+            when bool_and(in_distribution) then 'in-distribution'
+            when not bool_or(in_distribution) then 'out-of-distribution'
+            else 'mixed'
+        end as measured_kind
     from measured
-    group by group_id, group_label, weight_seed, data_seed
+    group by group_id
+),
+
+-- y per trial at each measured length (at_digits) and over all of them (at_digits 0)
+trial_values as (
+    select
+        group_id,
+        study,
+        trial_id,
+        digits as at_digits,
+        accuracy as y
+    from measured
+    union all
+    select
+        measured.group_id,
+        measured.study,
+        measured.trial_id,
+        0 as at_digits,
+        case
+            when count(measured.accuracy) = any_value(group_digits.n_digits)
+                then avg(measured.accuracy)
+        end as y
+    from measured
+    inner join group_digits using (group_id)
+    group by measured.group_id, measured.study, measured.trial_id
+),
+
+evaluated as (
+    select distinct
+        study,
+        trial_id
+    from final_eval
+),
+
+-- why a trial gives its cell no value (null when it does)
+trial_reasons as (
+    select
+        design.group_id,
+        design.weight_seed,
+        design.data_seed,
+        design.status,
+        trial_values.y is not null as has_value,
+        case
+            when trial_values.y is not null then null
+            when design.status = 'failed' then 'failed'
+            when design.status not in ('done', 'diverged') then 'not finished'
+            when evaluated.trial_id is null and design.status = 'diverged'
+                then 'diverged before its first evaluation'
+            when evaluated.trial_id is null then 'no evaluation'
+            else 'no accuracy at the measured lengths'
+        end as reason
+    from design
+    left join trial_values
+        on trial_values.study = design.study
+        and trial_values.trial_id = design.trial_id
+        and trial_values.at_digits = 0
+    left join evaluated
+        on evaluated.study = design.study
+        and evaluated.trial_id = design.trial_id
+),
+
+grid_size as (
+    select
+        group_id,
+        count(distinct weight_seed) as grid_weight_seeds,
+        count(distinct data_seed) as grid_data_seeds
+    from design
+    group by group_id
+    having count(distinct weight_seed) >= 2 and count(distinct data_seed) >= 2
+),
+
+grid as (
+    select
+        weights.group_id,
+        weights.weight_seed,
+        data.data_seed
+    from (select distinct group_id, weight_seed from design) as weights
+    inner join (select distinct group_id, data_seed from design) as data using (group_id)
+    inner join grid_size using (group_id)
+),
+
+grid_cells as (
+    select
+        grid.group_id,
+        grid.weight_seed,
+        grid.data_seed,
+        coalesce(bool_or(trial_reasons.has_value), false) as measured,
+        coalesce(
+            string_agg(distinct trial_reasons.reason, ', ' order by trial_reasons.reason),
+            'no trial'
+        ) as reason
+    from grid
+    left join trial_reasons using (group_id, weight_seed, data_seed)
+    group by grid.group_id, grid.weight_seed, grid.data_seed
+),
+
+-- the largest complete subgrid: enumerate the subsets of the side with fewer seeds
+oriented as (
+    select
+        grid_cells.*,
+        case
+            when grid_size.grid_weight_seeds <= grid_size.grid_data_seeds
+                then grid_cells.weight_seed
+            else grid_cells.data_seed
+        end as enum_seed,
+        case
+            when grid_size.grid_weight_seeds <= grid_size.grid_data_seeds
+                then grid_cells.data_seed
+            else grid_cells.weight_seed
+        end as other_seed
+    from grid_cells
+    inner join grid_size using (group_id)
+),
+
+enumerated as (
+    select
+        *,
+        dense_rank() over (partition by group_id order by enum_seed) - 1 as enum_index
+    from oriented
+),
+
+sides as (
+    select
+        group_id,
+        max(enum_index) + 1 as k,
+        bool_and(measured) as complete
+    from enumerated
+    group by group_id
+),
+
+-- per seed of the other side: the set (bits) of enumerated seeds it has measured
+measured_sets as (
+    select
+        group_id,
+        other_seed,
+        coalesce(bit_or(1::bigint << enum_index) filter (where measured), 0) as have
+    from enumerated
+    group by group_id, other_seed
+),
+
+masks as (
+    select
+        group_id,
+        k,
+        unnest(range(1::bigint, 1::bigint << k)) as mask
+    from sides
+    where k <= 16
+),
+
+candidates as (
+    select
+        masks.group_id,
+        masks.mask,
+        bit_count(masks.mask) * count(*) as area
+    from masks
+    inner join measured_sets
+        on measured_sets.group_id = masks.group_id
+        and measured_sets.have & masks.mask = masks.mask
+    where bit_count(masks.mask) >= 2
+    group by masks.group_id, masks.mask
+    having count(*) >= 2
+),
+
+best_masks as (
+    select
+        group_id,
+        mask
+    from candidates
+    qualify row_number() over (partition by group_id order by area desc, mask) = 1
+),
+
+subgrid as (
+    select
+        enumerated.group_id,
+        enumerated.weight_seed,
+        enumerated.data_seed
+    from enumerated
+    inner join best_masks using (group_id)
+    inner join measured_sets using (group_id, other_seed)
+    where
+        (best_masks.mask >> enumerated.enum_index) & 1 = 1
+        and measured_sets.have & best_masks.mask = best_masks.mask
+),
+
+coverage as (
+    select
+        grid_cells.group_id,
+        any_value(grid_size.grid_weight_seeds) as grid_weight_seeds,
+        any_value(grid_size.grid_data_seeds) as grid_data_seeds,
+        list(
+            'w' || grid_cells.weight_seed || ' d' || grid_cells.data_seed || ': '
+            || grid_cells.reason
+            order by grid_cells.weight_seed, grid_cells.data_seed
+        ) filter (where not grid_cells.measured) as missing_cells,
+        case
+            when any_value(sides.k) > 16 and not any_value(sides.complete)
+                then 'no complete subgrid searched: more than 16 seeds on each side'
+            when count(subgrid.group_id) = 0
+                then 'no complete 2 x 2 subgrid of measured trials'
+        end as skipped_reason
+    from grid_cells
+    inner join grid_size using (group_id)
+    inner join sides using (group_id)
+    left join subgrid using (group_id, weight_seed, data_seed)
+    group by grid_cells.group_id
+),
+
+-- seeds of analysed groups that the subgrid leaves out
+left_out_seeds as (
+    select
+        grid.group_id,
+        'weight seed ' || grid.weight_seed as seed,
+        0 as side,
+        grid.weight_seed as seed_value
+    from (select distinct group_id, weight_seed from grid) as grid
+    semi join subgrid using (group_id)
+    anti join subgrid using (group_id, weight_seed)
+    union all
+    select
+        grid.group_id,
+        'data seed ' || grid.data_seed,
+        1,
+        grid.data_seed
+    from (select distinct group_id, data_seed from grid) as grid
+    semi join subgrid using (group_id)
+    anti join subgrid using (group_id, data_seed)
+),
+
+left_out as (
+    select
+        group_id,
+        list(seed order by side, seed_value) as seeds
+    from left_out_seeds
+    group by group_id
+),
+
+-- the cells of the subgrid: y per length and over lengths; a cell run in two studies
+-- holds the mean of its trials
+crossed_cells as (
+    select
+        design.group_id,
+        design.weight_seed,
+        design.data_seed,
+        trial_values.at_digits,
+        avg(trial_values.y) as y,
+        bool_or(design.status = 'diverged') as diverged
+    from design
+    inner join trial_values using (group_id, study, trial_id)
+    inner join subgrid using (group_id, weight_seed, data_seed)
+    where trial_values.y is not null
+    group by design.group_id, design.weight_seed, design.data_seed, trial_values.at_digits
 ),
 
 crossed as (
     select
         group_id,
+        at_digits,
         count(distinct weight_seed) as a,
         count(distinct data_seed) as b,
         avg(y) as grand_mean
-    from cells
-    group by group_id
-    having
-        count(distinct weight_seed) >= 2
-        and count(distinct data_seed) >= 2
-        and count(*) = count(distinct weight_seed) * count(distinct data_seed)
-),
-
-crossed_cells as (
-    select
-        cells.*,
-        crossed.a,
-        crossed.b,
-        crossed.grand_mean
-    from cells
-    inner join crossed using (group_id)
+    from crossed_cells
+    group by group_id, at_digits
 ),
 
 weight_means as (
     select
         group_id,
+        at_digits,
         weight_seed,
         avg(y) as mean,
         min(y) as min,
         max(y) as max,
         list(data_seed order by data_seed) as data_seeds,
-        list(y order by data_seed) as ood_accuracy_by_data_seed
+        list(y order by data_seed) as accuracy_by_data_seed,
+        list(diverged order by data_seed) as diverged_by_data_seed
     from crossed_cells
-    group by group_id, weight_seed
+    group by group_id, at_digits, weight_seed
 ),
 
 data_means as (
     select
         group_id,
+        at_digits,
         data_seed,
         avg(y) as mean
     from crossed_cells
-    group by group_id, data_seed
+    group by group_id, at_digits, data_seed
 ),
 
 sums_of_squares as (
     select
         crossed_cells.group_id,
-        sum((crossed_cells.y - crossed_cells.grand_mean) ^ 2) as ss_total,
+        crossed_cells.at_digits,
+        sum((crossed_cells.y - crossed.grand_mean) ^ 2) as ss_total,
         sum(
-            (crossed_cells.y - weight_means.mean - data_means.mean + crossed_cells.grand_mean) ^ 2
+            (crossed_cells.y - weight_means.mean - data_means.mean + crossed.grand_mean) ^ 2
         ) as ss_residual
     from crossed_cells
-    inner join weight_means using (group_id, weight_seed)
-    inner join data_means using (group_id, data_seed)
-    group by crossed_cells.group_id
+    inner join crossed using (group_id, at_digits)
+    inner join weight_means using (group_id, at_digits, weight_seed)
+    inner join data_means using (group_id, at_digits, data_seed)
+    group by crossed_cells.group_id, crossed_cells.at_digits
 ),
 
 ss_weight as (
     select
         weight_means.group_id,
+        weight_means.at_digits,
         any_value(crossed.b) * sum((weight_means.mean - crossed.grand_mean) ^ 2) as ss_weight
     from weight_means
-    inner join crossed using (group_id)
-    group by weight_means.group_id
+    inner join crossed using (group_id, at_digits)
+    group by weight_means.group_id, weight_means.at_digits
 ),
 
 ss_data as (
     select
         data_means.group_id,
+        data_means.at_digits,
         any_value(crossed.a) * sum((data_means.mean - crossed.grand_mean) ^ 2) as ss_data
     from data_means
-    inner join crossed using (group_id)
-    group by data_means.group_id
+    inner join crossed using (group_id, at_digits)
+    group by data_means.group_id, data_means.at_digits
 ),
 
--- each data order ranks the weight seeds; ties share their average rank
+-- each data order ranks the weight seeds on y rounded to 9 decimals; ties share their
+-- average rank
+rounded as (
+    select
+        *,
+        round(y, 9) as y_rank
+    from crossed_cells
+),
+
 ranks as (
     select
         group_id,
+        at_digits,
         weight_seed,
         data_seed,
-        y,
-        rank() over (partition by group_id, data_seed order by y)
-        + (count(*) over (partition by group_id, data_seed, y) - 1) / 2.0 as rank
-    from crossed_cells
+        y_rank,
+        rank() over (partition by group_id, at_digits, data_seed order by y_rank)
+        + (count(*) over (partition by group_id, at_digits, data_seed, y_rank) - 1) / 2.0
+            as rank
+    from rounded
 ),
 
 rank_sums as (
     select
         group_id,
+        at_digits,
         weight_seed,
         sum(rank) as rank_sum
     from ranks
-    group by group_id, weight_seed
+    group by group_id, at_digits, weight_seed
 ),
 
 tie_groups as (
     select
         group_id,
+        at_digits,
         data_seed,
         count(*) as t
     from ranks
-    group by group_id, data_seed, y
+    group by group_id, at_digits, data_seed, y_rank
 ),
 
 ties as (
     select
         group_id,
+        at_digits,
         sum(t ^ 3 - t) as tie_sum
     from tie_groups
-    group by group_id
+    group by group_id, at_digits
 ),
 
 concordance as (
     select
         rank_sums.group_id,
+        rank_sums.at_digits,
         12 * sum((rank_sums.rank_sum - crossed.b * (crossed.a + 1) / 2.0) ^ 2)
         / nullif(
             any_value(crossed.b) ^ 2 * (any_value(crossed.a) ^ 3 - any_value(crossed.a))
@@ -205,14 +497,57 @@ concordance as (
             0
         ) as kendall_w
     from rank_sums
-    inner join crossed using (group_id)
-    inner join ties using (group_id)
-    group by rank_sums.group_id
+    inner join crossed using (group_id, at_digits)
+    inner join ties using (group_id, at_digits)
+    group by rank_sums.group_id, rank_sums.at_digits
+),
+
+friedman as (
+    select
+        concordance.group_id,
+        concordance.at_digits,
+        crossed.b * (crossed.a - 1) * concordance.kendall_w as chi2,
+        crossed.a - 1 as df
+    from concordance
+    inner join crossed using (group_id, at_digits)
+),
+
+-- P(chi-square(df) >= chi2), see the header
+friedman_p as (
+    select
+        group_id,
+        at_digits,
+        chi2,
+        df,
+        case
+            when chi2 is null then null
+            when chi2 <= 0 then 1.0
+            when df % 2 = 0 then list_sum(
+                [exp(j * ln(chi2 / 2) - lgamma(j + 1) - chi2 / 2) for j in range(df // 2)]
+            )
+            else erfc + coalesce(list_sum(
+                [exp((j - 0.5) * ln(chi2 / 2) - lgamma(j + 0.5) - chi2 / 2)
+                    for j in range(1, (df + 1) // 2)]
+            ), 0)
+        end as p
+    from friedman
+    cross join lateral (
+        select sqrt(greatest(chi2, 0) / 2) as z, 1 / (1 + 0.5 * sqrt(greatest(chi2, 0) / 2)) as t
+    ) as fit_input
+    cross join lateral (
+        select
+            t * exp(
+                -z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418
+                + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587
+                + t * (-0.82215223 + t * 0.17087277))))))))
+            ) as erfc
+    ) as chebyshev
 ),
 
 group_summary as (
     select
         crossed.group_id,
+        crossed.at_digits,
         crossed.a as n_weight_seeds,
         crossed.b as n_data_seeds,
         crossed.grand_mean,
@@ -223,52 +558,110 @@ group_summary as (
         ss_weight.ss_weight / nullif(sums_of_squares.ss_total, 0) as share_weight,
         ss_data.ss_data / nullif(sums_of_squares.ss_total, 0) as share_data,
         sums_of_squares.ss_residual / nullif(sums_of_squares.ss_total, 0) as share_residual,
-        concordance.kendall_w
+        concordance.kendall_w,
+        friedman_p.chi2 as friedman_chi2,
+        friedman_p.df as friedman_df,
+        friedman_p.p as friedman_p
     from crossed
-    inner join sums_of_squares using (group_id)
-    inner join ss_weight using (group_id)
-    inner join ss_data using (group_id)
-    inner join concordance using (group_id)
+    inner join sums_of_squares using (group_id, at_digits)
+    inner join ss_weight using (group_id, at_digits)
+    inner join ss_data using (group_id, at_digits)
+    inner join concordance using (group_id, at_digits)
+    inner join friedman_p using (group_id, at_digits)
 ),
 
-group_digits as (
+by_length as (
     select
         group_id,
-        any_value(group_label) as group_label,
-        list(distinct digits order by digits) as measured_digits
-    from measured
+        list(
+            {
+                'digits': at_digits,
+                'grand_mean': grand_mean,
+                'share_weight': share_weight,
+                'share_data': share_data,
+                'share_residual': share_residual,
+                'kendall_w': kendall_w,
+                'friedman_chi2': friedman_chi2,
+                'friedman_p': friedman_p
+            }
+            order by at_digits
+        ) as by_length
+    from group_summary
+    where at_digits > 0
     group by group_id
 ),
 
-final as (
+labels as (
+    select
+        group_id,
+        any_value(group_label) as group_label
+    from design
+    group by group_id
+),
+
+analysed as (
     select
         group_summary.group_id,
-        group_digits.group_label,
-        group_digits.measured_digits,
         weight_means.weight_seed,
         weight_means.mean,
         weight_means.min,
         weight_means.max,
         weight_means.min > params.threshold as lucky,
-        params.threshold,
         rank_sums.rank_sum,
         weight_means.data_seeds,
-        weight_means.ood_accuracy_by_data_seed,
-        group_summary.n_weight_seeds,
-        group_summary.n_data_seeds,
-        group_summary.grand_mean,
-        group_summary.ss_total,
-        group_summary.ss_weight,
-        group_summary.ss_data,
-        group_summary.ss_residual,
-        group_summary.share_weight,
-        group_summary.share_data,
-        group_summary.share_residual,
-        group_summary.kendall_w
+        weight_means.accuracy_by_data_seed,
+        weight_means.diverged_by_data_seed,
+        group_summary.* exclude (group_id, at_digits),
+        by_length.by_length
     from group_summary
-    inner join group_digits using (group_id)
-    inner join weight_means using (group_id)
-    inner join rank_sums using (group_id, weight_seed)
+    inner join weight_means using (group_id, at_digits)
+    inner join rank_sums using (group_id, at_digits, weight_seed)
+    left join by_length using (group_id)
+    cross join params
+    where group_summary.at_digits = 0
+),
+
+final as (
+    select
+        coverage.group_id,
+        labels.group_label,
+        group_digits.measured_digits,
+        group_digits.measured_kind,
+        analysed.weight_seed,
+        analysed.mean,
+        analysed.min,
+        analysed.max,
+        analysed.lucky,
+        params.threshold,
+        analysed.rank_sum,
+        analysed.data_seeds,
+        analysed.accuracy_by_data_seed,
+        analysed.diverged_by_data_seed,
+        analysed.n_weight_seeds,
+        analysed.n_data_seeds,
+        coverage.grid_weight_seeds,
+        coverage.grid_data_seeds,
+        coverage.missing_cells,
+        left_out.seeds as left_out_seeds,
+        coverage.skipped_reason,
+        analysed.grand_mean,
+        analysed.ss_total,
+        analysed.ss_weight,
+        analysed.ss_data,
+        analysed.ss_residual,
+        analysed.share_weight,
+        analysed.share_data,
+        analysed.share_residual,
+        analysed.kendall_w,
+        analysed.friedman_chi2,
+        analysed.friedman_df,
+        analysed.friedman_p,
+        analysed.by_length
+    from coverage
+    inner join labels using (group_id)
+    left join group_digits using (group_id)
+    left join analysed using (group_id)
+    left join left_out using (group_id)
     cross join params
 )
 

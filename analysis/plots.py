@@ -84,10 +84,18 @@ def accuracy_by_group(trial_rows: list[dict], summary_rows: list[dict], path: Pa
     return _save(fig, path)
 
 
+MEASURED_LABELS = {  # lucky_tickets.sql measured_kind -> what y is
+    "out-of-distribution": "OOD exact match",
+    "in-distribution": "in-distribution exact match",
+    "mixed": "exact match (lengths inside and outside training)",
+}
+
+
 def seed_heatmaps(lucky_rows: list[dict], path: Path) -> Path | None:
-    """Weight seed x data seed grid of out-of-distribution accuracy per crossed group;
-    lucky weight seeds marked with *."""
-    groups = _by_group(lucky_rows)
+    """Weight seed x data seed grid of the measured accuracy per analysed group (its
+    largest complete subgrid); lucky weight seeds marked with *, trials that diverged
+    (and keep the accuracy they had reached) with a dagger."""
+    groups = _by_group([r for r in lucky_rows if r["weight_seed"] is not None])
     if not groups:
         return None
     fig, axes = _panels(len(groups), panel=(3.9, 3.2))
@@ -95,52 +103,95 @@ def seed_heatmaps(lucky_rows: list[dict], path: Path) -> Path | None:
     for ax, (label, rows) in zip(axes, groups.items()):
         rows = sorted(rows, key=lambda r: r["weight_seed"])
         data_seeds = rows[0]["data_seeds"]
-        grid = [r["ood_accuracy_by_data_seed"] for r in rows]
+        grid = [r["accuracy_by_data_seed"] for r in rows]
+        diverged = [r["diverged_by_data_seed"] for r in rows]
         image = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto")
-        if len(rows) * len(data_seeds) <= 100:
-            for i, line in enumerate(grid):
-                for j, value in enumerate(line):
-                    ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7,
-                            color="white" if value < 0.6 else "black")
+        few = len(rows) * len(data_seeds) <= 100
+        for i, line in enumerate(grid):
+            for j, value in enumerate(line):
+                if few:
+                    ax.text(j, i, f"{value:.2f}{'†' if diverged[i][j] else ''}", ha="center",
+                            va="center", fontsize=7, color="white" if value < 0.6 else "black")
+                elif diverged[i][j]:
+                    ax.text(j, i, "†", ha="center", va="center", fontsize=6, color="red")
         ax.set_xticks(range(len(data_seeds)), [str(d) for d in data_seeds])
         ax.set_yticks(range(len(rows)),
                       [f"{r['weight_seed']}{' *' if r['lucky'] else ''}" for r in rows])
         ax.set_xlabel("data seed")
         ax.set_ylabel("weight seed")
-        w = rows[0]["kendall_w"]
-        ax.set_title(f"{_wrap(label)}\nKendall's W = {'n/a' if w is None else f'{w:.2f}'}",
-                     fontsize=8)
+        w, p = rows[0]["kendall_w"], rows[0]["friedman_p"]
+        agreement = "n/a" if w is None else f"{w:.2f} (Friedman p = {p:.2g})"
+        ax.set_title(f"{_wrap(label)}\nKendall's W = {agreement}", fontsize=8)
     fig.subplots_adjust(wspace=0.45, hspace=0.6)
-    fig.colorbar(image, ax=axes, shrink=0.8, label="OOD exact match")
+    kinds = {r["measured_kind"] for r in lucky_rows if r["weight_seed"] is not None}
+    fig.colorbar(image, ax=axes, shrink=0.8,
+                 label=MEASURED_LABELS[kinds.pop()] if len(kinds) == 1 else "exact match")
     return _save(fig, path)
 
 
+SHARE_PARTS = (("share_weight", "weight seed", "tab:blue"), ("share_data", "data seed", "tab:orange"),
+               ("share_residual", "residual", "0.7"))
+
+
+def _share_bars(ax, entries: list[dict], horizontal: bool) -> None:
+    """Stacked share bars, one per entry; an entry whose shares are null (every trial
+    scored the same: no variance to share out) is marked n/a, not drawn empty."""
+    bar = ax.barh if horizontal else ax.bar
+    start = [0.0] * len(entries)
+    for key, name, color in SHARE_PARTS:
+        values = [e[key] or 0.0 for e in entries]
+        if horizontal:
+            bar(range(len(entries)), values, left=start, color=color, label=name)
+        else:
+            bar(range(len(entries)), values, bottom=start, color=color, label=name)
+        for i, (x0, v) in enumerate(zip(start, values)):
+            if v >= 0.06:
+                where = (x0 + v / 2, i) if horizontal else (i, x0 + v / 2)
+                ax.text(*where, f"{v:.0%}", ha="center", va="center", fontsize=7)
+        start = [a + b for a, b in zip(start, values)]
+    for i, entry in enumerate(entries):
+        if entry["share_weight"] is None:
+            where = (0.5, i) if horizontal else (i, 0.5)
+            ax.text(*where, "n/a: every trial scored the same", ha="center", va="center",
+                    fontsize=7, color="0.3", rotation=0 if horizontal else 90)
+
+
 def variance_shares(lucky_rows: list[dict], path: Path) -> Path | None:
-    """Stacked bars: share of the OOD-accuracy variance due to the weight seed, the data
-    seed and the residual, one bar per crossed group."""
-    groups = {label: rows[0] for label, rows in _by_group(lucky_rows).items()}
+    """Stacked bars: share of the variance of the measured accuracy due to the weight
+    seed, the data seed and the residual, one bar per analysed group."""
+    groups = {label: rows[0] for label, rows in
+              _by_group([r for r in lucky_rows if r["weight_seed"] is not None]).items()}
     if not groups:
         return None
     labels = list(groups)
     fig = Figure(figsize=(7.5, 0.5 * len(labels) + 1.4))
     FigureCanvasAgg(fig)
     ax = fig.subplots()
-    left = [0.0] * len(labels)
-    parts = (("share_weight", "weight seed", "tab:blue"), ("share_data", "data seed", "tab:orange"),
-             ("share_residual", "residual", "0.7"))
-    for key, name, color in parts:
-        values = [groups[label][key] or 0.0 for label in labels]
-        ax.barh(range(len(labels)), values, left=left, color=color, label=name)
-        for i, (x0, v) in enumerate(zip(left, values)):
-            if v >= 0.06:
-                ax.text(x0 + v / 2, i, f"{v:.0%}", ha="center", va="center", fontsize=8)
-        left = [a + b for a, b in zip(left, values)]
+    _share_bars(ax, [groups[label] for label in labels], horizontal=True)
     ax.set_yticks(range(len(labels)), [_wrap(label, 40) for label in labels], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
-    ax.set_xlabel("share of the variance of OOD accuracy (sum of squares / total)")
+    ax.set_xlabel("share of the variance (sum of squares / total)")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25 if len(labels) < 3 else -0.12),
               ncol=3, frameon=False)
+    return _save(fig, path)
+
+
+def variance_shares_by_length(lucky_rows: list[dict], path: Path) -> Path | None:
+    """001 F.9: the variance shares at each measured test length apart, one panel per
+    analysed group, one stacked bar per length and one for the mean over them."""
+    groups = {label: rows[0] for label, rows in
+              _by_group([r for r in lucky_rows if r["weight_seed"] is not None]).items()
+              if len(rows[0]["by_length"] or []) > 1}
+    if not groups:
+        return None
+    fig, axes = _panels(len(groups))
+    for ax, (label, row) in zip(axes, groups.items()):
+        entries = list(row["by_length"]) + [row]
+        _share_bars(ax, entries, horizontal=False)
+        ax.set_xticks(range(len(entries)), [str(e["digits"]) for e in row["by_length"]] + ["mean"])
+        _style(ax, label, "test length (digits)", "share of the variance")
+    _legend(fig, axes[0])
     return _save(fig, path)
 
 

@@ -29,6 +29,7 @@ SQL_FILES = (
     "error_checkpoints",
     "training",
     "failures",
+    "coverage",
 )
 MAX_GROUPS = 24  # panels per figure; the caption says when groups were left out
 MAX_TABLE_ROWS = 300
@@ -113,6 +114,23 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
     n_groups = len({r["group_id"] for r in final})
     out: list[str] = []
 
+    # 0. which trials count
+    out.append("<h2 id='coverage'>Which trials count</h2>")
+    out.append("<p>Every analysis counts the trials that finished: done, or diverged — a "
+               "diverged trial keeps what it measured before its loss went non-finite, "
+               "since leaving it out would flatter its group. A file leaves out a finished "
+               "trial only when the trial lacks the rows the file reads; the table lists "
+               "each such trial and why (coverage.sql). Failed and unfinished trials count "
+               "nowhere: section 6 lists them, and section 2 the crossed cells they leave "
+               "empty.</p>")
+    out.append(_table(
+        tables["coverage"],
+        [("group_label", "group"), ("weight_seed", "weight seed"), ("data_seed", "data seed"),
+         ("trial_id", "trial"), ("status", "status"), ("missing", "lacks"),
+         ("left_out_of", "left out of"), ("reason", "why")],
+        "Finished trials that some analyses leave out (coverage.sql).",
+    ))
+
     # 1. seed variance
     out.append("<h2 id='variance'>1. Accuracy vs test length: seed variance (001 Fig. 10)</h2>")
     out.append(figure(
@@ -139,50 +157,87 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
     # 2. lucky tickets
     out.append("<h2 id='lucky'>2. Weight seeds × data seeds: lucky tickets "
                "(001 Fig. 11, F.9)</h2>")
+    analysed = [r for r in lucky if r["weight_seed"] is not None]
+    skipped = [r for r in lucky if r["weight_seed"] is None]
     if not lucky:
         out.append("<p class='empty'>No configuration group of this study crosses weight "
-                   "seeds with data seeds (lucky_tickets.sql needs at least 2 × 2 finished "
-                   "trials, every pair once), so there is no weight/data decomposition to "
-                   "show.</p>")
-    else:
-        crossed = len({r["group_id"] for r in lucky})
-        threshold = lucky[0]["threshold"]
-        measured = ", ".join(str(d) for d in lucky[0]["measured_digits"])
+                   "seeds with data seeds (lucky_tickets.sql needs trials of at least 2 "
+                   "weight seeds and 2 data seeds in one group), so there is no weight/data "
+                   "decomposition to show.</p>")
+    if analysed:
+        n_analysed = len({r["group_id"] for r in analysed})
+        threshold = analysed[0]["threshold"]
+        what = _measured_words(analysed[0])
         out.append(figure(
             Figure("seed_heatmap.png", "Weight × data seed heatmap",
-                   "Out-of-distribution exact match (mean over the test lengths "
-                   f"{measured}) of every weight seed × data seed trial, one panel per "
-                   "crossed group; * marks a lucky weight seed (its minimum over data "
-                   f"orders above {threshold:g}); Kendall's W = agreement of the data "
-                   "orders' rankings of the weight seeds.",
+                   f"{what[0].upper()}{what[1:]} of every weight seed × data seed trial of "
+                   "each group's largest complete subgrid, one panel per group; * marks a "
+                   f"lucky weight seed (its minimum over data orders above {threshold:g}); "
+                   "† marks a trial that diverged (it keeps the accuracy it had reached). "
+                   "Kendall's W = agreement of the data orders' rankings of the weight "
+                   "seeds: 1 = the same ranking everywhere; with no agreement W is about "
+                   "1/b (b data orders), not 0, so read it with Friedman's p, the chance of "
+                   "that much agreement between random rankings.",
                    ("lucky_tickets.sql",)),
-            lambda p: plots.seed_heatmaps(_first_groups(lucky), p),
-            crossed,
+            lambda p: plots.seed_heatmaps(_first_groups(analysed), p),
+            n_analysed,
         ))
         out.append(figure(
             Figure("variance_shares.png", "Variance shares",
-                   "Share of the variance of out-of-distribution accuracy explained by the "
-                   "weight seed, by the data seed, and left as residual (two-way ANOVA "
-                   "without replication: SS / SS_total), one bar per crossed group.",
+                   f"Share of the variance of the {what} explained by the weight seed, by "
+                   "the data seed, and left as residual (two-way ANOVA without "
+                   "replication: SS / SS_total), one bar per group; n/a where every trial "
+                   "scored the same.",
                    ("lucky_tickets.sql",)),
-            lambda p: plots.variance_shares(_first_groups(lucky), p),
-            crossed,
+            lambda p: plots.variance_shares(_first_groups(analysed), p),
+            n_analysed,
         ))
-        group_rows = list({r["group_id"]: r for r in lucky}.values())
+        out.append(figure(
+            Figure("variance_shares_by_length.png", "Variance shares per test length",
+                   "The same shares at each measured test length apart and for their mean "
+                   "(001 F.9 shows 30, 50, 70 and 100 digits apart), one panel per group.",
+                   ("lucky_tickets.sql",)),
+            lambda p: plots.variance_shares_by_length(_first_groups(analysed), p),
+            n_analysed,
+        ))
+        group_rows = list({r["group_id"]: r for r in analysed}.values())
         out.append(_table(
             group_rows,
             [("group_label", "group"), ("n_weight_seeds", "weight seeds"),
-             ("n_data_seeds", "data seeds"), ("grand_mean", "mean OOD acc."),
+             ("n_data_seeds", "data seeds"), ("measured_kind", "measured"),
+             ("measured_digits", "lengths"), ("grand_mean", "mean acc."),
              ("share_weight", "share weight"), ("share_data", "share data"),
-             ("share_residual", "share residual"), ("kendall_w", "Kendall's W")],
-            "Per crossed group (lucky_tickets.sql).",
+             ("share_residual", "share residual"), ("kendall_w", "Kendall's W"),
+             ("friedman_chi2", "Friedman χ²"), ("friedman_p", "Friedman p"),
+             ("missing_cells", "missing cells"), ("left_out_seeds", "seeds left out")],
+            "Per group, over its largest complete subgrid (lucky_tickets.sql). Friedman's "
+            "χ² = b(a − 1)W with a − 1 degrees of freedom; random rankings give W ≈ 1/b.",
         ))
         out.append(_table(
-            lucky,
+            [{"group_label": r["group_label"], **entry}
+             for r in group_rows for entry in (r["by_length"] or [])],
+            [("group_label", "group"), ("digits", "length"), ("grand_mean", "mean acc."),
+             ("share_weight", "share weight"), ("share_data", "share data"),
+             ("share_residual", "share residual"), ("kendall_w", "Kendall's W"),
+             ("friedman_p", "Friedman p")],
+            "Per group and test length (lucky_tickets.sql, column by_length; 001 F.9).",
+            collapsed=True,
+        ))
+        out.append(_table(
+            analysed,
             [("group_label", "group"), ("weight_seed", "weight seed"), ("mean", "mean"),
              ("min", "min"), ("max", "max"), ("lucky", "lucky"), ("threshold", "threshold"),
-             ("ood_accuracy_by_data_seed", "by data seed")],
+             ("accuracy_by_data_seed", "by data seed")],
             "Per weight seed, over data orders (lucky_tickets.sql).",
+        ))
+    if skipped:
+        out.append(_table(
+            skipped,
+            [("group_label", "group"), ("grid_weight_seeds", "weight seeds"),
+             ("grid_data_seeds", "data seeds"), ("skipped_reason", "not analysed because"),
+             ("missing_cells", "missing cells")],
+            "Groups whose trials cross weight and data seeds but that lucky_tickets.sql "
+            "could not analyse.",
         ))
 
     # 3. carry cascades
@@ -371,7 +426,7 @@ Trials: {html.escape(counts or "none")}; configuration groups with finished tria
 yourself with <code>lg-study query --file analysis/variance.sql --study
 {html.escape(study)}</code>. Accuracies are exact match at each trial's final evaluation
 unless said otherwise; "trained" marks test lengths inside the training range.</p>
-<p><a href="#variance">seed variance</a> · <a href="#lucky">lucky tickets</a> ·
+<p><a href="#coverage">which trials count</a> · <a href="#variance">seed variance</a> · <a href="#lucky">lucky tickets</a> ·
 <a href="#cascade">carry cascades</a> · <a href="#errors">errors</a> ·
 <a href="#training">training</a> · <a href="#failures">failed and diverged trials</a></p>
 {"".join(sections)}
@@ -426,6 +481,18 @@ def _cell(value: Any) -> str:
         text = ", ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in value)
         return f"<td class='text'>{html.escape(text)}</td>"
     return f"<td class='text'>{html.escape(str(value))}</td>"
+
+
+def _measured_words(row: dict) -> str:
+    """What lucky_tickets.sql measured, e.g. 'out-of-distribution exact match (mean over
+    the test lengths 6, 8)'."""
+    lengths = ", ".join(str(d) for d in row["measured_digits"] or [])
+    kind = {"out-of-distribution": "out-of-distribution exact match",
+            "in-distribution": "in-distribution exact match",
+            "mixed": "exact match"}[row["measured_kind"]]
+    where = {"out-of-distribution": "", "in-distribution": ", inside the training range",
+             "mixed": ", inside and outside the training range"}[row["measured_kind"]]
+    return f"{kind} (mean over the test lengths {lengths}{where})"
 
 
 def _first_groups(rows: Iterable[dict], limit: int = MAX_GROUPS) -> list[dict]:

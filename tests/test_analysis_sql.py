@@ -75,8 +75,9 @@ def write_trial(root: Path, study: str, cfg: dict, final: dict[int, float] | Non
         {"step": s, "loss": 1.0 / s, "lr": 1e-3, "tokens": 64 * s, "wall_s": 0.01 * s}
         for s in (30, 60, 90)
     ])
-    write_trial_table(root, study, "eval", tid, [
-        {"step": step, "digits": d, "n": 100, "correct": round(100 * acc * factor),
+    write_trial_table(root, study, "eval", tid, [  # NaN: a length without questions
+        {"step": step, "digits": d, "n": 0 if np.isnan(acc) else 100,
+         "correct": 0 if np.isnan(acc) else round(100 * acc * factor),
          "accuracy": acc * factor, "in_distribution": d <= 4}
         for step, factor in ((EARLY, early_factor), (FINAL, 1.0)) for d, acc in final.items()
     ])
@@ -239,8 +240,10 @@ def test_views_sql_with_groups_loads_as_the_cli_client_runs_it(study) -> None:
     assert con.sql("select count(distinct group_id) from groups").fetchall() == [(4,)]
     # and an analysis file runs there too, with its parameter set as the CLI client would
     con.execute("SET VARIABLE threshold = 0.4;")
-    rows = con.sql((SQL / "lucky_tickets.sql").read_text()).fetchall()
-    assert rows and all(row[8] == 0.4 for row in rows)  # the threshold column
+    result = con.sql((SQL / "lucky_tickets.sql").read_text())
+    column = [c[0] for c in result.description].index("threshold")
+    rows = result.fetchall()
+    assert rows and all(row[column] == 0.4 for row in rows)
 
 
 # --- variance -----------------------------------------------------------------------------
@@ -326,7 +329,8 @@ def test_lucky_tickets_match_numpy(con, study) -> None:
             assert (row["n_weight_seeds"], row["n_data_seeds"]) == y.shape
             assert row["measured_digits"] == list(OOD)
             assert row["data_seeds"] == ds
-            assert row["ood_accuracy_by_data_seed"] == pytest.approx(y[i].tolist())
+            assert row["accuracy_by_data_seed"] == pytest.approx(y[i].tolist())
+            assert row["measured_kind"] == "out-of-distribution"
             assert row["mean"] == pytest.approx(y[i].mean())
             assert (row["min"], row["max"]) == (pytest.approx(y[i].min()), pytest.approx(y[i].max()))
             assert row["threshold"] == 0.9

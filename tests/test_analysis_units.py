@@ -253,3 +253,209 @@ def test_error_anatomy_is_per_run_in_digits_with_near_zero_runs_left_out(tmp_pat
     assert by_run[0] == {0: 0, 1: pytest.approx(3 / 5), 2: 0, 3: pytest.approx(2 / 5)}
     assert by_run[1] == {p: pytest.approx(s) for p, s in share_b.items()}
     assert {r["accuracy"] for r in checkpoints if r["weight_seed"] == 0} == {0.5}
+
+
+# --- 4. no silent drops -------------------------------------------------------------------
+
+
+def crossed(root: Path, study: str, pe: str, table: dict[tuple[int, int], object],
+            status: dict[tuple[int, int], str] | None = None) -> None:
+    """One trial per (weight seed, data seed) of `table`: a float is its accuracy at both
+    out-of-distribution lengths, a dict its accuracy per length, None no results."""
+    for (w, d), value in table.items():
+        final = None if value is None else (
+            value if isinstance(value, dict) else {6: value, 8: value})
+        if final is not None:
+            final = {2: 1.0, 4: 1.0, **final}
+        write_trial(root, study, config(pe, w, d), final,
+                    status=(status or {}).get((w, d), "done"))
+
+
+def lucky_rows(root: Path, study: str, pe: str, **params) -> list[dict]:
+    with open_results(root, study) as con:
+        return [r for r in run(con, "lucky_tickets", **params)
+                if r["group_label"].split("/")[1] == pe]
+
+
+def test_a_crossed_group_with_a_missing_cell_is_analysed_on_its_largest_complete_subgrid(
+        tmp_path: Path) -> None:
+    """3 x 3 seeds, the trial w2 d1 failed: the statistics use weight seeds 0, 1 x all
+    three data seeds (6 cells; ties with w0-2 x d0, d2 go to the first seeds) and say
+    what they left out. A 2 x 2 group whose w0 d1 diverged before its first evaluation
+    has no complete 2 x 2 subgrid: it is listed, with the reason."""
+    y = np.array([[0.9, 0.7, 0.8], [0.2, 0.4, 0.1], [0.5, None, 0.6]], dtype=object)
+    crossed(tmp_path, "gaps", "fire", {(w, d): y[w, d] for w in range(3) for d in range(3)},
+            status={(2, 1): "failed"})
+    crossed(tmp_path, "gaps", "rope", {(0, 0): 0.5, (0, 1): None, (1, 0): 0.2, (1, 1): 0.3},
+            status={(0, 1): "diverged"})
+    rows = lucky_rows(tmp_path, "gaps", "fire")
+    assert [r["weight_seed"] for r in rows] == [0, 1]
+    sub = y[:2].astype(float)
+    expected = anova_and_w(sub)
+    for row in rows:
+        assert (row["n_weight_seeds"], row["n_data_seeds"]) == (2, 3)
+        assert (row["grid_weight_seeds"], row["grid_data_seeds"]) == (3, 3)
+        assert row["missing_cells"] == ["w2 d1: failed"]
+        assert row["left_out_seeds"] == ["weight seed 2"]
+        assert row["skipped_reason"] is None
+        for key, value in expected.items():
+            assert row[key] == pytest.approx(value)
+    (skipped,) = lucky_rows(tmp_path, "gaps", "rope")
+    assert skipped["weight_seed"] is None and skipped["share_weight"] is None
+    assert skipped["skipped_reason"] == "no complete 2 x 2 subgrid of measured trials"
+    assert skipped["missing_cells"] == ["w0 d1: diverged before its first evaluation"]
+
+
+def test_the_report_lists_skipped_groups_and_the_trials_each_file_leaves_out(tmp_path: Path) -> None:
+    from analysis.report import build_report
+
+    crossed(tmp_path, "gaps", "rope", {(0, 0): 0.5, (0, 1): None, (1, 0): 0.2, (1, 1): 0.3},
+            status={(0, 1): "diverged"})
+    write_trial(tmp_path, "gaps", config("fire", 0, 0), {2: 1.0, 6: 0.5},
+                samples=simple_samples(6, 5))
+    write_trial(tmp_path, "gaps", config("fire", 1, 0), {2: 1.0, 6: 0.3}, status="diverged")
+    html = build_report(tmp_path, "gaps").page.read_text()
+    assert "crosses weight seeds with data seeds" not in html  # no longer "no group crosses"
+    assert "addition/rope/tiny/uniform_length" in html.split("id='lucky'")[1]
+    assert "no complete 2 x 2 subgrid of measured trials" in html
+    assert "w0 d1: diverged before its first evaluation" in html
+    coverage = html.split("id='coverage'")[1]
+    assert "done, or diverged" in coverage  # the one rule, said once
+    assert "diverged: samples come from the final evaluation" in coverage
+    with open_results(tmp_path, "gaps") as con:
+        left_out = {(r["group_label"].split("/")[1], r["weight_seed"], r["data_seed"], r["missing"])
+                    for r in run(con, "coverage")}
+    # crossed() writes no samples; fire w0 has samples without the per-place columns
+    assert left_out == {("rope", 0, 0, "samples"), ("rope", 0, 1, "accuracies"),
+                        ("rope", 0, 1, "samples"), ("rope", 1, 0, "samples"),
+                        ("rope", 1, 1, "samples"), ("fire", 0, 0, "per-place samples"),
+                        ("fire", 1, 0, "samples")}
+
+
+# --- 6. Kendall's W with Friedman's test; ties on rounded values ---------------------------
+
+
+def anova_and_w(y: np.ndarray) -> dict[str, float]:
+    from test_analysis_sql import anova_and_w as reference
+
+    return reference(y)
+
+
+def test_equal_means_tie_and_w_comes_with_friedmans_chi2_and_p(tmp_path: Path) -> None:
+    """At data seed 0, weight seeds 0 and 1 both score 222/600 on average, from
+    222/600 twice and from 10/600 and 434/600, whose float mean is 0.37000000000000005:
+    they tie. W = 78/84 = 0.929 (not 1); Friedman's chi2 = b(a - 1)W and its p-value as
+    scipy.stats.friedmanchisquare gives them (3.7142857, 0.1561180)."""
+    crossed(tmp_path, "ties", "fire", {
+        (0, 0): {6: 222 / 600, 8: 222 / 600}, (0, 1): 0.5,
+        (1, 0): {6: 10 / 600, 8: 434 / 600}, (1, 1): 0.6,
+        (2, 0): 0.1, (2, 1): 0.2})
+    rows = lucky_rows(tmp_path, "ties", "fire")
+    assert [r["kendall_w"] for r in rows] == [pytest.approx(78 / 84)] * 3
+    assert rows[0]["friedman_chi2"] == pytest.approx(3.7142857142857144)
+    assert rows[0]["friedman_df"] == 2
+    assert rows[0]["friedman_p"] == pytest.approx(0.15611804531597104, rel=1e-6)
+
+
+@pytest.mark.parametrize(("table", "w", "p"), [
+    # chi-square survival for odd degrees of freedom (3, 5, 1): scipy.stats.chi2.sf
+    ([[0.9, 0.8, 0.95], [0.2, 0.3, 0.1], [0.5, 0.6, 0.55], [0.52, 0.1, 0.4]],
+     0.7777777777777778, 0.07189777249646509),
+    ([[0.1, 0.2, 0.3], [0.4, 0.5, 0.6], [0.7, 0.8, 0.9], [0.15, 0.9, 0.35], [0.45, 0.05, 0.65],
+      [0.75, 0.25, 0.95]], 0.5428571428571428, 0.14853624533090573),
+    ([[0.9, 0.8, 0.7, 0.95], [0.1, 0.85, 0.2, 0.3]], 0.25, 0.31731050786291115),
+])
+def test_friedman_p_matches_scipy(tmp_path: Path, table, w, p) -> None:
+    y = np.array(table)
+    crossed(tmp_path, "friedman", "fire",
+            {(i, j): float(y[i, j]) for i in range(y.shape[0]) for j in range(y.shape[1])})
+    (a, b) = y.shape
+    row = lucky_rows(tmp_path, "friedman", "fire")[0]
+    assert row["kendall_w"] == pytest.approx(w)
+    assert row["friedman_chi2"] == pytest.approx(b * (a - 1) * w)
+    assert row["friedman_p"] == pytest.approx(p, rel=1e-6)
+
+
+# --- 7. labels and edge cases --------------------------------------------------------------
+
+
+def test_nan_accuracies_never_pick_best_of_n_nor_mark_a_seed_lucky(tmp_path: Path) -> None:
+    """w0 d1 asked no question at the long lengths (accuracy NaN). DuckDB sorts NaN above
+    every number: it would be the best of N, and the minimum over w0's data orders would
+    pass any threshold. It is a missing measurement instead."""
+    crossed(tmp_path, "nan", "fire", {(0, 0): 0.95, (0, 1): float("nan"),
+                                      (1, 0): 0.2, (1, 1): 0.3})
+    with open_results(tmp_path, "nan") as con:
+        variance = {r["digits"]: r for r in run(con, "variance")}
+        lucky = run(con, "lucky_tickets")
+    assert variance[6]["best_of_n"] == 0.95
+    assert variance[6]["n_trials"] == 3
+    assert variance[6]["mean"] == pytest.approx((0.95 + 0.2 + 0.3) / 3)
+    assert not any(r["lucky"] for r in lucky)
+    assert lucky[0]["missing_cells"] == ["w0 d1: no accuracy at the measured lengths"]
+
+
+def test_variance_shares_per_test_length_as_001_f9(tmp_path: Path) -> None:
+    """2 weight seeds x 5 data seeds at four long lengths (001 F.9: 30, 50, 70, 100
+    digits): each length's own two-way table in by_length."""
+    rng = np.random.default_rng(9)
+    lengths = (30, 50, 70, 100)
+    y = {n: rng.uniform(0, 1, size=(2, 5)).round(3) for n in lengths}
+    crossed(tmp_path, "f9", "fire", {(w, d): {n: float(y[n][w, d]) for n in lengths}
+                                     for w in range(2) for d in range(5)})
+    rows = lucky_rows(tmp_path, "f9", "fire")
+    assert rows[0]["measured_digits"] == list(lengths)
+    by_length = {entry["digits"]: entry for entry in rows[0]["by_length"]}
+    assert set(by_length) == set(lengths)
+    for n in lengths:
+        expected = anova_and_w(y[n])
+        for key, value in expected.items():
+            assert by_length[n][key] == pytest.approx(value), (n, key)
+    mean = anova_and_w(np.mean([y[n] for n in lengths], axis=0))
+    assert rows[0]["share_weight"] == pytest.approx(mean["share_weight"])
+
+
+def report_figures(root: Path, study: str, monkeypatch, **params) -> tuple[str, dict]:
+    """Build the report; return its HTML and the matplotlib figures by file name."""
+    from analysis import plots
+    from analysis.report import build_report
+
+    figures, save = {}, plots._save
+
+    def keep(fig, path):
+        figures[Path(path).name] = fig
+        return save(fig, path)
+
+    monkeypatch.setattr(plots, "_save", keep)
+    report = build_report(root, study, params={k: str(v) for k, v in params.items()})
+    return report.page.read_text(), figures
+
+
+def test_in_distribution_lengths_are_labelled_so(tmp_path: Path, monkeypatch) -> None:
+    crossed(tmp_path, "inside", "fire", {(0, 0): 0.9, (0, 1): 0.8, (1, 0): 0.3, (1, 1): 0.2})
+    html, figures = report_figures(tmp_path, "inside", monkeypatch, digits="2,4")
+    lucky = html.split("id='lucky'")[1].split("id='cascade'")[0]
+    assert "out-of-distribution" not in lucky.lower() and "OOD" not in lucky
+    assert "in-distribution exact match (mean over the test lengths 2, 4, inside the training" in lucky
+    colorbar = figures["seed_heatmap.png"].axes[-1]
+    assert colorbar.get_ylabel() == "in-distribution exact match"
+    html, figures = report_figures(tmp_path, "inside", monkeypatch)
+    assert figures["seed_heatmap.png"].axes[-1].get_ylabel() == "OOD exact match"
+
+
+def test_heatmap_marks_diverged_trials_and_null_shares_read_n_a(tmp_path: Path, monkeypatch) -> None:
+    """fire: w1 d0 diverged after its last evaluation, with the accuracy it had reached.
+    rope: every trial scored 0.5, so there is no variance to share out."""
+    crossed(tmp_path, "marks", "fire", {(0, 0): 0.9, (0, 1): 0.8, (1, 0): 0.3, (1, 1): 0.2},
+            status={(1, 0): "diverged"})
+    crossed(tmp_path, "marks", "rope", {(w, d): 0.5 for w in range(2) for d in range(2)})
+    rows = {r["group_label"].split("/")[1]: r for r in lucky_rows(tmp_path, "marks", "fire")
+            if r["weight_seed"] == 1}
+    assert rows["fire"]["diverged_by_data_seed"] == [True, False]
+    html, figures = report_figures(tmp_path, "marks", monkeypatch)
+    heatmap = figures["seed_heatmap.png"]
+    texts = {t.get_text() for ax in heatmap.axes for t in ax.texts}
+    assert "0.30†" in texts and "0.90" in texts
+    shares = figures["variance_shares.png"].axes[0]
+    assert "n/a: every trial scored the same" in [t.get_text() for t in shares.texts]
+    assert "† marks a trial that diverged" in html

@@ -39,7 +39,7 @@ def test_every_plot_is_a_png_beside_the_page_and_embedded_in_it(built) -> None:
     html = (folder / "index.html").read_text()
     names = {"accuracy_by_group.png", "seed_heatmap.png", "variance_shares.png", "cascade.png",
              "errors_carry.png", "errors_ending.png", "errors_position.png", "errors_count.png",
-             "errors_checkpoints.png", "training.png"}
+             "errors_checkpoints.png", "training.png", "variance_shares_by_length.png"}
     assert {p.name for p in folder.glob("*.png")} == names
     for name in names:
         assert (folder / name).read_bytes().startswith(PNG)
@@ -51,7 +51,7 @@ def test_captions_name_the_sql_file_behind_each_plot(built) -> None:
     root, _ = built
     html = (root / STUDY / "report" / "index.html").read_text()
     captions = re.findall(r"<figcaption>(.*?)</figcaption>", html, flags=re.DOTALL)
-    assert len(captions) == 10
+    assert len(captions) == 11
     assert all(re.search(r"Computed by <code>analysis/\w+\.sql</code>", c) for c in captions)
     for sql in ("variance", "final_accuracy", "lucky_tickets", "cascade", "errors", "training"):
         assert f"analysis/{sql}.sql" in html
@@ -60,12 +60,13 @@ def test_captions_name_the_sql_file_behind_each_plot(built) -> None:
 def test_key_numbers_are_html_tables(built) -> None:
     root, _ = built
     html = (root / STUDY / "report" / "index.html").read_text()
-    # the rope group's weight seed explains all the variance: share 1.000, W 1.000
+    # the rope group's weight seed explains all the variance: share 1.000, W 1.000, and
+    # Friedman's chi2 = b(a - 1)W = 4 with p = exp(-2) (2 degrees of freedom)
     rope_row = re.search(r"<tr><td class='text'>addition/rope/tiny/uniform_length</td>"
                          r"<td>3</td><td>2</td>(.*?)</tr>", html)
     assert rope_row, "per-group variance shares table"
     cells = re.findall(r"<td>([^<]*)</td>", rope_row.group(1))
-    assert cells[1:] == ["1.000", "0.000", "0.000", "1.000"]  # weight, data, residual, W
+    assert cells[1:] == ["1.000", "0.000", "0.000", "1.000", "4.000", "0.135", "", ""]
     assert "<th>best of N</th>" in html and "<th>95 % low (t)</th>" in html
     assert "Trials: done 53, failed 1" in html
 
