@@ -1,12 +1,19 @@
 # Bootstraps .venv, then runs the main job (`make run`) or the tests (`make test`).
-# On a machine without a GPU, the CPU build of torch 2.13.0 is installed first so that
-# pip does not pull a multi-GB CUDA build; with a GPU (nvidia-smi present) a CUDA build
-# of torch is installed from the registry instead.
+# torch first, so that pip does not pull a multi-GB CUDA build onto a machine without a GPU:
+# - a torch already in .venv (e.g. a CUDA build chosen by hand) is kept;
+# - with a GPU (nvidia-smi present), the registry's default (CUDA) build;
+# - without one, torch==2.13.0 where it resolves to a CPU build (a local wheel, or the
+#   registry's own build on macOS and Windows): pip's dry run lists what it would
+#   install, and a plan with nvidia-* packages is a CUDA build; otherwise, or where
+#   2.13.0 cannot be had, the latest CPU build from PyTorch's CPU index.
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+TORCH_CPU_VERSION := 2.13.0
+TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
+TORCH_PLAN := $(VENV)/torch-plan.json
 
 .PHONY: setup run test lint clean
 
@@ -14,11 +21,18 @@ setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	if command -v nvidia-smi >/dev/null 2>&1; then \
+	if $(BIN)/python -c 'import torch' >/dev/null 2>&1; then \
+		echo "keeping torch $$($(BIN)/python -c 'import torch; print(torch.__version__)') in $(VENV)"; \
+	elif command -v nvidia-smi >/dev/null 2>&1; then \
 		$(BIN)/pip install --quiet torch; \
+	elif $(BIN)/pip install --quiet --dry-run --report $(TORCH_PLAN) torch==$(TORCH_CPU_VERSION) 2>/dev/null \
+			&& ! grep -Eq '"name": *"nvidia-' $(TORCH_PLAN); then \
+		$(BIN)/pip install --quiet torch==$(TORCH_CPU_VERSION); \
 	else \
-		$(BIN)/pip install --quiet torch==2.13.0; \
+		echo "torch==$(TORCH_CPU_VERSION) is no CPU build here: installing torch from $(TORCH_CPU_INDEX)"; \
+		$(BIN)/pip install --quiet torch --index-url $(TORCH_CPU_INDEX); \
 	fi
+	rm -f $(TORCH_PLAN)
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
