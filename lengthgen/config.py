@@ -16,6 +16,7 @@ from typing import Literal
 
 from lengthgen.distributions import DISTRIBUTIONS, TEST_QUESTIONS
 from lengthgen.model import ARCHITECTURES
+from lengthgen.model.abacus import Abacus
 from lengthgen.model.attention_bias import ATTENTION_BIASES, WINDOW_CENTRES
 from lengthgen.model.layers import FEED_FORWARDS, NORM_PLACEMENTS, NORMS
 from lengthgen.model.pe import POSITIONAL_ENCODINGS
@@ -40,6 +41,10 @@ WindowCentreName = Literal[WINDOW_CENTRES]
 
 #: ModelConfig fields that only a structural bias reads (StructuralBias.options)
 _BIAS_OPTIONS = ("window", "window_centre", "abc_kappa_cross", "abc_kappa_self", "abc_samples")
+#: ModelConfig fields that only some position samplers read (PositionSampler.options)
+_SAMPLER_OPTIONS = ("coupled_at_eval",)
+#: ModelConfig fields that only Abacus embeddings read (model.abacus)
+_ABACUS_OPTIONS = ("abacus_max_offset",)
 
 _STRICT = {"extra": "forbid"}
 
@@ -122,6 +127,8 @@ class ModelConfig:
     norm_placement: NormPlacementName = "pre"
     #: randomized positions also at evaluation (default: plain positions at test time)
     randomized_at_eval: bool = False
+    #: coupled positions: a random start ID at evaluation too (default: start 0 at test time)
+    coupled_at_eval: bool = False
     #: period T of cyclic positions, i mod T (000 §4.1)
     cyclic_period: int = 3
     #: T5 bias: number of buckets K + 1 (even) and the distance L_1 of 001 eq. (D.2)
@@ -144,6 +151,11 @@ class ModelConfig:
     abc_kappa_self: float = 0.87
     #: abc: training questions whose attention logits are averaged (|S_gen|, 000 §5)
     abc_samples: int = 256
+    #: Abacus embeddings (McLeish et al. 2024): a learned vector per place of a digit in
+    #: its number, added to every digit on top of model.pe (lengthgen.model.abacus)
+    abacus: bool = False
+    #: abacus: the random offset k added to every place at training is uniform on 0 .. this
+    abacus_max_offset: int = 100
 
     def __post_init__(self) -> None:
         if self.max_positions < 1:
@@ -158,12 +170,20 @@ class ModelConfig:
             )
         if self.window < 0 or self.abc_samples < 1:
             raise ValueError("model.window must be >= 0 and model.abc_samples >= 1")
+        if self.abacus_max_offset < 0:
+            raise ValueError(f"model.abacus_max_offset must be >= 0, got {self.abacus_max_offset}")
         reads = ATTENTION_BIASES[self.attention_bias].options
+        sampler_reads = POSITION_SAMPLERS[self.positions].options
         for option in fields(self):
-            if option.name in _BIAS_OPTIONS and option.name not in reads and getattr(self, option.name) != option.default:
+            changed = getattr(self, option.name) != option.default
+            if option.name in _BIAS_OPTIONS and option.name not in reads and changed:
                 raise ValueError(
                     f"model.{option.name} does not apply to model.attention_bias {self.attention_bias}; remove it"
                 )
+            if option.name in _SAMPLER_OPTIONS and option.name not in sampler_reads and changed:
+                raise ValueError(f"model.{option.name} does not apply to model.positions {self.positions}; remove it")
+            if option.name in _ABACUS_OPTIONS and not self.abacus and changed:
+                raise ValueError(f"model.{option.name} does not apply without model.abacus: true; remove it")
 
 
 @dataclass(frozen=True)
@@ -263,6 +283,10 @@ class TrialConfig:
         architecture = ARCHITECTURES[self.model.arch]
         architecture.check(self, task)
         ATTENTION_BIASES[self.model.attention_bias].check(self, task, architecture)
+        sampler = POSITION_SAMPLERS[self.model.positions]
+        sampler.check(self, task)
+        if self.model.abacus:
+            Abacus.check(self, task)
         if POSITIONAL_ENCODINGS[self.model.pe].needs_uniform_columns and not self.input_layout.uniform_columns:
             raise ValueError(
                 f"model.pe {self.model.pe} gives each digit of the fixed operand (the multiplier) its own "
@@ -276,10 +300,16 @@ class TrialConfig:
                 training=True, width=self.longest_digits,
             ),
         )
-        if longest > self.model.max_positions:
+        needed = sampler.indices_needed(longest, self.longest_digits)
+        if needed > self.model.max_positions:
+            what = (
+                f"the longest sequence ({longest} tokens)" if needed == longest else
+                f"the {needed} position IDs that model.positions {self.model.positions} gives "
+                f"{self.longest_digits}-digit operands"
+            )
             raise ValueError(
-                f"model.max_positions = {self.model.max_positions} is shorter than the longest "
-                f"sequence ({longest} tokens); raise it or shorten eval.digits"
+                f"model.max_positions = {self.model.max_positions} is shorter than {what}; "
+                f"raise it or shorten eval.digits"
             )
 
     @property

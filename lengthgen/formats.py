@@ -356,8 +356,9 @@ def _aligned(task, operands, fmt, tokenizer, width) -> EncodedQuestions:
 
 def input_layout(task: Task, fmt: FormatConfig, width: int) -> InputLayout:
     """Where the digits of a question sit, for the model: places of one token (two,
-    "a_i b_i", with `interleave`, after the leading operator), and in the aligned
-    layout the columns of the fixed operands' digits (the multiplier, for UPE)."""
+    "a_i b_i", with `interleave`, after the leading operator), in the aligned layout
+    the columns of the fixed operands' digits (the multiplier, for UPE), and which end
+    of each number its places count from (coupled positions, Abacus embeddings)."""
     uniform: list[int] = []
     if fmt.fixed_length:
         cells = task.operand_digits(width)
@@ -368,7 +369,11 @@ def input_layout(task: Task, fmt: FormatConfig, width: int) -> InputLayout:
                 uniform += range(column, column + length)
             column += length
     paired = pairs_places(task, fmt)
-    return InputLayout(place_width=2 if paired else 1, lead=1 if paired else 0, uniform_columns=tuple(uniform))
+    return InputLayout(
+        place_width=2 if paired else 1, lead=1 if paired else 0, uniform_columns=tuple(uniform),
+        operands_lsd_first=fmt.reverse_operands, answer_lsd_first=fmt.reverse,
+        answer_place_width=2 if fmt.index_hints else 1,
+    )
 
 
 def pairs_places(task: Task, fmt: FormatConfig) -> bool:

@@ -34,8 +34,10 @@ def test_cached_greedy_equals_uncached_greedy(pe, positions):
     cfg = model_config(pe, positions)
     model = build_model(cfg, len(tokenizer), weight_seed=3).eval()
     # random weights give arbitrary but deterministic tokens: a strict comparison
-    prompts = torch.randint(3, len(tokenizer), (6, 7), generator=torch.Generator().manual_seed(0))
-    sampled = build_position_sampler(cfg)(6, 7 + 9, torch.device("cpu"), torch.Generator().manual_seed(1))
+    rows = torch.randint(3, len(tokenizer), (6, 7 + 9), generator=torch.Generator().manual_seed(0))
+    prompts = rows[:, :7]
+    sampled = model.sample_positions(rows, torch.full((6,), 7), build_position_sampler(cfg),
+                                     torch.Generator().manual_seed(1), training=False)
     cached = greedy_decode(model, prompts, 9, sampled, use_cache=True)
     uncached = greedy_decode(model, prompts, 9, sampled, use_cache=False)
     assert torch.equal(cached, uncached)

@@ -79,7 +79,8 @@ def test_rope_rotation_built_once_per_forward_equals_one_built_per_layer(sampler
     cfg = ModelConfig(pe="rope", size="tiny", positions=sampler, max_positions=64, randomized_at_eval=True)
     model = build_model(cfg, vocab_size=16, weight_seed=0).eval()
     tokens = torch.randint(0, 16, (3, 12), generator=torch.Generator().manual_seed(0))
-    positions = build_position_sampler(cfg)(3, 12, torch.device("cpu"), torch.Generator().manual_seed(1))
+    positions = model.sample_positions(tokens, torch.full((3,), 5), build_position_sampler(cfg),
+                                       torch.Generator().manual_seed(1), training=False)[0]
     built = []
     model.qk_transform.register_forward_hook(lambda *_: built.append(1))
 

@@ -27,12 +27,14 @@ from lengthgen.model.pe.rotary import Rotation
 
 if TYPE_CHECKING:
     from lengthgen.config import TrialConfig
-    from lengthgen.model.positions import PositionSampler
+    from lengthgen.model.abacus import Abacus
+    from lengthgen.model.positions import Places, PositionSampler
     from lengthgen.tasks import Task
 
 #: position indices of the sequences an architecture reads, one (B, T_k) tensor per
 #: sequence (decoder: the token row; encoder-decoder: the question, then the answer),
-#: indexed by row together (`rows_of`)
+#: then, with model.abacus, the Abacus index of every token of each sequence in the
+#: same order (`Architecture.abacus_of`); indexed by row together (`rows_of`)
 Positions = tuple[torch.Tensor, ...]
 
 
@@ -52,6 +54,12 @@ class InputLayout:
     #: aligned layout: the columns of the fixed operand's digits (the multiplier), each
     #: with its own uniform key vector under `pe: upe` (003 eq. 3.3)
     uniform_columns: tuple[int, ...] = ()
+    #: the operands are written least significant digit first (format.reverse_operands),
+    #: and the answer (format.reverse): where a digit's place counts from (lengthgen.model.places)
+    operands_lsd_first: bool = False
+    answer_lsd_first: bool = True
+    #: tokens per answer place: 2 with format.index_hints (a hint and its digit), else 1
+    answer_place_width: int = 1
 
 
 class Batch(NamedTuple):
@@ -84,27 +92,55 @@ class Architecture(nn.Module, ABC):
                 f"per position (003 §3); model.arch {config.model.arch} does not have aligned outputs"
             )
 
+    #: model.abacus: the Abacus embedding added to every digit (lengthgen.model.abacus), or
+    #: None; every architecture sets it (a class-level default would hide the submodule)
+    abacus: Abacus | None
+
     @abstractmethod
     def position_lengths(self, tokens: torch.Tensor, prompt_lengths: torch.Tensor, training: bool) -> tuple[int, ...]:
         """The length of every sequence the model reads for these token rows, in the
         order of `Positions`."""
+
+    def coupled_places(
+        self, tokens: torch.Tensor, prompt_lengths: torch.Tensor, lengths: tuple[int, ...]
+    ) -> Places:
+        """What coupled positions read of these rows: per sequence (of `lengths`), the
+        place of the digits each token is coupled with (lengthgen.model.positions.CoupledPositions)."""
+        raise NotImplementedError(f"{type(self).__name__} has no coupled positions")
+
+    def digit_places(
+        self, tokens: torch.Tensor, prompt_lengths: torch.Tensor, lengths: tuple[int, ...]
+    ) -> tuple[torch.Tensor, ...]:
+        """Per sequence (of `lengths`), (B, length): the place of every digit in its own
+        number, 0 elsewhere (lengthgen.model.places), what Abacus embeddings index by."""
+        raise NotImplementedError(f"{type(self).__name__} has no Abacus embeddings")
 
     def sample_positions(
         self, tokens: torch.Tensor, prompt_lengths: torch.Tensor, sampler: PositionSampler,
         generator: torch.Generator | None, training: bool,
     ) -> Positions:
         """Positions of every sequence the model reads for these token rows, drawn from
-        `generator` in a fixed order (the data seed at training, the eval seed after)."""
-        return tuple(
-            sampler(len(tokens), length, tokens.device, generator, training=training)
-            for length in self.position_lengths(tokens, prompt_lengths, training)
-        )
+        `generator` in a fixed order (the data seed at training, the eval seed after):
+        the sampler's, then the Abacus offsets. `tokens` are whole rows (answer and end
+        token included): coupled and Abacus indices read the question from them, and
+        the answer's columns alone (lengthgen.model.places)."""
+        lengths = self.position_lengths(tokens, prompt_lengths, training)
+        places = self.coupled_places(tokens, prompt_lengths, lengths) if sampler.reads_places else None
+        positions = sampler.sample(len(tokens), lengths, tokens.device, generator, training=training, places=places)
+        if self.abacus is None:
+            return positions
+        return positions + self.abacus.indices(self.digit_places(tokens, prompt_lengths, lengths), generator, training)
+
+    def abacus_of(self, positions: Positions, sequence: int) -> torch.Tensor | None:
+        """The Abacus indices of sequence `sequence` in `positions`, or None without model.abacus."""
+        return None if self.abacus is None else positions[len(positions) // 2 + sequence]
 
     def trim_positions(self, positions: Positions, tokens: torch.Tensor, prompt_lengths: torch.Tensor) -> Positions:
         """Training positions drawn for wider rows, cut to the leading columns that these
         (narrower) rows read: each row keeps the positions it had in the wide batch
         (length bucketing, lengthgen.training.split_batch). `positions` hold these rows."""
         lengths = self.position_lengths(tokens, prompt_lengths, training=True)
+        lengths = lengths * 2 if self.abacus is not None else lengths  # the Abacus indices follow
         return tuple(p[:, :length] for p, length in zip(positions, lengths, strict=True))
 
     @abstractmethod

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from lengthgen.model.abacus import Abacus
 from lengthgen.model.attention import KVCache, SelfAttention, causal_mask_with
 from lengthgen.model.attention_bias import ATTENTION_BIASES, Geometry
 from lengthgen.model.base import (
@@ -27,6 +28,8 @@ from lengthgen.model.base import (
 )
 from lengthgen.model.layers import FEED_FORWARDS, NORMS, Residual
 from lengthgen.model.pe import POSITIONAL_ENCODINGS
+from lengthgen.model.places import along_rows, answer_places, question_places, reach
+from lengthgen.model.positions import Places
 from lengthgen.model.sizes import SIZES, Dimensions
 
 if TYPE_CHECKING:
@@ -66,13 +69,17 @@ class DecoderLM(Architecture):
         self.final_norm = NORMS[cfg.norm](dims.d_model)
         self.lm_head = nn.Linear(dims.d_model, vocab_size, bias=False)
         self.structure = ATTENTION_BIASES[cfg.attention_bias](cfg, self.layout, dims.n_heads)
+        # registered last, so that every other weight is drawn as without it
+        self.abacus = Abacus(dims.d_model, cfg.max_positions, cfg.abacus_max_offset) if cfg.abacus else None
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache | None = None,
-                prompt_lengths: torch.Tensor | None = None, lengths: torch.Tensor | None = None) -> torch.Tensor:
+                prompt_lengths: torch.Tensor | None = None, lengths: torch.Tensor | None = None,
+                abacus: torch.Tensor | None = None) -> torch.Tensor:
         """tokens, positions: (B, T) -> logits (B, T, vocab). With a cache, `tokens` are
         the new tokens only; the cache is extended in place. A structural bias needs
         each row's prompt length and the length of the whole sequence it will have
-        (with a cache, given on the first call)."""
+        (with a cache, given on the first call). `abacus` (B, T): the tokens' Abacus
+        indices, with model.abacus."""
         past = cache.length if cache is not None else 0
         if cache is not None:
             if prompt_lengths is None:
@@ -82,6 +89,8 @@ class DecoderLM(Architecture):
         x = self.token_embedding(tokens)  # (B, T, d)
         if self.input_position is not None:
             x = x + self.input_position(positions)
+        if self.abacus is not None:
+            x = x + self.abacus(tokens, abacus)
         mask = None
         if self.attention_bias is not None:
             # computed once and shared by every layer (001 App. E.2 for FIRE); with a
@@ -114,16 +123,33 @@ class DecoderLM(Architecture):
     def position_lengths(self, tokens, prompt_lengths, training):
         return (tokens.shape[1] - 1 if training else tokens.shape[1],)  # training feeds tokens[:, :-1]
 
+    def coupled_places(self, tokens, prompt_lengths, lengths):
+        """The row: question tokens carry their own places, and from "=" on each token the
+        place of the answer token it predicts (position t predicts token t + 1)."""
+        (length,) = lengths
+        question = question_places(tokens, prompt_lengths, self.layout)
+        answer = answer_places(tokens, prompt_lengths, self.layout, tokens.shape[1] - int(prompt_lengths.min()) + 1)
+        return Places((along_rows(question, answer, prompt_lengths, lead=1)[:, :length],), reach(question))
+
+    def digit_places(self, tokens, prompt_lengths, lengths):
+        (length,) = lengths
+        question = question_places(tokens, prompt_lengths, self.layout)
+        answer = answer_places(tokens, prompt_lengths, self.layout, tokens.shape[1] - int(prompt_lengths.min()))
+        return (along_rows(question, answer, prompt_lengths, lead=0)[:, :length],)
+
     def forward_batch(self, batch: Batch, positions: Positions):
         supervised = batch.answer_mask[:, 1:]  # position t predicts token t + 1
         lengths = batch.prompt_lengths + supervised.sum(1) - 1  # tokens fed: prompt and answer
-        logits = self(batch.tokens[:, :-1], positions[0], prompt_lengths=batch.prompt_lengths, lengths=lengths)
+        logits = self(batch.tokens[:, :-1], positions[0], prompt_lengths=batch.prompt_lengths, lengths=lengths,
+                      abacus=self.abacus_of(positions, 0))
         return logits[supervised], batch.tokens[:, 1:][supervised]
 
     @torch.no_grad()
     def teacher_forced_argmax(self, tokens, positions, answer_start):
         rows, length = tokens.shape
-        logits = self(tokens[:, :-1], positions[0][:, :-1], **self._rows(rows, answer_start, length - 1, tokens.device))
+        abacus = self.abacus_of(positions, 0)
+        logits = self(tokens[:, :-1], positions[0][:, :-1], **self._rows(rows, answer_start, length - 1, tokens.device),
+                      abacus=None if abacus is None else abacus[:, :-1])
         return logits[:, answer_start - 1 :].argmax(-1)
 
     @torch.no_grad()
@@ -132,24 +158,30 @@ class DecoderLM(Architecture):
         front, so each token keeps its position as the sequence grows. With the KV cache
         each new token runs through the model once; without it the whole sequence is
         re-run for every token."""
-        (positions,) = positions
+        abacus = self.abacus_of(positions, 0)
+        positions = positions[0]
+
+        def columns(start: int, stop: int) -> dict[str, torch.Tensor | None]:
+            return {"abacus": None if abacus is None else abacus[:, start:stop]}
+
         rows, prompt_length = prompts.shape
         context = self._rows(rows, prompt_length, prompt_length + new_tokens - 1, prompts.device)
         if not use_cache:
             tokens = prompts
             for _ in range(new_tokens):
-                logits = self(tokens, positions[:, : tokens.shape[1]], **context)[:, -1]  # (B, vocab)
+                width = tokens.shape[1]
+                logits = self(tokens, positions[:, :width], **context, **columns(0, width))[:, -1]  # (B, vocab)
                 tokens = torch.cat([tokens, logits.argmax(-1, keepdim=True)], dim=1)
             return tokens[:, prompt_length:]
         cache = self.empty_cache()
-        logits = self(prompts, positions[:, :prompt_length], cache, **context)[:, -1]
+        logits = self(prompts, positions[:, :prompt_length], cache, **context, **columns(0, prompt_length))[:, -1]
         generated = []
         for step in range(new_tokens):
             next_token = logits.argmax(-1, keepdim=True)  # (B, 1)
             generated.append(next_token)
             if step + 1 < new_tokens:
                 at = prompt_length + step
-                logits = self(next_token, positions[:, at : at + 1], cache)[:, -1]
+                logits = self(next_token, positions[:, at : at + 1], cache, **columns(at, at + 1))[:, -1]
         return torch.cat(generated, dim=1)
 
     def site_shapes(self, width, answer_start):

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from lengthgen.model.abacus import Abacus
 from lengthgen.model.attention_bias import ATTENTION_BIASES
 from lengthgen.model.base import (
     Architecture,
@@ -30,6 +31,7 @@ from lengthgen.model.base import (
 from lengthgen.model.decoder import Block
 from lengthgen.model.layers import NORMS
 from lengthgen.model.pe import POSITIONAL_ENCODINGS
+from lengthgen.model.places import question_places
 from lengthgen.model.sizes import SIZES
 
 if TYPE_CHECKING:
@@ -42,7 +44,8 @@ class EncoderLM(Architecture):
     def __init__(self, cfg: ModelConfig, vocab_size: int, layout: InputLayout | None = None) -> None:
         super().__init__()
         dims = SIZES[cfg.size]
-        parts = POSITIONAL_ENCODINGS[cfg.pe].build(dims, cfg, layout or InputLayout(), True)
+        self.layout = layout or InputLayout()
+        parts = POSITIONAL_ENCODINGS[cfg.pe].build(dims, cfg, self.layout, True)
         self.token_embedding = nn.Embedding(vocab_size, dims.d_model)
         self.input_position = parts.input_embedding
         self.attention_bias = parts.attention_bias
@@ -53,7 +56,9 @@ class EncoderLM(Architecture):
         )
         self.final_norm = NORMS[cfg.norm](dims.d_model)
         self.lm_head = nn.Linear(dims.d_model, vocab_size, bias=False)
-        self.structure = ATTENTION_BIASES[cfg.attention_bias](cfg, layout or InputLayout(), dims.n_heads)
+        self.structure = ATTENTION_BIASES[cfg.attention_bias](cfg, self.layout, dims.n_heads)
+        # registered last, so that every other weight is drawn as without it
+        self.abacus = Abacus(dims.d_model, cfg.max_positions, cfg.abacus_max_offset) if cfg.abacus else None
 
     @classmethod
     def check(cls, config, task) -> None:
@@ -64,11 +69,14 @@ class EncoderLM(Architecture):
                 f"the aligned layout, set format.fixed_length: true"
             )
 
-    def forward(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """tokens, positions: (B, T) -> logits (B, T, vocab), one output per position."""
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, abacus: torch.Tensor | None = None) -> torch.Tensor:
+        """tokens, positions: (B, T) -> logits (B, T, vocab), one output per position;
+        `abacus` (B, T): the tokens' Abacus indices, with model.abacus."""
         x = self.token_embedding(tokens)  # (B, T, d)
         if self.input_position is not None:
             x = x + self.input_position(positions)
+        if self.abacus is not None:
+            x = x + self.abacus(tokens, abacus)
         mask = self.attention_bias(*shared_rows(positions, positions)) if self.attention_bias is not None else None
         rotation = rotation_of(self.qk_transform, positions)
         for block in self.blocks:
@@ -80,13 +88,16 @@ class EncoderLM(Architecture):
     def position_lengths(self, tokens, prompt_lengths, training):
         return (tokens.shape[1],)
 
+    def digit_places(self, tokens, prompt_lengths, lengths):
+        return (question_places(tokens, prompt_lengths, self.layout),)  # the row is the question
+
     def forward_batch(self, batch: Batch, positions: Positions):
-        logits = self(batch.tokens, positions[0])
+        logits = self(batch.tokens, positions[0], self.abacus_of(positions, 0))
         return logits[batch.answer_mask], batch.targets[batch.answer_mask]
 
     @torch.no_grad()
     def teacher_forced_argmax(self, tokens, positions, answer_start):
-        return self(tokens, positions[0])[:, answer_start:].argmax(-1)
+        return self(tokens, positions[0], self.abacus_of(positions, 0))[:, answer_start:].argmax(-1)
 
     @torch.no_grad()
     def greedy_decode(self, prompts, new_tokens, positions, use_cache=True):

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from lengthgen.model.abacus import Abacus
 from lengthgen.model.attention import (
     CrossAttention,
     KVCache,
@@ -44,6 +45,8 @@ from lengthgen.model.base import (
 from lengthgen.model.decoder import Block
 from lengthgen.model.layers import FEED_FORWARDS, NORMS, Residual
 from lengthgen.model.pe import POSITIONAL_ENCODINGS
+from lengthgen.model.places import answer_places, question_places, reach
+from lengthgen.model.positions import Places
 from lengthgen.model.sizes import SIZES, Dimensions
 
 if TYPE_CHECKING:
@@ -94,18 +97,30 @@ class EncoderDecoder(Architecture):
         self.final_norm = NORMS[cfg.norm](dims.d_model)
         self.lm_head = nn.Linear(dims.d_model, vocab_size, bias=False)
         self.structure = ATTENTION_BIASES[cfg.attention_bias](cfg, self.layout, dims.n_heads)
+        # one table for both sides, like the token embedding; registered last, so that
+        # every other weight is drawn as without it
+        self.abacus = Abacus(dims.d_model, cfg.max_positions, cfg.abacus_max_offset) if cfg.abacus else None
 
-    def forward(self, source, source_positions, source_lengths, tokens, positions, target_lengths):
+    def forward(self, source, source_positions, source_lengths, tokens, positions, target_lengths,
+                source_abacus=None, abacus=None):
         """source (B, S) question tokens at source_positions, source_lengths (B,) of them
         real; tokens (B, T) the decoder input at `positions`, target_lengths (B,) of
-        them real -> logits (B, T, vocab)."""
-        memory = self.encode(source, source_positions, source_lengths)
-        return self.decode(tokens, positions, memory, source_lengths, target_lengths)
+        them real -> logits (B, T, vocab). With model.abacus, source_abacus and abacus
+        are the Abacus indices of the two."""
+        memory = self.encode(source, source_positions, source_lengths, source_abacus)
+        return self.decode(tokens, positions, memory, source_lengths, target_lengths, abacus=abacus)
 
-    def encode(self, source: torch.Tensor, positions: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        x = self.token_embedding(source)  # (B, S, d)
-        if self.source_position is not None:
-            x = x + self.source_position(positions)
+    def _embed(self, tokens, positions, position_embedding, abacus) -> torch.Tensor:
+        x = self.token_embedding(tokens)  # (B, T, d)
+        if position_embedding is not None:
+            x = x + position_embedding(positions)
+        if self.abacus is not None:
+            x = x + self.abacus(tokens, abacus)
+        return x
+
+    def encode(self, source: torch.Tensor, positions: torch.Tensor, lengths: torch.Tensor,
+               abacus: torch.Tensor | None = None) -> torch.Tensor:
+        x = self._embed(source, positions, self.source_position, abacus)  # (B, S, d)
         mask = padding_mask(lengths, source.shape[1], x.dtype)  # (B, 1, 1, S)
         if self.source_bias is not None:
             mask = mask + self.source_bias(*shared_rows(positions, positions))  # (B, H, S, S)
@@ -114,13 +129,12 @@ class EncoderDecoder(Architecture):
             x = block(x, positions, positions, mask, rotation=rotation)
         return self.encoder_norm(x)
 
-    def decode(self, tokens, positions, memory, source_lengths, target_lengths, cache: KVCache | None = None):
+    def decode(self, tokens, positions, memory, source_lengths, target_lengths, cache: KVCache | None = None,
+               abacus: torch.Tensor | None = None):
         """The decoder over `memory`; with a cache, `tokens` are the new tokens only."""
         past = cache.length if cache is not None else 0
         key_positions = positions if past == 0 else torch.cat([cache.positions, positions], dim=1)  # (B, Tk)
-        x = self.token_embedding(tokens)  # (B, T, d)
-        if self.target_position is not None:
-            x = x + self.target_position(positions)
+        x = self._embed(tokens, positions, self.target_position, abacus)  # (B, T, d)
         self_mask = None
         if self.target_bias is not None:
             self_mask = causal_mask_with(self.target_bias(*shared_rows(positions, key_positions)))
@@ -146,34 +160,54 @@ class EncoderDecoder(Architecture):
         answer = tokens.shape[1] - int(prompt_lengths.min())  # the decoder's input: start token and answer
         return question, answer
 
+    def coupled_places(self, tokens, prompt_lengths, lengths):
+        """The question's tokens carry their own places; the decoder's input token i (the
+        start token, then the answer) the place of answer token i, which it predicts."""
+        question, answer = lengths
+        places = question_places(tokens, prompt_lengths, self.layout)
+        predicted = answer_places(tokens, prompt_lengths, self.layout, answer)
+        return Places((places[:, 1 : 1 + question], predicted), reach(places))
+
+    def digit_places(self, tokens, prompt_lengths, lengths):
+        question, answer = lengths
+        written = answer_places(tokens, prompt_lengths, self.layout, answer)
+        start = torch.zeros_like(written[:, :1])  # the start token
+        own = torch.cat([start, written[:, :-1]], dim=1)  # decoder input i is answer token i - 1
+        return question_places(tokens, prompt_lengths, self.layout)[:, 1 : 1 + question], own
+
     def forward_batch(self, batch: Batch, positions: Positions):
         source, source_lengths, decoder_input, target, supervised = _split(batch.tokens, batch.prompt_lengths,
                                                                           batch.answer_mask)
-        logits = self(source, positions[0], source_lengths, decoder_input, positions[1], supervised.sum(1))
+        logits = self(source, positions[0], source_lengths, decoder_input, positions[1], supervised.sum(1),
+                      self.abacus_of(positions, 0), self.abacus_of(positions, 1))
         return logits[supervised], target[supervised]
 
     @torch.no_grad()
     def teacher_forced_argmax(self, tokens, positions, answer_start):
         source, source_lengths, decoder_input, _, _ = _split(tokens, _full(tokens, answer_start))
         target_lengths = torch.full_like(source_lengths, decoder_input.shape[1])
-        return self(source, positions[0], source_lengths, decoder_input, positions[1], target_lengths).argmax(-1)
+        return self(source, positions[0], source_lengths, decoder_input, positions[1], target_lengths,
+                    self.abacus_of(positions, 0), self.abacus_of(positions, 1)).argmax(-1)
 
     @torch.no_grad()
     def greedy_decode(self, prompts, new_tokens, positions, use_cache=True):
         """Encode the question once, then generate `new_tokens` tokens; `positions` are
         (question (B, S), decoder (B, new_tokens)), fixed up front."""
-        source_positions, target_positions = positions
+        source_positions, target_positions = positions[:2]
+        target_abacus = self.abacus_of(positions, 1)
         source = prompts[:, 1:-1]
         source_lengths = torch.full((len(prompts),), source.shape[1], dtype=torch.long, device=prompts.device)
         target_lengths = torch.full_like(source_lengths, new_tokens)
-        memory = self.encode(source, source_positions, source_lengths)
+        memory = self.encode(source, source_positions, source_lengths, self.abacus_of(positions, 0))
         tokens = prompts[:, :1]  # the start token
         cache = self.empty_cache() if use_cache else None
         generated = []
         for step in range(new_tokens):
             fed = tokens[:, -1:] if use_cache else tokens
             at = step + 1 - fed.shape[1]
-            logits = self.decode(fed, target_positions[:, at : step + 1], memory, source_lengths, target_lengths, cache)
+            abacus = None if target_abacus is None else target_abacus[:, at : step + 1]
+            logits = self.decode(fed, target_positions[:, at : step + 1], memory, source_lengths, target_lengths, cache,
+                                 abacus)
             next_token = logits[:, -1].argmax(-1, keepdim=True)  # (B, 1)
             generated.append(next_token)
             tokens = torch.cat([tokens, next_token], dim=1)

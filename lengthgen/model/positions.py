@@ -6,25 +6,55 @@ once per sequence batch with the full length; decoding slices the same positions
 as the sequence grows, so a token keeps its position while it is being generated.
 Randomness comes from the torch Generator the caller passes (seeded by the data
 seed at training and the eval seed at evaluation), never from global state.
+
+Most samplers need only the length of each sequence (`__call__`). One that reads
+the token rows (`reads_places`: coupled positions) gets, through `sample`, the
+place of every digit in them, which the architecture computes from its rows
+(Architecture.coupled_places, lengthgen.model.places).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 import torch
 
 if TYPE_CHECKING:
-    from lengthgen.config import ModelConfig
+    from lengthgen.config import ModelConfig, TrialConfig
+    from lengthgen.tasks import Task
+
+
+class Places(NamedTuple):
+    """What a sampler that reads the token rows gets of one batch of them."""
+
+    #: per sequence the model reads, in the order of its positions, (B, T_k): the place
+    #: of the digits each token is coupled with (1 = units), 0 for a token of none
+    sequences: tuple[torch.Tensor, ...]
+    #: (B,) the largest place a token of the row can carry, from its question alone
+    reach: torch.Tensor
 
 
 class PositionSampler(ABC):
     name: ClassVar[str]
+    #: reads the places of the digits in the token rows (`sample`'s `places`)
+    reads_places: ClassVar[bool] = False
+    #: ModelConfig fields that only this sampler reads (lengthgen.config._SAMPLER_OPTIONS)
+    options: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> PositionSampler:
         return cls()
+
+    @classmethod
+    def check(cls, config: TrialConfig, task: Task) -> None:
+        """Refuse a trial whose rows these positions cannot serve (ValueError naming the field)."""
+
+    @classmethod
+    def indices_needed(cls, tokens: int, places: int) -> int:
+        """How many position indices (0 .. n - 1) a row of `tokens` tokens whose longest
+        operand has `places` digits needs: model.max_positions must be at least this."""
+        return tokens
 
     @abstractmethod
     def __call__(
@@ -32,6 +62,15 @@ class PositionSampler(ABC):
         generator: torch.Generator | None = None, training: bool = False,
     ) -> torch.Tensor:
         """(batch, length) long tensor of position indices."""
+
+    def sample(
+        self, batch: int, lengths: tuple[int, ...], device: torch.device,
+        generator: torch.Generator | None = None, training: bool = False, places: Places | None = None,
+    ) -> tuple[torch.Tensor, ...]:
+        """The positions of every sequence a model reads for one batch of rows, (batch,
+        length) each, drawn from `generator` in order; `places` for a sampler that
+        `reads_places`."""
+        return tuple(self(batch, length, device, generator, training=training) for length in lengths)
 
 
 class PlainPositions(PositionSampler):
@@ -85,8 +124,93 @@ class CyclicPositions(PositionSampler):
         return PlainPositions()(batch, length, device) % self.period
 
 
+class CoupledPositions(PositionSampler):
+    """Position coupling: Cho, Cha, Awasthi, Bhojanapalli, Gupta, Yun, "Position Coupling:
+    Improving Length Generalization of Arithmetic Transformers Using Task Structure",
+    NeurIPS 2024, arXiv 2405.20671, §3. Digits of the same significance in every
+    operand share one position ID, and the answer token that predicts the digit of
+    significance p carries that ID too ("=" carries the units' ID):
+
+        ID = s + p  for a token of place p >= 1 (lengthgen.model.places),  0 for every other,
+
+    e.g. default format, "<s>085+050=5310</s>" -> 0 3 2 1 0 3 2 1 | 1 2 3 4 5 0 (s = 0;
+    "=" predicts the units "5"; the last digit predicts the end token, the place
+    after it). Index hints take their digit's place; the start token, operators,
+    spaces and the end token get 0. s is drawn per question at training (the data
+    seed's Generator), uniform on 0 .. max_positions - 1 - r, r the largest place the
+    row can carry (its longest operand + 2), so that every ID below max_positions is
+    trained (Cho et al. draw a random starting ID likewise); s = 0 at test unless
+    `at_eval` (then drawn from the eval seed's Generator). One s per row serves every
+    sequence of the row (an encoder-decoder's question and answer)."""
+
+    name = "coupled"
+    reads_places = True
+    options = ("coupled_at_eval",)
+
+    def __init__(self, max_positions: int, at_eval: bool = False) -> None:
+        self.max_positions, self.at_eval = max_positions, at_eval
+
+    @classmethod
+    def from_config(cls, cfg):
+        return cls(cfg.max_positions, cfg.coupled_at_eval)
+
+    @classmethod
+    def check(cls, config, task):
+        from lengthgen.formats import pairs_places
+
+        fmt = config.format
+        if fmt.fixed_length:
+            raise ValueError(
+                "model.positions coupled couples the answer tokens a model writes with the operand digits "
+                "of their place (Cho et al. 2024 §3); format.fixed_length writes no answer tokens, and its "
+                "aligned layout already puts each answer digit at a column of its place (003 §3)"
+            )
+        if pairs_places(task, fmt):
+            raise ValueError(
+                "model.positions coupled and format.interleave both align the digits of one place, and "
+                "interleave writes two numbers as one run of digits: choose one"
+            )
+        if any(digits > 1 for digits in task.fixed_digits()):
+            raise ValueError(
+                f"model.positions coupled gives the digits of one place one ID; with task.multiplier_digits "
+                f"{max(task.fixed_digits())} an answer digit combines several places of each operand "
+                f"(task.name {task.name}), which no shared ID aligns: use task.multiplier_digits 1"
+            )
+        if not fmt.reverse and not fmt.pad and task.answer_is_number:
+            raise ValueError(
+                "model.positions coupled needs the place of every answer digit before it is written: with "
+                "format.reverse false the first digit's place is the answer's length, which format.pad "
+                "false leaves open (a carry may add a digit); set format.pad or format.reverse to true"
+            )
+
+    @classmethod
+    def indices_needed(cls, tokens, places):
+        return places + 3  # IDs 0 .. places + 2 at s = 0 (the reach r = places + 2)
+
+    def __call__(self, batch, length, device, generator=None, training=False):
+        raise ValueError(
+            "coupled positions are read from the token rows: call sample() with their places "
+            "(Architecture.sample_positions does)"
+        )
+
+    def sample(self, batch, lengths, device, generator=None, training=False, places=None):
+        if places is None:
+            raise ValueError("coupled positions need the places of the token rows (Architecture.coupled_places)")
+        room = self.max_positions - 1 - places.reach.cpu()  # (B,) the largest start s of each row
+        if bool((room < 0).any()):
+            raise ValueError(
+                f"a question whose tokens carry places up to {int(places.reach.max())} needs "
+                f"model.max_positions >= {int(places.reach.max()) + 1}, got {self.max_positions}"
+            )
+        start = torch.zeros(batch, dtype=torch.long)
+        if training or self.at_eval:
+            start = (torch.rand(batch, generator=generator) * (room + 1)).long().minimum(room)  # uniform on 0 .. room
+        start = start.to(device)[:, None]
+        return tuple(torch.where(p > 0, p + start, 0) for p in places.sequences)
+
+
 POSITION_SAMPLERS: dict[str, type[PositionSampler]] = {
-    s.name: s for s in (PlainPositions, RandomizedPositions, CyclicPositions)
+    s.name: s for s in (PlainPositions, RandomizedPositions, CyclicPositions, CoupledPositions)
 }
 
 

@@ -1,0 +1,111 @@
+"""The place of every digit in its number, read from token rows: what position
+coupling (lengthgen.model.positions.CoupledPositions) and Abacus embeddings
+(lengthgen.model.abacus) index by.
+
+Place 1 is a number's least significant digit, whatever order the number is
+written in (format.reverse_operands for the operands, format.reverse for the
+answer; InputLayout says which). Default format, 3-digit addition:
+
+    tokens    <s> 0 8 5 + 0 5 0 = 5 3 1 0 </s>
+    question   0  3 2 1 0 3 2 1 0
+    answer                        1 2 3 4  (the answer's j-th token, j = 0 ..)
+
+Question side, read from the tokens: a number is a maximal run of digits, index
+hints and spaces (format.random_spaces puts spaces inside numbers); a digit's
+place counts the digits of its run from the least significant end; a hint takes
+the place of the digit it names (the one after it); every other token (start
+token, operator, "=", space, fill symbol) has place 0.
+
+Answer side, from the column alone: the answer's j-th token has the place
+j // w + 1 when written least significant digit first, A - j // w when most
+significant first (w = 2 with format.index_hints, a hint and its digit; A the
+answer's digits, fixed by format.pad, which TrialConfig then requires). So the
+places of an answer being generated never depend on tokens not yet written, and a
+greedy decoder gets the places a teacher-forced pass gets. Token j = count (where
+the end token stands) gets the place after the last digit in writing order: A + 1
+(least significant first) or 0; every later column 0.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from lengthgen.tokenizer import N_HINTS, SPACE, CharTokenizer
+
+if TYPE_CHECKING:
+    from lengthgen.model.base import InputLayout
+
+#: the one vocabulary of every trial (lengthgen.tokenizer)
+TOKENS = CharTokenizer()
+
+
+def is_digit(tokens: torch.Tensor) -> torch.Tensor:
+    return (tokens >= TOKENS.digit_offset) & (tokens < TOKENS.digit_offset + 10)
+
+
+def _is_hint(tokens: torch.Tensor) -> torch.Tensor:
+    return (tokens >= TOKENS.hint_offset) & (tokens < TOKENS.hint_offset + N_HINTS)
+
+
+def question_places(tokens: torch.Tensor, prompt_lengths: torch.Tensor, layout: InputLayout) -> torch.Tensor:
+    """(B, T) long: the place of every digit and hint in the first P columns of each
+    row (P = prompt_lengths), 0 for every other token and from column P on."""
+    columns = torch.arange(tokens.shape[1], device=tokens.device)
+    question = columns < prompt_lengths[:, None]
+    digit = is_digit(tokens) & question
+    hint = _is_hint(tokens) & question
+    member = (digit | hint | (tokens == TOKENS.id(SPACE))) & question
+    none = torch.zeros_like(member[:, :1])
+    start = member & ~torch.cat([none, member[:, :-1]], dim=1)  # first column of a run
+    end = member & ~torch.cat([member[:, 1:], none], dim=1)  # last column of a run
+    counted = digit.long().cumsum(1)  # digits at or before each column
+    before = counted - digit.long()  # digits strictly before
+    if layout.operands_lsd_first:
+        # digits of the run before the column, + 1: a digit's own place, a hint its digit's
+        run_before = torch.where(start, before, 0).cummax(1).values  # carried right from the run's start
+        places = before - run_before + 1
+    else:
+        # digits of the run at or after the column: a digit's own place, a hint its digit's
+        never = torch.full_like(counted, tokens.shape[1] + 1)
+        run_total = torch.where(end, counted, never).flip(1).cummin(1).values.flip(1)  # from the run's end
+        places = run_total - before
+    return torch.where(digit | hint, places, 0)
+
+
+def answer_places(tokens: torch.Tensor, prompt_lengths: torch.Tensor, layout: InputLayout, width: int) -> torch.Tensor:
+    """(B, width) long: the place of the j-th answer token of each row (column P + j),
+    j = 0 .. width - 1, from j alone (and A); see the module docstring."""
+    length = tokens.shape[1]
+    j = torch.arange(width, device=tokens.device)[None, :]  # (1, W)
+    columns = prompt_lengths[:, None] + j  # (B, W)
+    inside = columns < length
+    written = tokens.gather(1, columns.clamp(max=length - 1))
+    ends = (written == TOKENS.eos_id) & inside
+    count = torch.where(ends.any(1), ends.long().argmax(1), length - prompt_lengths)  # answer tokens before the end
+    within = j < count[:, None]
+    cell = j // layout.answer_place_width
+    if layout.answer_lsd_first:
+        places = cell + 1
+    else:
+        digits = (is_digit(written) & inside & within).sum(1)  # A, fixed by format.pad
+        places = (digits[:, None] - cell).clamp(min=0)
+    return torch.where(j <= count[:, None], places, 0)
+
+
+def along_rows(question: torch.Tensor, answer: torch.Tensor, prompt_lengths: torch.Tensor, lead: int) -> torch.Tensor:
+    """(B, T): question[:, t] before column P - lead, answer[:, t - P + lead] from there
+    (lead 1: the token at t carries the place of the answer token it predicts)."""
+    columns = torch.arange(question.shape[1], device=question.device)[None, :]
+    j = columns - prompt_lengths[:, None] + lead
+    from_answer = answer.gather(1, j.clamp(0, answer.shape[1] - 1))
+    return torch.where(j >= 0, from_answer, question)
+
+
+def reach(question: torch.Tensor) -> torch.Tensor:
+    """(B,) the largest place a token of each row can carry, from its question places
+    alone: the longest operand + 2 (every task coupled positions accept has answers at
+    most one digit longer than its longest operand, and the token that predicts the
+    end carries the place after the answer's last)."""
+    return question.max(1).values + 2

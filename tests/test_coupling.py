@@ -1,0 +1,342 @@
+"""Position coupling (model.positions: coupled, Cho et al. 2024): the IDs of real token
+rows against hand-computed ones for every format and task it serves, the start offset
+(data seed at training, 0 at test), the decoding equivalences, length bucketing, and
+the combinations it refuses."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from typer.testing import CliRunner
+
+from lengthgen import TrialConfig, train
+from lengthgen.config import (
+    EvalConfig,
+    FormatConfig,
+    ModelConfig,
+    SeedConfig,
+    TaskConfig,
+    TrainConfig,
+)
+from lengthgen.digits import DIGIT_DTYPE
+from lengthgen.distributions import DISTRIBUTIONS
+from lengthgen.evaluation import (
+    build_eval_sets,
+    eval_generator,
+    greedy_decode,
+    teacher_forced_argmax,
+)
+from lengthgen.formats import encode_questions
+from lengthgen.model import build_model
+from lengthgen.model.positions import POSITION_SAMPLERS, build_position_sampler
+from lengthgen.tasks import build_task
+from lengthgen.tokenizer import HINTS, CharTokenizer
+from lengthgen.training import (
+    _step_generator,
+    batch_tensors,
+    length_buckets,
+    row_lengths,
+    split_batch,
+    training_batch,
+)
+from orchestrator.cli import app
+from orchestrator.study import load_study
+
+tokenizer = CharTokenizer()
+CPU = torch.device("cpu")
+
+
+def number(text: str) -> np.ndarray:
+    """"085" -> the digits least significant first, as a task holds them."""
+    return np.array([[int(d) for d in reversed(text)]], dtype=DIGIT_DTYPE)
+
+
+def config(task: TaskConfig | None = None, fmt: FormatConfig | None = None, arch: str = "decoder",
+           **model) -> TrialConfig:
+    """Learned absolute positions read the coupled IDs, as in Cho et al."""
+    model = {"positions": "coupled", "pe": "learned", "max_positions": 64, **model}
+    return TrialConfig(task=task or TaskConfig(train_digits=(1, 3)), format=fmt or FormatConfig(),
+                       model=ModelConfig(arch=arch, **model), eval=EvalConfig(digits=(3,)))
+
+
+def coupled_ids(trial: TrialConfig, tokens: np.ndarray, prompt: int, training: bool = False) -> list:
+    """The coupled IDs of every sequence the model reads, start offset 0 (test time)."""
+    model = build_model(trial.model, len(tokenizer), 0, trial.input_layout)
+    rows = torch.as_tensor(tokens)
+    positions = model.sample_positions(rows, torch.full((len(rows),), prompt), build_position_sampler(trial.model),
+                                       None, training=training)
+    return [p.tolist() for p in positions]
+
+
+def written(trial: TrialConfig, *operands: str):
+    task = build_task(trial.task)
+    questions = encode_questions(task, tuple(number(o) for o in operands), trial.format, tokenizer,
+                                 np.random.default_rng(0), width=trial.longest_digits)
+    return questions.tokens, questions.prompt_length
+
+
+# "<s>085+050=5310</s>": digits of place p carry ID p (1 = units); "=" carries the units'
+# ID (it predicts the units digit), each answer digit the ID of the digit it predicts,
+# the last one the place after it (it predicts the end); <s>, "+", </s> carry 0.
+HAND_ROWS = [
+    ("default", TaskConfig(train_digits=(1, 3)), FormatConfig(), ("085", "050"),
+     "<s>085+050=5310</s>", [0, 3, 2, 1, 0, 3, 2, 1, 1, 2, 3, 4, 5, 0]),
+    ("answer msd first", TaskConfig(train_digits=(1, 3)), FormatConfig(reverse=False), ("085", "050"),
+     "<s>085+050=0135</s>", [0, 3, 2, 1, 0, 3, 2, 1, 4, 3, 2, 1, 0, 0]),
+    ("operands lsd first", TaskConfig(train_digits=(1, 3)), FormatConfig(reverse_operands=True), ("085", "050"),
+     "<s>580+050=5310</s>", [0, 1, 2, 3, 0, 1, 2, 3, 1, 2, 3, 4, 5, 0]),
+    ("successor", TaskConfig(name="successor", train_digits=(1, 3)), FormatConfig(), ("199",),
+     "<s>199=0020</s>", [0, 3, 2, 1, 1, 2, 3, 4, 5, 0]),
+    ("n_by_1", TaskConfig(name="n_by_1", train_digits=(1, 4)), FormatConfig(), ("0123", "6"),
+     "<s>0123*6=83700</s>", [0, 4, 3, 2, 1, 0, 1, 1, 2, 3, 4, 5, 6, 0]),
+    ("1-digit multiplier first", TaskConfig(name="multiplication", train_digits=(1, 4)), FormatConfig(),
+     ("6", "0123"), "<s>6*0123=83700</s>", [0, 1, 0, 4, 3, 2, 1, 1, 2, 3, 4, 5, 6, 0]),
+    ("parity scratchpad", TaskConfig(name="parity", train_digits=(1, 4)), FormatConfig(), ("0110",),
+     "<s>0110=0100</s>", [0, 4, 3, 2, 1, 1, 2, 3, 4, 5, 0]),
+]
+
+
+@pytest.mark.parametrize("name, task, fmt, operands, text, ids", HAND_ROWS, ids=[r[0] for r in HAND_ROWS])
+def test_decoder_ids_of_real_rows_are_the_hand_computed_ones(name, task, fmt, operands, text, ids):
+    trial = config(task, fmt)
+    tokens, prompt = written(trial, *operands)
+    assert tokenizer.decode(tokens[0].tolist(), keep_specials=True) == text
+    assert coupled_ids(trial, tokens, prompt) == [[ids]]
+
+
+def test_index_hints_carry_the_place_of_their_digit():
+    trial = config(fmt=FormatConfig(index_hints=True))
+    tokens, prompt = written(trial, "085", "050")
+    text = tokenizer.decode(tokens[0].tolist(), keep_specials=True)
+    h = HINTS[HINTS.index(text[3]) - 2 :]  # h[k]: the hint of place k + 1 ("<s>" then the hundreds' hint)
+    assert text == f"<s>{h[2]}0{h[1]}8{h[0]}5+{h[2]}0{h[1]}5{h[0]}0={h[0]}5{h[1]}3{h[2]}1{h[3]}0</s>"
+    assert coupled_ids(trial, tokens, prompt) == [[[0, 3, 3, 2, 2, 1, 1, 0, 3, 3, 2, 2, 1, 1,
+                                                    1, 1, 2, 2, 3, 3, 4, 4, 5, 0]]]
+
+
+def test_spaces_carry_no_place_and_do_not_split_a_number():
+    trial = config(fmt=FormatConfig(random_spaces=True))
+    tokens = np.array([tokenizer.encode("08 5 + 0 50=5310", bos=True, eos=True)])
+    #                       <s> 0 8 _ 5 _ + _ 0 _ 5 0 = 5 3 1 0 </s>
+    assert coupled_ids(trial, tokens, 13) == [[[0, 3, 2, 0, 1, 0, 0, 0, 3, 0, 2, 1, 1, 2, 3, 4, 5, 0]]]
+    spaced = encode_questions(build_task(trial.task), (number("085"), number("050")), trial.format, tokenizer,
+                              np.random.default_rng(3), training=True, width=3)
+    assert " " in tokenizer.decode(spaced.tokens[0].tolist())  # the format writes such rows
+
+
+def test_unpadded_answers_of_different_lengths_get_the_same_ids_where_compared():
+    """Without padding a 3-digit sum has 3 or 4 digits: the IDs of the answer columns
+    come from the column alone, so the row whose answer ends early is told nothing
+    (its end token and the column after it, never compared, carry 0)."""
+    trial = config(fmt=FormatConfig(pad=False))
+    task = build_task(trial.task)
+    operands = (np.concatenate([number("123"), number("999")]), np.concatenate([number("456"), number("111")]))
+    questions = encode_questions(task, operands, trial.format, tokenizer, width=3)
+    assert [tokenizer.decode(r.tolist(), keep_specials=True) for r in questions.tokens] == [
+        "<s>123+456=975</s><pad>", "<s>999+111=0111</s>"]
+    assert coupled_ids(trial, questions.tokens, questions.prompt_length) == [[
+        [0, 3, 2, 1, 0, 3, 2, 1, 1, 2, 3, 4, 0, 0],
+        [0, 3, 2, 1, 0, 3, 2, 1, 1, 2, 3, 4, 5, 0],
+    ]]
+
+
+def test_encoder_decoder_question_and_answer_ids():
+    trial = config(arch="encoder_decoder")
+    tokens, prompt = written(trial, "085", "050")
+    question, answer = coupled_ids(trial, tokens, prompt)
+    assert question == [[3, 2, 1, 0, 3, 2, 1]]  # "085+050"
+    assert answer == [[1, 2, 3, 4, 5]]  # "<s>5310" predicting "5310</s>"
+
+
+def test_training_ids_are_the_test_ids_plus_one_start_per_question():
+    trial = replace(config(task=TaskConfig(train_digits=(1, 6))), train=TrainConfig(batch_size=256))
+    batch = training_batch(trial, build_task(trial.task), DISTRIBUTIONS["uniform_length"](), tokenizer, 0)
+    model = build_model(trial.model, len(tokenizer), 0, trial.input_layout)
+    tokens, prompts = torch.from_numpy(batch.tokens), torch.from_numpy(batch.prompt_lengths)
+    sampler = build_position_sampler(trial.model)
+    (at_test,) = model.sample_positions(tokens, prompts, sampler, None, training=False)
+    (trained,) = model.sample_positions(tokens, prompts, sampler, torch.Generator().manual_seed(0), training=True)
+    assert trained.shape == (256, tokens.shape[1] - 1)  # training feeds tokens[:, :-1]
+    at_test = at_test[:, :-1]
+    start = (trained - at_test)[at_test > 0].reshape(-1)
+    shifts = trained - at_test
+    starts = shifts.max(1).values
+    assert torch.equal(shifts, torch.where(at_test > 0, starts[:, None], 0))  # one start per row, 0 stays 0
+    assert start.min() >= 0 and len(starts.unique()) > 50  # drawn per question
+    assert int(trained.max()) == 63  # the top ID of max_positions = 64 is trained
+    reach = at_test.max(1).values  # the row's largest place at start 0
+    assert bool((starts + reach <= 63).all())
+
+
+def test_offsets_come_from_the_data_seed_alone():
+    """Batch s is drawn from (seeds.data, s) and its start IDs from a Generator of the
+    same seeds: the weight seed never changes them, the data seed does."""
+    trial = replace(config(task=TaskConfig(train_digits=(1, 6))), train=TrainConfig(batch_size=32))
+
+    def starts(seeds: SeedConfig) -> torch.Tensor:
+        run = replace(trial, seeds=seeds)
+        batch = training_batch(run, build_task(run.task), DISTRIBUTIONS["uniform_length"](), tokenizer, 2)
+        model = build_model(run.model, len(tokenizer), run.seeds.weight, run.input_layout)
+        tensors = batch_tensors(batch, CPU)
+        return model.sample_positions(tensors.tokens, tensors.prompt_lengths, build_position_sampler(run.model),
+                                      _step_generator(run, 2), training=True)[0]
+
+    reference = starts(SeedConfig(weight=0, data=5))
+    assert torch.equal(reference, starts(SeedConfig(weight=9, data=5, eval=3)))
+    assert not torch.equal(reference, starts(SeedConfig(weight=0, data=6)))
+    weights = [build_model(trial.model, len(tokenizer), 4).state_dict() for _ in range(2)]
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])  # no draw of its own at init
+
+
+def test_eval_start_is_zero_unless_coupled_at_eval():
+    trial = config()
+    tokens, prompt = written(trial, "085", "050")
+    rows, prompts = torch.as_tensor(np.repeat(tokens, 64, axis=0)), torch.full((64,), prompt)
+    model = build_model(trial.model, len(tokenizer), 0, trial.input_layout)
+    fixed = model.sample_positions(rows, prompts, build_position_sampler(trial.model),
+                                   torch.Generator().manual_seed(1), training=False)[0]
+    assert bool((fixed == fixed[:1]).all())
+    drawn_config = replace(trial.model, coupled_at_eval=True)
+    drawn = model.sample_positions(rows, prompts, build_position_sampler(drawn_config),
+                                   torch.Generator().manual_seed(1), training=False)[0]
+    assert len(drawn.max(1).values.unique()) > 10
+
+
+@pytest.mark.parametrize("name", ["plain", "randomized", "cyclic"])
+def test_samplers_that_read_no_rows_give_the_numbers_they_gave(name):
+    """sample_positions hands them the lengths alone, as before coupling existed."""
+    cfg = ModelConfig(positions=name, max_positions=64, randomized_at_eval=True)
+    model = build_model(cfg, len(tokenizer), 0)
+    tokens = torch.randint(3, len(tokenizer), (5, 12), generator=torch.Generator().manual_seed(0))
+    sampler = build_position_sampler(cfg)
+    for training, length in ((True, 11), (False, 12)):
+        sampled = model.sample_positions(tokens, torch.full((5,), 6), sampler, torch.Generator().manual_seed(2),
+                                         training=training)
+        assert torch.equal(sampled[0], sampler(5, length, CPU, torch.Generator().manual_seed(2), training=training))
+
+
+def trained_model(trial: TrialConfig) -> torch.nn.Module:
+    states = []
+    train(trial, on_report=lambda r: r.checkpoint and states.append(r.checkpoint()))
+    model = build_model(trial.model, len(tokenizer), trial.seeds.weight, trial.input_layout)
+    model.load_state_dict(states[-1]["model"])
+    return model.eval()
+
+
+@pytest.mark.parametrize("arch", ["decoder", "encoder_decoder"])
+def test_teacher_forced_exact_match_equals_greedy_and_cache_changes_nothing(arch):
+    """Unpadded successor with every carry cascade equally likely: the answers to
+    questions of one length differ in length (99 + 1 = 100), the case where answer IDs
+    must not depend on the answer."""
+    torch.set_num_threads(1)
+    trial = replace(
+        config(TaskConfig(name="successor", train_digits=(1, 3)), FormatConfig(pad=False), arch, max_positions=12),
+        train=TrainConfig(steps=200, batch_size=32, lr=3e-3, warmup=10, log_every=200),
+        eval=EvalConfig(digits=(2, 3, 4), samples=48, questions="cascade_uniform"),
+    )
+    model = trained_model(trial)
+    sampler = build_position_sampler(trial.model)
+    outcomes = []
+    for eval_set in build_eval_sets(trial, build_task(trial.task), tokenizer):
+        questions = eval_set.questions
+        assert len(np.unique(questions.row_answer_lengths())) == 2
+        tokens = torch.from_numpy(questions.tokens)
+        prompt = questions.prompt_length
+        positions = model.sample_positions(tokens, torch.full((len(tokens),), prompt), sampler,
+                                           eval_generator(trial, eval_set.digits), training=False)
+        target = tokens[:, prompt:]
+        compared = target != tokenizer.pad_id
+        forced = teacher_forced_argmax(model, tokens, positions, prompt)
+        cached = greedy_decode(model, tokens[:, :prompt], target.shape[1], positions, use_cache=True)
+        uncached = greedy_decode(model, tokens[:, :prompt], target.shape[1], positions, use_cache=False)
+        assert torch.equal(cached, uncached)
+        forced_right = ((forced == target) | ~compared).all(1)
+        assert torch.equal(forced_right, ((cached == target) | ~compared).all(1))
+        outcomes += forced_right.tolist()
+    assert 0 < sum(outcomes) < len(outcomes), f"{sum(outcomes)} of {len(outcomes)} right"
+
+
+@pytest.mark.parametrize("arch", ["decoder", "encoder_decoder"])
+def test_length_buckets_keep_the_padded_gradient(arch):
+    torch.set_num_threads(1)
+    trial = replace(config(TaskConfig(train_digits=(1, 12)), FormatConfig(index_hints=True), arch,
+                           max_positions=96), train=TrainConfig(batch_size=16))
+    batch = training_batch(trial, build_task(trial.task), DISTRIBUTIONS["uniform_length"](), tokenizer, 0)
+    model = build_model(trial.model, len(tokenizer), 0, trial.input_layout)
+    tensors = batch_tensors(batch, CPU)
+    positions = model.sample_positions(tensors.tokens, tensors.prompt_lengths, build_position_sampler(trial.model),
+                                       torch.Generator().manual_seed(5), training=True)
+    logits, targets = model.forward_batch(tensors, positions)
+    F.cross_entropy(logits, targets).backward()
+    padded = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    lengths = row_lengths(batch.answer_mask)
+    parts = split_batch(model, tensors, positions, length_buckets(lengths, 3), lengths)
+    assert len(parts) == 3
+    for part, part_positions in parts:  # each row keeps its IDs, cut to the group's width
+        logits, targets = model.forward_batch(part, part_positions)
+        (F.cross_entropy(logits, targets) * len(targets) / int(batch.answer_mask.sum())).backward()
+    for got, expected in zip((p.grad for p in model.parameters()), padded, strict=True):
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-7)
+
+
+def test_the_same_config_twice_gives_the_same_numbers():
+    trial = replace(config(TaskConfig(name="successor", train_digits=(1, 2))),
+                    train=TrainConfig(steps=4, batch_size=8, warmup=1, log_every=1),
+                    eval=EvalConfig(digits=(2, 4), samples=6))
+    first, second = train(trial), train(trial)
+    assert [t.loss for t in first.train] == [t.loss for t in second.train]
+    assert [(s, r.correct) for s, r in first.eval] == [(s, r.correct) for s, r in second.eval]
+    assert [s.prediction for s in first.samples] == [s.prediction for s in second.samples]
+
+
+REFUSED = [
+    ({"fmt": FormatConfig(fixed_length=True, reverse=False), "arch": "encoder"}, "format.fixed_length"),
+    ({"fmt": FormatConfig(interleave=True)}, "format.interleave"),
+    ({"task": TaskConfig(name="multiplication", train_digits=(1, 3), multiplier_digits=2)},
+     "task.multiplier_digits 2"),
+    ({"fmt": FormatConfig(reverse=False, pad=False)}, "format.pad"),
+]
+
+
+@pytest.mark.parametrize("changes, field", REFUSED, ids=[field for _, field in REFUSED])
+def test_combinations_without_a_meaning_are_refused_naming_the_field(changes, field):
+    with pytest.raises(ValueError, match=f"model.positions coupled.*{field}"):
+        config(**changes)
+
+
+def test_options_and_sizes():
+    with pytest.raises(ValueError, match="model.coupled_at_eval does not apply to model.positions plain"):
+        ModelConfig(coupled_at_eval=True)
+    ModelConfig(positions="coupled", coupled_at_eval=True)
+    # the parity scratchpad keeps every digit, so its first place is known unpadded
+    config(TaskConfig(name="parity", train_digits=(1, 3)), FormatConfig(reverse=False, pad=False))
+    # IDs follow places, not tokens: 30-digit sums (95 tokens) need IDs 0 .. 32 only
+    long = {"task": TaskConfig(train_digits=(1, 30))}
+    assert config(**long, max_positions=33).model.max_positions == 33
+    with pytest.raises(ValueError, match="shorter than the 33 position IDs that model.positions coupled gives"):
+        config(**long, max_positions=32)
+    with pytest.raises(ValueError, match="shorter than the longest sequence"):
+        config(**long, positions="plain", max_positions=33)
+
+
+def test_new_fields_keep_every_trial_id():
+    assert TrialConfig().trial_id == "44136fa355b3"  # tests/test_config_identity.py
+    assert TrialConfig(model=ModelConfig(coupled_at_eval=False)).trial_id == TrialConfig().trial_id
+    assert config().trial_id != replace(config(), model=replace(config().model, coupled_at_eval=True)).trial_id
+    assert "coupled" in POSITION_SAMPLERS
+
+
+def test_lg_study_validate_accepts_coupling_and_abacus():
+    study = Path(__file__).parent / "study_files" / "good_coupling_abacus.yaml"
+    loaded = load_study(study)
+    assert [(t.model.positions, t.model.pe, t.model.abacus) for t in loaded.trials] == [
+        ("coupled", "learned", False), ("plain", "nope", True), ("coupled", "nope", True)]
+    result = CliRunner().invoke(app, ["validate", str(study)])
+    assert result.exit_code == 0, result.output
+    assert "3 trial" in result.output
