@@ -34,11 +34,11 @@ def test_the_same_trials_in_two_studies_count_once_per_study(tmp_path: Path) -> 
     shutil.copytree(tmp_path / "first", tmp_path / "copy")
     values = np.array(list(accuracy.values()) * 2)
     with open_results(tmp_path) as con:
+        variance = run(con, "variance")
+        assert {r["n_trials"] for r in variance} == {40}  # joined on trial_id alone: 160
         assert run_query(con, "select count(*) from groups").to_pylist() == [{"count_star()": 40}]
         studies = run_query(con, "select distinct study from eval order by 1").to_pylist()
         assert [r["study"] for r in studies] == ["copy", "first"]
-        variance = run(con, "variance")
-        assert {r["n_trials"] for r in variance} == {40}
         row = next(r for r in variance if r["digits"] == 6)
         half = (row["ci95_t_high"] - row["ci95_t_low"]) / 2
         assert row["mean"] == pytest.approx(values.mean())
