@@ -1,0 +1,307 @@
+"""Abacus embeddings (model.abacus, McLeish et al. 2024): the indices of real token rows
+against hand-computed ones, the embedding they select, the offset k (data seed at
+training, 0 at test), the weights (weight seed, nothing else moved), the decoding
+equivalences with every positional encoding, length bucketing, and the refusals."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lengthgen import TrialConfig, train
+from lengthgen.config import (
+    EvalConfig,
+    FormatConfig,
+    ModelConfig,
+    SeedConfig,
+    TaskConfig,
+    TrainConfig,
+)
+from lengthgen.digits import DIGIT_DTYPE
+from lengthgen.distributions import DISTRIBUTIONS
+from lengthgen.evaluation import (
+    build_eval_sets,
+    eval_generator,
+    greedy_decode,
+    teacher_forced_argmax,
+)
+from lengthgen.formats import encode_questions
+from lengthgen.model import build_model
+from lengthgen.model.abacus import Abacus
+from lengthgen.model.pe import POSITIONAL_ENCODINGS
+from lengthgen.model.places import is_digit
+from lengthgen.model.positions import build_position_sampler
+from lengthgen.tasks import build_task
+from lengthgen.tokenizer import CharTokenizer
+from lengthgen.training import (
+    _step_generator,
+    batch_tensors,
+    length_buckets,
+    row_lengths,
+    split_batch,
+    training_batch,
+)
+
+tokenizer = CharTokenizer()
+CPU = torch.device("cpu")
+SEQUENTIAL_PES = sorted(pe for pe, encoding in POSITIONAL_ENCODINGS.items() if not encoding.needs_uniform_columns)
+
+
+def number(text: str) -> np.ndarray:
+    return np.array([[int(d) for d in reversed(text)]], dtype=DIGIT_DTYPE)
+
+
+def config(task: TaskConfig | None = None, fmt: FormatConfig | None = None, arch: str = "decoder",
+           **model) -> TrialConfig:
+    """NoPE underneath, as the paper pairs Abacus with it."""
+    model = {"abacus": True, "pe": "nope", "max_positions": 64, **model}
+    return TrialConfig(task=task or TaskConfig(train_digits=(1, 3)), format=fmt or FormatConfig(),
+                       model=ModelConfig(arch=arch, **model), eval=EvalConfig(digits=(3,)))
+
+
+def applied(trial: TrialConfig, tokens: np.ndarray, prompt: int, training: bool = False, generator=None) -> list:
+    """Per sequence the model reads: the Abacus index each token's embedding is read at
+    (0: no embedding)."""
+    model = build_model(trial.model, len(tokenizer), 0, trial.input_layout)
+    rows = torch.as_tensor(tokens)
+    positions = model.sample_positions(rows, torch.full((len(rows),), prompt), build_position_sampler(trial.model),
+                                       generator, training=training)
+    sequences = positions[len(positions) // 2 :]
+    inputs = model_inputs(trial, rows, prompt)
+    return [torch.where(is_digit(i) & (s > 0), s, 0).tolist() for i, s in zip(inputs, sequences, strict=True)]
+
+
+def model_inputs(trial: TrialConfig, rows: torch.Tensor, prompt: int) -> list[torch.Tensor]:
+    """The token sequences the architecture reads: the row, or the question and "<s> answer"."""
+    if trial.model.arch == "encoder_decoder":
+        return [rows[:, 1 : prompt - 1], torch.cat([rows[:, :1], rows[:, prompt:-1]], dim=1)]
+    return [rows]
+
+
+def written(trial: TrialConfig, *operands: str):
+    questions = encode_questions(build_task(trial.task), tuple(number(o) for o in operands), trial.format, tokenizer,
+                                 np.random.default_rng(0), width=trial.longest_digits)
+    return questions.tokens, questions.prompt_length
+
+
+# every digit: its place in its own number, 1 = least significant, however written;
+# every other token (<s>, "+", "=", hints, "</s>", fill ".") nothing
+HAND_ROWS = [
+    ("default", TaskConfig(train_digits=(1, 3)), FormatConfig(), ("085", "050"),
+     "<s>085+050=5310</s>", [0, 3, 2, 1, 0, 3, 2, 1, 0, 1, 2, 3, 4, 0]),
+    ("answer msd first", TaskConfig(train_digits=(1, 3)), FormatConfig(reverse=False), ("085", "050"),
+     "<s>085+050=0135</s>", [0, 3, 2, 1, 0, 3, 2, 1, 0, 4, 3, 2, 1, 0]),
+    ("all lsd first, as in the paper", TaskConfig(train_digits=(1, 3)), FormatConfig(reverse_operands=True),
+     ("085", "050"), "<s>580+050=5310</s>", [0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 4, 0]),
+    ("unpadded", TaskConfig(train_digits=(1, 3)), FormatConfig(pad=False), ("85", "50"),
+     "<s>85+50=531</s>", [0, 2, 1, 0, 2, 1, 0, 1, 2, 3, 0]),
+    ("n_by_1", TaskConfig(name="n_by_1", train_digits=(1, 4)), FormatConfig(), ("0123", "6"),
+     "<s>0123*6=83700</s>", [0, 4, 3, 2, 1, 0, 1, 0, 1, 2, 3, 4, 5, 0]),
+    ("2-digit multiplier", TaskConfig(name="multiplication", train_digits=(1, 4), multiplier_digits=2),
+     FormatConfig(), ("56", "4297"), "<s>56*4297=236042</s>", [0, 2, 1, 0, 4, 3, 2, 1, 0, 1, 2, 3, 4, 5, 6, 0]),
+]
+
+
+@pytest.mark.parametrize("name, task, fmt, operands, text, indices", HAND_ROWS, ids=[r[0] for r in HAND_ROWS])
+def test_indices_of_real_rows_are_the_hand_computed_ones(name, task, fmt, operands, text, indices):
+    trial = config(task, fmt)
+    tokens, prompt = written(trial, *operands)
+    assert tokenizer.decode(tokens[0].tolist(), keep_specials=True) == text
+    assert applied(trial, tokens, prompt) == [[indices]]
+
+
+def test_hints_get_no_embedding_and_their_digits_their_place():
+    trial = config(fmt=FormatConfig(index_hints=True))
+    tokens, prompt = written(trial, "085", "050")
+    #                          <s> h 0 h 8 h 5 + h 0 h 5 h 0 = h 5 h 3 h 1 h 0 </s>
+    assert applied(trial, tokens, prompt) == [[[0, 0, 3, 0, 2, 0, 1, 0, 0, 3, 0, 2, 0, 1, 0,
+                                                0, 1, 0, 2, 0, 3, 0, 4, 0]]]
+
+
+def test_aligned_rows_of_the_encoder():
+    trial = config(TaskConfig(train_digits=(1, 5)), FormatConfig(fixed_length=True, reverse=False, pad=False),
+                   arch="encoder")
+    tokens, prompt = written(trial, "0123", "4095")  # 003's 123 + 4095
+    assert tokenizer.decode(tokens[0].tolist()) == "..123+.4095"
+    assert applied(trial, tokens, prompt) == [[[0, 0, 3, 2, 1, 0, 0, 4, 3, 2, 1]]]
+
+
+def test_encoder_decoder_question_and_answer():
+    trial = config(arch="encoder_decoder")
+    tokens, prompt = written(trial, "085", "050")
+    assert applied(trial, tokens, prompt) == [[[3, 2, 1, 0, 3, 2, 1]], [[0, 1, 2, 3, 4]]]  # "085+050", "<s>5310"
+
+
+def test_the_embedding_is_the_table_row_of_the_index_on_digits_and_zero_elsewhere():
+    abacus = Abacus(d_model=8, max_places=10, max_offset=5)
+    tokens = torch.tensor([tokenizer.encode("12+3=", bos=True)])
+    indices = torch.tensor([[0, 7, 6, 0, 6, 9]])  # "=" given an index: it is no digit
+    out = abacus(tokens, indices)
+    table = abacus.table.weight
+    assert torch.equal(out[0, 1], table[6]) and torch.equal(out[0, 2], table[5]) and torch.equal(out[0, 4], table[5])
+    assert not out[0, [0, 3, 5]].any()
+    with pytest.raises(ValueError, match="past the table's 15 rows"):
+        abacus(tokens, torch.full_like(indices, 16))
+
+
+def test_one_offset_per_question_from_zero_to_max_offset_at_training_only():
+    trial = replace(config(TaskConfig(train_digits=(1, 6)), abacus_max_offset=20), train=TrainConfig(batch_size=256))
+    batch = training_batch(trial, build_task(trial.task), DISTRIBUTIONS["uniform_length"](), tokenizer, 0)
+    model = build_model(trial.model, len(tokenizer), 0, trial.input_layout)
+    rows, lengths = torch.from_numpy(batch.tokens), torch.from_numpy(batch.prompt_lengths)
+    sampler = build_position_sampler(trial.model)
+    at_test = model.sample_positions(rows, lengths, sampler, None, training=False)[1][:, :-1]
+    trained = model.sample_positions(rows, lengths, sampler, torch.Generator().manual_seed(0), training=True)[1]
+    shifts = trained - at_test
+    offsets = shifts.max(1).values
+    assert torch.equal(shifts, torch.where(at_test > 0, offsets[:, None], 0))  # one k per row
+    assert set(offsets.tolist()) == set(range(21))  # uniform on 0 .. abacus_max_offset
+
+
+def test_encoder_decoder_sides_share_the_offset_of_their_question():
+    trial = config(arch="encoder_decoder")
+    tokens, prompt = written(trial, "085", "050")
+    rows = np.repeat(tokens, 8, axis=0)
+    question, answer = applied(trial, rows, prompt, training=True, generator=torch.Generator().manual_seed(3))
+    for q, a in zip(question, answer, strict=True):
+        k = q[0] - 3
+        assert q == [3 + k, 2 + k, 1 + k, 0, 3 + k, 2 + k, 1 + k] and a == [0, 1 + k, 2 + k, 3 + k, 4 + k]
+    assert len({q[0] for q in question}) > 1
+
+
+def test_seeds_are_independent():
+    """Offsets come from the data seed's Generator of the step, never the weight seed;
+    the table from the weight seed, drawn after every other weight, which are the
+    weights the model has without Abacus."""
+    trial = replace(config(TaskConfig(train_digits=(1, 6))), train=TrainConfig(batch_size=32))
+
+    def offsets(seeds: SeedConfig) -> torch.Tensor:
+        run = replace(trial, seeds=seeds)
+        batch = training_batch(run, build_task(run.task), DISTRIBUTIONS["uniform_length"](), tokenizer, 1)
+        model = build_model(run.model, len(tokenizer), run.seeds.weight, run.input_layout)
+        tensors = batch_tensors(batch, CPU)
+        return model.sample_positions(tensors.tokens, tensors.prompt_lengths, build_position_sampler(run.model),
+                                      _step_generator(run, 1), training=True)[1]
+
+    reference = offsets(SeedConfig(weight=0, data=5))
+    assert torch.equal(reference, offsets(SeedConfig(weight=7, data=5, eval=2)))
+    assert not torch.equal(reference, offsets(SeedConfig(data=6)))
+    with_abacus = build_model(trial.model, len(tokenizer), 3).state_dict()
+    without = build_model(replace(trial.model, abacus=False), len(tokenizer), 3).state_dict()
+    assert set(with_abacus) - set(without) == {"abacus.table.weight"}
+    assert all(torch.equal(with_abacus[k], without[k]) for k in without)
+    other_seed = build_model(trial.model, len(tokenizer), 4).state_dict()
+    assert not torch.equal(with_abacus["abacus.table.weight"], other_seed["abacus.table.weight"])
+
+
+@pytest.mark.parametrize("pe", SEQUENTIAL_PES)
+@pytest.mark.parametrize("arch", ["decoder", "encoder_decoder"])
+def test_cached_greedy_equals_uncached_greedy_with_every_encoding(arch, pe):
+    cfg = ModelConfig(arch=arch, pe=pe, abacus=True, max_positions=64)
+    model = build_model(cfg, len(tokenizer), weight_seed=3).eval()
+    # digits and operators only, so most tokens get an Abacus vector; random weights
+    # give arbitrary but deterministic answers: a strict comparison. Offsets drawn as at
+    # training, where a decoder reads all but the last token: one more column for it
+    rows = torch.randint(3, 16, (6, 16 + (arch == "decoder")), generator=torch.Generator().manual_seed(0))
+    rows[:, 0], rows[:, 6] = tokenizer.bos_id, tokenizer.id("=")
+    positions = model.sample_positions(rows, torch.full((6,), 7), build_position_sampler(cfg),
+                                       torch.Generator().manual_seed(1), training=True)
+    assert int(positions[-1].max()) > 9  # an offset was drawn
+    cached = greedy_decode(model, rows[:, :7], 9, positions, use_cache=True)
+    uncached = greedy_decode(model, rows[:, :7], 9, positions, use_cache=False)
+    assert torch.equal(cached, uncached)
+    forced = teacher_forced_argmax(model, torch.cat([rows[:, :7], cached], dim=1), positions, 7)
+    assert torch.equal(forced, cached)  # its own answer, read back, gives itself
+
+
+def trained_model(trial: TrialConfig) -> torch.nn.Module:
+    states = []
+    train(trial, on_report=lambda r: r.checkpoint and states.append(r.checkpoint()))
+    model = build_model(trial.model, len(tokenizer), trial.seeds.weight, trial.input_layout)
+    model.load_state_dict(states[-1]["model"])
+    return model.eval()
+
+
+@pytest.mark.parametrize("arch", ["decoder", "encoder_decoder"])
+def test_teacher_forced_exact_match_equals_greedy_exact_match(arch):
+    """Unpadded successor, every carry cascade equally likely: answers of one question
+    length differ in length, and the answer's places must not depend on it."""
+    torch.set_num_threads(1)
+    trial = replace(
+        config(TaskConfig(name="successor", train_digits=(1, 3)), FormatConfig(pad=False), arch, abacus_max_offset=10),
+        train=TrainConfig(steps=200, batch_size=32, lr=3e-3, warmup=10, log_every=200),
+        eval=EvalConfig(digits=(2, 3, 4), samples=48, questions="cascade_uniform"),
+    )
+    model = trained_model(trial)
+    sampler = build_position_sampler(trial.model)
+    outcomes = []
+    for eval_set in build_eval_sets(trial, build_task(trial.task), tokenizer):
+        questions = eval_set.questions
+        assert len(np.unique(questions.row_answer_lengths())) == 2
+        tokens = torch.from_numpy(questions.tokens)
+        prompt = questions.prompt_length
+        positions = model.sample_positions(tokens, torch.full((len(tokens),), prompt), sampler,
+                                           eval_generator(trial, eval_set.digits), training=False)
+        target = tokens[:, prompt:]
+        compared = target != tokenizer.pad_id
+        forced_right = ((teacher_forced_argmax(model, tokens, positions, prompt) == target) | ~compared).all(1)
+        greedy = greedy_decode(model, tokens[:, :prompt], target.shape[1], positions)
+        assert torch.equal(forced_right, ((greedy == target) | ~compared).all(1))
+        outcomes += forced_right.tolist()
+    assert 0 < sum(outcomes) < len(outcomes), f"{sum(outcomes)} of {len(outcomes)} right"
+
+
+@pytest.mark.parametrize("positions", ["plain", "coupled"])
+@pytest.mark.parametrize("arch", ["decoder", "encoder_decoder"])
+def test_length_buckets_keep_the_padded_gradient(arch, positions):
+    torch.set_num_threads(1)
+    trial = replace(config(TaskConfig(train_digits=(1, 12)), FormatConfig(index_hints=True), arch,
+                           pe="learned", positions=positions, max_positions=96), train=TrainConfig(batch_size=16))
+    batch = training_batch(trial, build_task(trial.task), DISTRIBUTIONS["uniform_length"](), tokenizer, 0)
+    model = build_model(trial.model, len(tokenizer), 0, trial.input_layout)
+    tensors = batch_tensors(batch, CPU)
+    sampled = model.sample_positions(tensors.tokens, tensors.prompt_lengths, build_position_sampler(trial.model),
+                                     torch.Generator().manual_seed(5), training=True)
+    logits, targets = model.forward_batch(tensors, sampled)
+    F.cross_entropy(logits, targets).backward()
+    padded = [p.grad.clone() for p in model.parameters()]
+    assert model.abacus.table.weight.grad.abs().sum() > 0
+    model.zero_grad(set_to_none=True)
+    lengths = row_lengths(batch.answer_mask)
+    parts = split_batch(model, tensors, sampled, length_buckets(lengths, 3), lengths)
+    assert len(parts) == 3
+    for part, part_positions in parts:
+        logits, targets = model.forward_batch(part, part_positions)
+        (F.cross_entropy(logits, targets) * len(targets) / int(batch.answer_mask.sum())).backward()
+    for got, expected in zip((p.grad for p in model.parameters()), padded, strict=True):
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("arch, fmt", [("decoder", FormatConfig()),
+                                       ("encoder", FormatConfig(fixed_length=True, reverse=False))])
+def test_the_same_config_twice_gives_the_same_numbers(arch, fmt):
+    trial = replace(config(TaskConfig(name="successor", train_digits=(1, 2)), fmt, arch),
+                    train=TrainConfig(steps=4, batch_size=8, warmup=1, log_every=1),
+                    eval=EvalConfig(digits=(2, 4), samples=6))
+    first, second = train(trial), train(trial)
+    assert [t.loss for t in first.train] == [t.loss for t in second.train]
+    assert [(s, r.correct) for s, r in first.eval] == [(s, r.correct) for s, r in second.eval]
+    assert [s.prediction for s in first.samples] == [s.prediction for s in second.samples]
+
+
+def test_refusals_and_options():
+    with pytest.raises(ValueError, match="model.abacus indexes each digit.*format.interleave"):
+        config(fmt=FormatConfig(interleave=True))
+    with pytest.raises(ValueError, match="model.abacus needs the place.*format.pad"):
+        config(fmt=FormatConfig(reverse=False, pad=False))
+    config(TaskConfig(name="successor", train_digits=(1, 3)), FormatConfig(interleave=True))  # a no-op there
+    with pytest.raises(ValueError, match="model.abacus_max_offset does not apply without model.abacus: true"):
+        ModelConfig(abacus_max_offset=10)
+    with pytest.raises(ValueError, match="model.abacus_max_offset must be >= 0"):
+        ModelConfig(abacus=True, abacus_max_offset=-1)
+    assert TrialConfig(model=ModelConfig(abacus=False, abacus_max_offset=100)).trial_id == "44136fa355b3"
+    assert config().trial_id != replace(config(), model=replace(config().model, abacus_max_offset=99)).trial_id
