@@ -133,15 +133,21 @@ class CoupledPositions(PositionSampler):
 
         ID = s + p  for a token of place p >= 1 (lengthgen.model.places),  0 for every other,
 
-    e.g. default format, "<s>085+050=5310</s>" -> 0 3 2 1 0 3 2 1 | 1 2 3 4 5 0 (s = 0;
-    "=" predicts the units "5"; the last digit predicts the end token, the place
+    where from "=" on a decoder's token carries the place of the token it predicts:
+
+        <s>  0  8  5  +  0  5  0  =  5  3  1  0  </s>     (default format, s = 0)
+         0   3  2  1  0  3  2  1  1  2  3  4  5   0
+
+    ("=" predicts the units "5"; the last digit predicts the end token, the place
     after it). Index hints take their digit's place; the start token, operators,
     spaces and the end token get 0. s is drawn per question at training (the data
     seed's Generator), uniform on 0 .. max_positions - 1 - r, r the largest place the
     row can carry (its longest operand + 2), so that every ID below max_positions is
     trained (Cho et al. draw a random starting ID likewise); s = 0 at test unless
     `at_eval` (then drawn from the eval seed's Generator). One s per row serves every
-    sequence of the row (an encoder-decoder's question and answer)."""
+    sequence of the row (an encoder-decoder's question and answer). Where this departs
+    from the authors' reference code (which gives an answer digit its own place's ID):
+    docs/methods.md."""
 
     name = "coupled"
     reads_places = True
