@@ -93,10 +93,7 @@ trial_wilson as (
         trial_cells.*,
         (accuracy + z ^ 2 / (2 * questions)) / (1 + z ^ 2 / questions) as wilson_centre,
         z / (1 + z ^ 2 / questions)
-        * sqrt(accuracy * (1 - accuracy) / questions + z ^ 2 / (4 * questions ^ 2)) as wilson_half,
-        row_number() over (
-            partition by group_id, digits, cascade order by study, trial_id
-        ) - 1 as trial_index
+        * sqrt(accuracy * (1 - accuracy) / questions + z ^ 2 / (4 * questions ^ 2)) as wilson_half
     from trial_cells
     cross join (select 1.959963984540054::double as z) as normal
 ),
@@ -131,46 +128,30 @@ cells as (
     group by group_id, digits, cascade
 ),
 
+-- each replicate draws n_trials of the cell's trials with replacement: its mean
 replicates as (
-    select
-        cells.group_id,
-        cells.digits,
-        cells.cascade,
-        cells.n_trials,
-        unnest(range(params.resamples)) as replicate
-    from cells
-    cross join params
-    where cells.n_trials >= 2
-),
-
--- each replicate draws n_trials trials of the cell with replacement
-draws as (
     select
         group_id,
         digits,
         cascade,
-        replicate,
         n_trials,
-        unnest(range(n_trials)) as draw
-    from replicates
+        trial_accuracies,
+        unnest(range(params.resamples)) as replicate
+    from cells
+    cross join params
+    where n_trials >= 2
 ),
 
 resampled as (
     select
-        draws.group_id,
-        draws.digits,
-        draws.cascade,
-        draws.replicate,
-        avg(trial_wilson.accuracy) as mean
-    from draws
-    inner join trial_wilson
-        on trial_wilson.group_id = draws.group_id
-        and trial_wilson.digits = draws.digits
-        and trial_wilson.cascade = draws.cascade
-        and trial_wilson.trial_index
-        = hash(draws.group_id, draws.digits, draws.cascade, draws.replicate, draws.draw)
-        % draws.n_trials
-    group by draws.group_id, draws.digits, draws.cascade, draws.replicate
+        group_id,
+        digits,
+        cascade,
+        list_avg([
+            trial_accuracies[(1 + hash(group_id, digits, cascade, replicate, draw) % n_trials)::bigint]
+            for draw in range(n_trials)
+        ]) as mean
+    from replicates
 ),
 
 bootstrap as (

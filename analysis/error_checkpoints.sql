@@ -3,7 +3,7 @@
 -- where single models err at particular places. One row per finished trial, sampled
 -- step (a checkpoint), test length and answer place, for the checkpoints with wrong
 -- answers that end on time:
---   wrong     how many of those answers are wrong at the place
+--   wrong     how many of those answers are wrong at the place (0 included)
 --   share     wrong / all wrong places of the checkpoint at that length (adds up to 1)
 --   accuracy  the checkpoint's exact match on the sampled questions of that length
 -- Places as in errors.sql: one digit (and its index hint), numbered from the least
@@ -22,7 +22,7 @@ finished as (
     where status in ('done', 'diverged')
 ),
 
-answers as (
+answers as materialized (
     select
         groups.group_id,
         groups.group_label,
@@ -38,25 +38,14 @@ answers as (
         samples.wrong_places,
         not samples.correct
         and length(samples.prediction) = length(samples.target)
-        and samples.wrong_places like '%1%' as wrong_on_time,
-        avg(samples.correct::int) over (
-            partition by samples.study, samples.trial_id, samples.step, samples.digits
-        ) as accuracy
+        and bit_count(samples.wrong_places::bit) > 0 as wrong_on_time
     from samples
     inner join finished using (study, trial_id)
     inner join groups using (study, trial_id)
     where samples.wrong_places is not null
 ),
 
-places as (
-    select
-        *,
-        unnest(range(length(wrong_places))) as place
-    from answers
-    where wrong_on_time
-),
-
-per_place as (
+checkpoints as (
     select
         group_id,
         any_value(group_label) as group_label,
@@ -67,31 +56,65 @@ per_place as (
         step,
         digits,
         bool_and(in_distribution) as in_distribution,
+        avg(correct::int) as accuracy,
+        max(length(wrong_places)) filter (where wrong_on_time) as places
+    from answers
+    group by group_id, study, trial_id, step, digits
+    having count(*) filter (where wrong_on_time) > 0
+),
+
+flags as (
+    select
+        study,
+        trial_id,
+        step,
+        digits,
+        generate_subscripts(string_split(wrong_places, ''), 1) - 1 as place,
+        unnest(string_split(wrong_places, '')) as flag
+    from answers
+    where wrong_on_time
+),
+
+wrong_counts as (
+    select
+        study,
+        trial_id,
+        step,
+        digits,
         place,
-        count(*) filter (where substr(wrong_places, place + 1, 1) = '1') as wrong,
-        count(*) as wrong_answers,
-        any_value(accuracy) as accuracy
-    from places
-    group by group_id, study, trial_id, step, digits, place
+        count(*) as wrong
+    from flags
+    where flag = '1'
+    group by study, trial_id, step, digits, place
+),
+
+-- every place of every checkpoint, so a place without errors reads 0
+per_place as (
+    select
+        checkpoints.*,
+        unnest(range(checkpoints.places)) as place
+    from checkpoints
 ),
 
 final as (
     select
-        group_id,
-        group_label,
-        study,
-        trial_id,
-        weight_seed,
-        data_seed,
-        step,
-        digits,
-        in_distribution,
-        place,
-        wrong,
-        wrong / sum(wrong) over (partition by study, trial_id, step, digits) as share,
-        wrong_answers,
-        accuracy
+        per_place.group_id,
+        per_place.group_label,
+        per_place.study,
+        per_place.trial_id,
+        per_place.weight_seed,
+        per_place.data_seed,
+        per_place.step,
+        per_place.digits,
+        per_place.in_distribution,
+        per_place.place,
+        coalesce(wrong_counts.wrong, 0) as wrong,
+        coalesce(wrong_counts.wrong, 0) / sum(coalesce(wrong_counts.wrong, 0)) over (
+            partition by per_place.study, per_place.trial_id, per_place.step, per_place.digits
+        ) as share,
+        per_place.accuracy
     from per_place
+    left join wrong_counts using (study, trial_id, step, digits, place)
 )
 
 select *

@@ -57,7 +57,7 @@ last_steps as (
     group by study, trial_id
 ),
 
-answers as (
+answers as materialized (
     select
         groups.group_id,
         groups.group_label,
@@ -70,51 +70,38 @@ answers as (
         samples.correct,
         samples.carry_in,
         samples.wrong_places,
-        length(samples.wrong_places) - length(replace(samples.wrong_places, '1', ''))
-            as n_wrong_places,
+        -- per-place strings as bit strings: count and intersect them without a row per
+        -- place (carries above 1, from products, become 1 first)
+        samples.wrong_places::bit as wrong_bits,
+        coalesce(
+            try_cast(samples.carry_in as bit),
+            translate(samples.carry_in, '23456789', '11111111')::bit
+        ) as carry_bits,
+        bit_count(samples.wrong_places::bit) as n_wrong_places,
         case
             when samples.correct then null
             when length(samples.prediction) < length(samples.target) then 'premature end'
             when length(samples.prediction) > length(samples.target)
                 or coalesce(
-                    length(samples.wrong_places) = length(replace(samples.wrong_places, '1', '')),
+                    bit_count(samples.wrong_places::bit) = 0,
                     samples.wrong_digits = 0  -- older samples: tokens
                 ) then 'late end'
             else 'on time'
-        end as ending,
-        avg(samples.correct::int) over (
-            partition by samples.study, samples.trial_id, samples.digits
-        ) as trial_accuracy
+        end as ending
     from samples
     inner join last_steps using (study, trial_id, step)
     inner join finished using (study, trial_id)
     inner join groups using (study, trial_id)
 ),
 
--- one row per answer place of the answers with per-place columns
-places as (
+trial_accuracy as (
     select
-        group_id,
-        group_label,
         study,
         trial_id,
         digits,
-        in_distribution,
-        correct,
-        ending,
-        carry_in,
-        wrong_places,
-        unnest(range(length(wrong_places))) as place
+        avg(correct::int) as accuracy
     from answers
-    where wrong_places is not null
-),
-
-place_flags as (
-    select
-        *,
-        substr(wrong_places, place + 1, 1) = '1' as wrong,
-        substr(carry_in, place + 1, 1) <> '0' as carried
-    from places
+    group by study, trial_id, digits
 ),
 
 lengths as (
@@ -127,20 +114,47 @@ lengths as (
     group by group_id, digits
 ),
 
--- carry (001 Fig. 9): each trial's error rate of places with and without a carry
+-- carry (001 Fig. 9): each trial's places with and without a carry into them, and
+-- how many of each are wrong
+carry_counts as (
+    select
+        group_id,
+        study,
+        trial_id,
+        digits,
+        sum(bit_count(carry_bits)) as carried,
+        sum(bit_count(wrong_bits & carry_bits)) as wrong_carried,
+        sum(length(wrong_places)) as places,
+        sum(n_wrong_places) as wrong
+    from answers
+    where carry_bits is not null and wrong_bits is not null
+    group by group_id, study, trial_id, digits
+),
+
 carry_trials as (
     select
         group_id,
         study,
         trial_id,
         digits,
-        case when carried then 'with carry' else 'without carry' end as bucket,
-        carried::int as bucket_value,
-        count(*) as places,
-        count(*) filter (where wrong) as wrong
-    from place_flags
-    where carried is not null
-    group by group_id, study, trial_id, digits, carried
+        'with carry' as bucket,
+        1 as bucket_value,
+        carried as places,
+        wrong_carried as wrong
+    from carry_counts
+    where carried > 0
+    union all
+    select
+        group_id,
+        study,
+        trial_id,
+        digits,
+        'without carry',
+        0,
+        places - carried,
+        wrong - wrong_carried
+    from carry_counts
+    where places > carried
 ),
 
 carry_facet as (
@@ -176,6 +190,18 @@ ending_trials as (
 ),
 
 -- error_position (001 F.10 left): each trial's wrong places of on-time wrong answers
+wrong_places as (
+    select
+        group_id,
+        study,
+        trial_id,
+        digits,
+        generate_subscripts(string_split(wrong_places, ''), 1) - 1 as place,
+        unnest(string_split(wrong_places, '')) as flag
+    from answers
+    where ending = 'on time' and wrong_places is not null
+),
+
 position_trials as (
     select
         group_id,
@@ -185,8 +211,8 @@ position_trials as (
         place as bucket_value,
         count(*) as count,
         sum(count(*)) over (partition by group_id, study, trial_id, digits) as total
-    from place_flags
-    where wrong and ending = 'on time'
+    from wrong_places
+    where flag = '1'
     group by group_id, study, trial_id, digits, place
 ),
 
@@ -198,12 +224,13 @@ count_trials as (
         answers.trial_id,
         answers.digits,
         answers.n_wrong_places as bucket_value,
-        answers.trial_accuracy < params.min_accuracy as excluded,
+        trial_accuracy.accuracy < params.min_accuracy as excluded,
         count(*) as count,
         sum(count(*)) over (
             partition by answers.group_id, answers.study, answers.trial_id, answers.digits
         ) as total
     from answers
+    inner join trial_accuracy using (study, trial_id, digits)
     cross join params
     where answers.ending = 'on time' and answers.wrong_places is not null
     group by

@@ -321,6 +321,8 @@ def report_speed(rows: int = 10_000_000, weight_seeds: int = 5, data_seeds: int 
                     "wrong_digits": np.where(correct, 0, rng.integers(1, 4, per_trial)),
                     "first_wrong": pa.array(np.where(correct, 0, rng.integers(0, 40, per_trial)), mask=correct),
                     "target": pa.array(["1234"] * per_trial), "prediction": pa.array(["1235"] * per_trial),
+                    "carry_in": pa.array(["0100"] * per_trial),
+                    "wrong_places": pa.array(np.where(correct, "0000", "1000")),
                 }, schema=SAMPLES_SCHEMA)
                 path = table_path(root, "bench", "samples", config.trial_id)
                 path.parent.mkdir(parents=True, exist_ok=True)

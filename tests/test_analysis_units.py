@@ -95,20 +95,21 @@ def test_cascade_interval_resamples_trials_not_questions(tmp_path: Path) -> None
 
 
 def test_cascade_bootstrap_matches_numpy(tmp_path: Path) -> None:
+    """12 trials: the SQL's percentile points against numpy's from 100,000 replicates;
+    with 20,000 replicates their Monte Carlo error is about 0.002 here."""
     rng = np.random.default_rng(3)
-    right = [int(r) for r in rng.integers(0, 41, size=7)]
+    right = [int(r) for r in rng.integers(0, 41, size=12)]
     for w, k in enumerate(right):
-        write_trial(tmp_path, "seven", config("fire", w, 0), {3: k / 40},
+        write_trial(tmp_path, "twelve", config("fire", w, 0), {3: k / 40},
                     samples=cascade_samples([k], 40))
-    with open_results(tmp_path, "seven") as con:
-        (row,) = run(con, "cascade", resamples=4000)
+    with open_results(tmp_path, "twelve") as con:
+        (row,) = run(con, "cascade", resamples=20_000)
+        again = run(con, "cascade", resamples=20_000)[0]
     acc = np.array(right) / 40
     means = acc[rng.integers(0, len(acc), size=(100_000, len(acc)))].mean(axis=1)
     assert row["accuracy"] == pytest.approx(acc.mean())
-    assert row["boot95_low"] == pytest.approx(np.quantile(means, 0.025), abs=0.015)
-    assert row["boot95_high"] == pytest.approx(np.quantile(means, 0.975), abs=0.015)
-    with open_results(tmp_path, "seven") as con:
-        again = run(con, "cascade", resamples=4000)[0]
+    assert row["boot95_low"] == pytest.approx(np.quantile(means, 0.025), abs=0.01)
+    assert row["boot95_high"] == pytest.approx(np.quantile(means, 0.975), abs=0.01)
     assert (again["boot95_low"], again["boot95_high"]) == (row["boot95_low"], row["boot95_high"])
 
 
