@@ -7,6 +7,7 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
 
 def accuracy_vs_length(
@@ -322,6 +323,7 @@ def error_checkpoints(checkpoint_rows: list[dict], path: Path) -> Path | None:
                           interpolation="nearest")
         ax.set_yticks(range(len(checkpoints)),
                       [f"w{c[0]} d{c[1]} @{c[4]}" for c in checkpoints], fontsize=6)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("answer place (0 = units)", fontsize=8)
         ax.set_title(f"{_wrap(label)}\n{digits} digits", fontsize=8)
     fig.subplots_adjust(wspace=0.6, hspace=0.6)

@@ -496,7 +496,8 @@ def test_training_curves_and_grokking_step(con, study) -> None:
 
 # --- every file ---------------------------------------------------------------------------
 
-ANALYSIS_FILES = ("variance", "lucky_tickets", "cascade", "errors", "training", "final_accuracy")
+ANALYSIS_FILES = ("variance", "lucky_tickets", "cascade", "errors", "error_checkpoints", "coverage",
+                  "training", "final_accuracy")
 
 
 @pytest.mark.parametrize("name", ANALYSIS_FILES)
