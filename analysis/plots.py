@@ -63,8 +63,9 @@ def accuracy_by_group(trial_rows: list[dict], summary_rows: list[dict], path: Pa
     summary = _by_group(summary_rows)
     fig, axes = _panels(len(groups))
     for ax, (label, rows) in zip(axes, groups.items()):
-        for trial in _unique(r["trial_id"] for r in rows):
-            pts = sorted((r["digits"], r["accuracy"]) for r in rows if r["trial_id"] == trial)
+        for trial in _unique((r["study"], r["trial_id"]) for r in rows):  # one id, two studies
+            pts = sorted((r["digits"], r["accuracy"]) for r in rows
+                         if (r["study"], r["trial_id"]) == trial and r["accuracy"] is not None)
             ax.plot(*zip(*pts), color="0.6", lw=0.8, alpha=0.8, label="one trial")
         stats = sorted(summary.get(label, []), key=lambda r: r["digits"])
         if stats:
@@ -78,7 +79,7 @@ def accuracy_by_group(trial_rows: list[dict], summary_rows: list[dict], path: Pa
             ax.plot(xs, [r["best_of_n"] for r in stats], color="tab:red", lw=1.5, ls="--",
                     label="best of N (one trial)")
         _shade_training_range(ax, rows)
-        n = len({r["trial_id"] for r in rows})
+        n = len({(r["study"], r["trial_id"]) for r in rows})
         _style(ax, f"{label} (N = {n})", "test length (digits)", "exact match")
         ax.set_xticks(sorted({r["digits"] for r in rows}))
     _legend(fig, axes[0])
@@ -342,7 +343,7 @@ def training_curves(training_rows: list[dict], path: Path) -> Path | None:
     for ax, (label, rows) in zip(axes, groups.items()):
         by_trial: dict[str, list[dict]] = {}
         for row in rows:
-            by_trial.setdefault(row["trial_id"], []).append(row)
+            by_trial.setdefault((row["study"], row["trial_id"]), []).append(row)
         few = len(by_trial) <= len(SEED_STYLES)  # else one faint solid line per trial
         for i, mine in enumerate(by_trial.values()):
             style = SEED_STYLES[i] if few else "-"

@@ -362,7 +362,7 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
         lambda p: plots.training_curves(_first_groups(training), p),
         n_groups,
     ))
-    per_trial = list({r["trial_id"]: r for r in training}.values())
+    per_trial = list({(r["study"], r["trial_id"]): r for r in training}.values())
     out.append(_table(
         per_trial,
         [("group_label", "group"), ("weight_seed", "weight seed"), ("data_seed", "data seed"),
