@@ -97,19 +97,17 @@ def run(
     restart: Annotated[bool, typer.Option(
         "--restart", help="Delete the study's results and MLflow runs, then run every trial afresh.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before --restart deletes.")] = False,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="Print Ray's, Tune's and MLflow's own messages here, not in the run's log file.")] = False,
 ):
     """Run a study; re-running resumes it (finished trials are not run again, interrupted
-    ones continue from their last checkpoint). Ctrl-C or SIGTERM stops it cleanly (exit 130)."""
-    study = _load(study_file, profile)
-    from analysis.query import list_studies, open_results, run_sql_file
-    from orchestrator.recovery import StudyBusy
-    from orchestrator.render import accuracy_by_length, best_point, search_points
-    from orchestrator.search import run_search
-    from orchestrator.search_store import SearchChanged
-    from orchestrator.tracking import default_tracking_uri
-    from orchestrator.tune_runner import ResourceError, run_study
+    ones continue from their last checkpoint). Ctrl-C or SIGTERM stops it cleanly (exit 130).
+    Ray's, Tune's and MLflow's messages go to a log file under the study's results folder."""
+    from analysis.mlflow_ui import default_store_uri  # the same URI, without importing MLflow
+    from orchestrator.terminal import quiet_terminal, run_log_path
 
-    uri = tracking_uri or default_tracking_uri(results)
+    study = _load(study_file, profile)
+    uri = tracking_uri or default_store_uri(results)
     if restart and not yes and not typer.confirm(
         f"--restart deletes {results / study.name} and the MLflow runs of study {study.name!r} "
         f"in {uri}, then runs all {study.trial_count} trials again. Go on?", err=True,
@@ -117,6 +115,30 @@ def run(
         err.print("not restarted; nothing was changed")
         raise typer.Exit(1)
     err.print(f"study [bold]{study.name}[/bold]: {study.trial_count} trials -> {results / study.name}, MLflow {uri}")
+    if verbose:
+        _run(study, study_file, results, uri, address, restart, log=None)
+        return
+    log = run_log_path(results, study.name)
+    with quiet_terminal(log, [out, err], say_on=err) as quiet:
+        err.print(f"Ray's, Tune's and MLflow's messages: {log} (--verbose prints them here)", highlight=False)
+        try:
+            _run(study, study_file, results, uri, address, restart, log)
+        except typer.Exit as stop:
+            if stop.exit_code == 2:  # refused before anything ran
+                quiet.discard = True
+            raise
+
+
+def _run(study, study_file: Path, results: Path, uri: str, address: str | None, restart: bool,
+         log: Path | None) -> None:
+    """The body of `run`: the study's trials (or its search), then what became of them."""
+    from analysis.query import list_studies, open_results, run_sql_file
+    from orchestrator.recovery import StudyBusy
+    from orchestrator.render import accuracy_by_length, best_point, search_points
+    from orchestrator.search import run_search
+    from orchestrator.search_store import SearchChanged
+    from orchestrator.tune_runner import ResourceError, run_study
+
     searched = None
     try:
         if study.spec.search:
@@ -162,6 +184,8 @@ def run(
         err.print("[red]failed trials:[/red]")
         for line in summary.failed:
             err.print(f"  {line}", highlight=False)
+        if log is not None:
+            err.print(f"Ray's and Tune's messages of this run: {log}", highlight=False)
         raise typer.Exit(1)
 
 
@@ -363,8 +387,9 @@ def bench(
         table.add_column(column, overflow="fold")
 
     def show(m):
-        err.print(f"{m.name}: {m.ratio:.2f} ({m.detail})", highlight=False)
-        table.add_row(m.name, f"{m.ratio:.2f}", m.target, {True: "yes", False: "no", None: "-"}[m.met], m.detail)
+        ratio = "-" if m.ratio is None else f"{m.ratio:.2f}"
+        err.print(f"{m.name}: {ratio} ({m.detail})", highlight=False)
+        table.add_row(m.name, ratio, m.target, {True: "yes", False: "no", None: "-"}[m.met], m.detail)
 
     run_benchmarks(only, on_result=show)
     out.print(table)

@@ -11,6 +11,7 @@ import atexit
 import contextlib
 import logging
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -158,8 +159,9 @@ def _short_error(error: BaseException) -> str:
     return f"{type(error).__name__}: {last[:200]}"
 
 
-def start_ray(address: str | None, num_cpus: int | None = None) -> None:
-    """Connect to `address` (or RAY_ADDRESS), else start a local Ray on this machine.
+def start_ray(address: str | None, num_cpus: int | None = None, num_gpus: int | None = None) -> None:
+    """Connect to `address` (or RAY_ADDRESS), else start a local Ray on this machine
+    (with `num_cpus` and `num_gpus` where given, else all it finds).
 
     The local Ray is always a new one ("local": a plain ray.init() would join a
     cluster started here with `ray start`), listening on 127.0.0.1 only.
@@ -173,7 +175,7 @@ def start_ray(address: str | None, num_cpus: int | None = None) -> None:
     else:
         _single_node_on_loopback()
         _no_idle_workers()
-        ray.init(address="local", num_cpus=num_cpus, **quiet)
+        ray.init(address="local", num_cpus=num_cpus, num_gpus=num_gpus, **quiet)
     # Ray's own exit hook, ray.shutdown(_exiting_interpreter=True), first waits 0.5 s for
     # worker logs on their way to the driver; log_to_driver is off, so there are none.
     # Replace it by a plain shutdown (hooks run last-registered first, should the
@@ -350,9 +352,13 @@ def _fit(study: Study, trials: list[dict[str, Any]], results_root: Path, tracker
     resources = study.spec.resources
     run_name = f"{study.name}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}"
     started = time.perf_counter()
+    # a live bar prints what Python writes to stdout/stderr above itself, unless those go
+    # elsewhere than the bar (a log file: orchestrator.terminal)
+    shared = console.file is sys.stderr
     with Progress(
         SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
         TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console,
+        redirect_stdout=shared, redirect_stderr=shared,
     ) as progress:
         progress_callback = ProgressCallback(progress, len(trials))
         tuner = tune.Tuner(
