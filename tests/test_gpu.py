@@ -172,7 +172,8 @@ def test_a_checkpoint_saved_on_the_gpu_resumes_on_the_gpu_and_on_the_cpu(tmp_pat
     after = [t.loss for t in whole.train if t.step > 20]
     raw = torch.load(saved, map_location=None, weights_only=True)
     assert raw["step"] == 20 and all(t.device.type == DEVICE.type for t in raw["model"].values())
-    for device, rtol in ((DEVICE, 1e-5), (CPU, 1e-3)):
+    # the GPU's embedding backward adds in no fixed order: not bit for bit even on the GPU
+    for device, rtol in ((DEVICE, 1e-4), (CPU, 2e-3)):
         resumed = train(RESUMED, resume_state=load_checkpoint(saved, RESUMED), device=str(device))
         assert resumed.device == str(device)
         assert [t.loss for t in resumed.train if t.step > 20] == pytest.approx(after, rel=rtol), device
@@ -193,7 +194,7 @@ source: "tests/test_gpu.py: four trials on one GPU at once"
 base:
   task: {name: successor, train_digits: [1, 2]}
   model: {size: tiny, pe: rope}
-  train: {steps: 2000, batch_size: 32, warmup: 10, log_every: 200}
+  train: {steps: 3000, batch_size: 32, warmup: 10, log_every: 300}
   eval: {digits: [2, 3], samples: 16, every: 1000}
 axes:
   seeds.weight: [0, 1, 2, 3]
