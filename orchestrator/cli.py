@@ -134,7 +134,8 @@ def _run(study, study_file: Path, results: Path, uri: str, address: str | None, 
     """The body of `run`: the study's trials (or its search), then what became of them."""
     from analysis.query import list_studies, open_results, run_sql_file
     from orchestrator.recovery import StudyBusy
-    from orchestrator.render import accuracy_by_length, best_point, search_points
+    from orchestrator.render import best_point, search_points
+    from orchestrator.run_table import run_table
     from orchestrator.search import run_search
     from orchestrator.search_store import SearchChanged
     from orchestrator.tune_runner import ResourceError, run_study
@@ -174,8 +175,8 @@ def _run(study, study_file: Path, results: Path, uri: str, address: str | None, 
             out.print(best_point(state), highlight=False)
     elif study.name in list_studies(results):
         with _results_warnings(), open_results(results, study.name) as con:
-            table = run_sql_file(con, _sql("summary.sql"))
-        out.print(accuracy_by_length(table, f"{study.name}: accuracy by test length"))
+            rows = run_sql_file(con, _sql("run_table.sql"))
+        out.print(run_table(study, rows))
     if summary.interrupted:
         err.print(f"[yellow]interrupted[/yellow]: {len(summary.interrupted)} of {summary.total} trials not "
                   "finished; run the same command again to resume them")
