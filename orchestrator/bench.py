@@ -367,10 +367,14 @@ def timed_trial(config: dict, device: str, barrier: str, count: int) -> list[tup
     deadline = time.monotonic() + 600
     while len(list(folder.iterdir())) < count and time.monotonic() < deadline:
         time.sleep(0.01)
-    logs = train(TRIAL_CONFIG.validate_python(config), device=device).train
-    # TrainLog.wall_s counts from the trial's start, which this clock reads as now - total
-    started = time.time() - logs[-1].wall_s
-    return [(started + log.wall_s, log.tokens) for log in logs]
+    started: list[float] = []  # the trial's start on this clock: TrainLog.wall_s counts from it
+
+    def on_report(report) -> None:
+        if report.train is not None and not started:
+            started.append(time.time() - report.train.wall_s)
+
+    logs = train(TRIAL_CONFIG.validate_python(config), on_report=on_report, device=device).train
+    return [(started[0] + log.wall_s, log.tokens) for log in logs]
 
 
 def rate_over_common_window(trials: list[list[tuple[float, int]]]) -> tuple[float, float] | None:
@@ -471,18 +475,28 @@ def gpu(sizes: tuple[str, ...] = GPU_SIZES, trials: int = 4, steps: int = 500, d
                                       f"1-10-digit addition")
             eager = step_rate(config, device, batches=step_batches)
             compiled = step_rate(config, device, "default", compile_backend, step_batches)
+            skipped = _cudagraph_skips()
             graphs = step_rate(config, device, "reduce-overhead", compile_backend, step_batches)
+            skipped = _cudagraph_skips() - skipped
             rows += [
                 packing,
                 Measurement(names[len(rows) + 1], compiled / eager, "report",
                             f"{compiled:,.0f} vs {eager:,.0f} tokens/s, {step_batches} batches of 64 after compiling"),
                 Measurement(names[len(rows) + 2], graphs / eager, "report",
-                            f"{graphs:,.0f} vs {eager:,.0f} tokens/s, {step_batches} batches of 64 after recording"),
+                            f"{graphs:,.0f} vs {eager:,.0f} tokens/s, {step_batches} batches of 64 after recording"
+                            + (f"; torch.compile skipped CUDA graphs {skipped} times" if skipped else "")),
             ]
     finally:
         if started_here:
             ray.shutdown()
     return rows
+
+
+def _cudagraph_skips() -> int:
+    """How often torch.compile fell back from CUDA graphs so far (its counters)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["inductor"]["cudagraph_skips"])
 
 
 def machine() -> str:
