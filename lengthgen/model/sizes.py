@@ -44,4 +44,12 @@ SIZES: dict[str, Dimensions] = {
     # 9 layers for the 3-digit multipliers
     "bert_6l": Dimensions(n_layers=6, d_model=768, n_heads=8, d_ff=3072),
     "bert_9l": Dimensions(n_layers=9, d_model=768, n_heads=8, d_ff=3072),
+    # Cho et al. 2024 (position coupling, arXiv 2405.20671): the authors' addition runs use
+    # 1 layer, 4 heads of 128 dimensions, feed-forward 2048
+    "1l_512": Dimensions(n_layers=1, d_model=512, n_heads=4, d_ff=2048),
+    # McLeish et al. 2024 (Abacus, arXiv 2405.17399), Fig. 1: depth-16 decoders; the width
+    # here is the 25m preset's (d 512, 8 heads), not taken from that paper
+    "16l_512": Dimensions(n_layers=16, d_model=512, n_heads=8, d_ff=2048),
+    # one-layer CPU preset (a 1-layer model suffices for addition under coupling, Cho et al.)
+    "tiny_1l": Dimensions(n_layers=1, d_model=64, n_heads=4, d_ff=256),
 }
