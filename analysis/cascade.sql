@@ -21,7 +21,10 @@
 --                    question-level uncertainty of that one trial, z = 1.959964:
 --       centre ± half = (p + z²/2n ± z · sqrt(p(1 − p)/n + z²/4n²)) / (1 + z²/n)
 -- questions and correct are totals over the trials (questions / n_trials per trial).
--- The bootstrap draws come from hash(cell, replicate, draw), so a result repeats.
+-- The bootstrap draws come from hash(hash(cell, replicate, draw)), so a result repeats.
+-- (DuckDB combines the hashes of several arguments so that their low bits only XOR:
+-- hash(c, r, i) % 2 was the same for every i < 6, and with two trials every replicate
+-- drew one trial twice. The outer hash mixes them.)
 --
 -- Parameters (DuckDB variables; `lg-study query --param name=value`):
 --     resamples  default 1000   bootstrap replicates per cell
@@ -148,7 +151,7 @@ resampled as (
         digits,
         cascade,
         list_avg([
-            trial_accuracies[(1 + hash(group_id, digits, cascade, replicate, draw) % n_trials)::bigint]
+            trial_accuracies[(1 + hash(hash(group_id, digits, cascade, replicate, draw)) % n_trials)::bigint]
             for draw in range(n_trials)
         ]) as mean
     from replicates

@@ -30,8 +30,36 @@
 --     SS_data     = a · Σ_d (m_d − m)²
 --     SS_residual = Σ_wd (y − m_w − m_d + m)²   (weight × data interaction + noise)
 --     SS_total    = Σ_wd (y − m)²  = SS_weight + SS_data + SS_residual
--- share_* = SS_* / SS_total (null when every trial scored the same).
+-- ss_share_* = SS_* / SS_total: the fixed-effects shares of these seeds (null when
+-- every trial scored the same, i.e. SS_total < 1e-20). With few seeds they are biased
+-- upward: a weight seed that does nothing still gets SS_weight ≈ (a − 1)·σ²_residual.
 --
+-- Variance components (random effects: the seeds are draws from all seeds), by the
+-- method of moments for the two-way layout without replication. With the mean squares
+-- MS_weight = SS_weight/(a − 1), MS_data = SS_data/(b − 1),
+-- MS_residual = SS_residual/((a − 1)(b − 1)), whose expectations are σ²_res + b·σ²_w,
+-- σ²_res + a·σ²_d and σ²_res:
+--     sigma2_weight   = max(0, (MS_weight − MS_residual) / b)
+--     sigma2_data     = max(0, (MS_data − MS_residual) / a)
+--     sigma2_residual = MS_residual
+-- sigma2_*_truncated says when the difference was negative and the component is set to
+-- 0. component_share_* = sigma2_* / (sigma2_weight + sigma2_data + sigma2_residual):
+-- the share of the variance of one new trial's y due to each seed.
+--
+-- Intervals (columns *_boot_low, *_boot_high): percentile bootstrap over both seeds at
+-- once. A replicate draws a weight seeds and b data seeds of the subgrid with
+-- replacement and recomputes every statistic on the a x b table of the drawn rows and
+-- columns; the interval is the (1 − level)/2 and (1 + level)/2 quantiles of the
+-- `resamples` replicates (linear interpolation, as quantile_cont). The draws come from
+-- hash(hash(boot_seed, group, side, replicate, draw)), so the same parameters give the
+-- same result; the outer hash because DuckDB combines the hashes of several arguments
+-- so that their low bits only XOR (8 draws of 8 seeds came out as a fixed pattern).
+-- Replicates whose table is constant have no shares and are left out of the share
+-- intervals (boot_undefined counts them). With 2 or 3 seeds on a side the bootstrap has
+-- only a handful of distinct tables: read its intervals as rough. Over 200 simulated
+-- 8 x 8 studies its 90 % interval for the weight share covered the true share in 80 to
+-- 97 % of them (tests/test_statistics.py).
+
 -- Lucky ticket: a weight seed whose minimum over data orders is above `threshold`.
 --
 -- Rank agreement: Kendall's coefficient of concordance W of the weight seeds' ranks
@@ -55,6 +83,9 @@
 -- `SET VARIABLE name = value` in the DuckDB client):
 --     threshold  default 0.9   lucky when min over data orders > threshold
 --     digits     default all out-of-distribution lengths; e.g. '50,100'
+--     resamples  default 1000  bootstrap replicates per group
+--     boot_seed  default 0     seed of the bootstrap draws
+--     level      default 0.95  coverage of the bootstrap intervals, 0 < level < 1
 
 with
 
@@ -64,7 +95,14 @@ params as (
         cast(
             string_split(replace(trim(cast(getvariable('digits') as varchar), '[]'), ' ', ''), ',')
             as bigint[]
-        ) as digits
+        ) as digits,
+        coalesce(cast(getvariable('resamples') as bigint), 1000) as resamples,
+        coalesce(cast(getvariable('boot_seed') as bigint), 0) as boot_seed,
+        case
+            when coalesce(cast(getvariable('level') as double), 0.95) not between 0.001 and 0.999
+                then error('level must be between 0.001 and 0.999')
+            else coalesce(cast(getvariable('level') as double), 0.95)
+        end as level
 ),
 
 -- every trial of every group, finished or not: the seeds the group's design spans
@@ -400,39 +438,267 @@ data_means as (
     group by group_id, at_digits, data_seed
 ),
 
-sums_of_squares as (
+-- The variance decomposition, for the subgrid itself (replicate 0: every seed once, in
+-- order) and for each bootstrap replicate (1..resamples: a weight seeds and b data
+-- seeds drawn with replacement), through the same sums
+subgrid_seeds as (
+    select
+        group_id,
+        list(distinct weight_seed order by weight_seed) as weight_seeds,
+        list(distinct data_seed order by data_seed) as data_seeds
+    from subgrid
+    group by group_id
+),
+
+replicates as (
+    select
+        subgrid_seeds.*,
+        unnest(range(params.resamples + 1)) as replicate
+    from subgrid_seeds
+    cross join params
+),
+
+seed_slots as (
+    select
+        group_id,
+        replicate,
+        'weight' as side,
+        weight_seeds as seeds,
+        unnest(range(len(weight_seeds))) as draw
+    from replicates
+    union all
+    select
+        group_id,
+        replicate,
+        'data',
+        data_seeds,
+        unnest(range(len(data_seeds)))
+    from replicates
+),
+
+draws as (
+    select
+        seed_slots.group_id,
+        seed_slots.replicate,
+        seed_slots.side,
+        seed_slots.draw,
+        case
+            when seed_slots.replicate = 0 then seed_slots.seeds[seed_slots.draw + 1]
+            else seed_slots.seeds[(
+                1 + hash(hash(params.boot_seed, seed_slots.group_id, seed_slots.side,
+                    seed_slots.replicate, seed_slots.draw)) % len(seed_slots.seeds)
+            )::bigint]
+        end as seed
+    from seed_slots
+    cross join params
+),
+
+-- each replicate's table: drawn weight seeds (rows) x drawn data seeds (columns), its
+-- values centred on the subgrid's grand mean (the sums below then lose no digits)
+resampled_cells as (
     select
         crossed_cells.group_id,
         crossed_cells.at_digits,
-        sum((crossed_cells.y - crossed.grand_mean) ^ 2) as ss_total,
-        sum(
-            (crossed_cells.y - weight_means.mean - data_means.mean + crossed.grand_mean) ^ 2
-        ) as ss_residual
-    from crossed_cells
-    inner join crossed using (group_id, at_digits)
-    inner join weight_means using (group_id, at_digits, weight_seed)
-    inner join data_means using (group_id, at_digits, data_seed)
-    group by crossed_cells.group_id, crossed_cells.at_digits
+        rows.replicate,
+        rows.draw as row_draw,
+        columns.draw as column_draw,
+        crossed_cells.y - crossed.grand_mean as y
+    from draws as rows
+    inner join draws as columns
+        on columns.group_id = rows.group_id
+        and columns.replicate = rows.replicate
+        and columns.side = 'data'
+    inner join crossed_cells
+        on crossed_cells.group_id = rows.group_id
+        and crossed_cells.weight_seed = rows.seed
+        and crossed_cells.data_seed = columns.seed
+    inner join crossed
+        on crossed.group_id = crossed_cells.group_id
+        and crossed.at_digits = crossed_cells.at_digits
+    where rows.side = 'weight'
 ),
 
-ss_weight as (
+row_sums as (
     select
-        weight_means.group_id,
-        weight_means.at_digits,
-        any_value(crossed.b) * sum((weight_means.mean - crossed.grand_mean) ^ 2) as ss_weight
-    from weight_means
-    inner join crossed using (group_id, at_digits)
-    group by weight_means.group_id, weight_means.at_digits
+        group_id,
+        at_digits,
+        replicate,
+        sum(y) as row_sum,
+        sum(y * y) as row_squares
+    from resampled_cells
+    group by group_id, at_digits, replicate, row_draw
 ),
 
-ss_data as (
+column_sums as (
     select
-        data_means.group_id,
-        data_means.at_digits,
-        any_value(crossed.a) * sum((data_means.mean - crossed.grand_mean) ^ 2) as ss_data
-    from data_means
+        group_id,
+        at_digits,
+        replicate,
+        sum(y) as column_sum
+    from resampled_cells
+    group by group_id, at_digits, replicate, column_draw
+),
+
+replicate_sums as (
+    select
+        row_sums.group_id,
+        row_sums.at_digits,
+        row_sums.replicate,
+        sum(row_sums.row_sum) as total,
+        sum(row_sums.row_squares) as squares,
+        sum(row_sums.row_sum ^ 2) as row_sum_squares
+    from row_sums
+    group by row_sums.group_id, row_sums.at_digits, row_sums.replicate
+),
+
+column_sum_squares as (
+    select
+        group_id,
+        at_digits,
+        replicate,
+        sum(column_sum ^ 2) as column_sum_squares
+    from column_sums
+    group by group_id, at_digits, replicate
+),
+
+-- SS_total = Σy² − T²/ab, SS_weight = Σ_w R_w²/b − T²/ab, SS_data = Σ_d C_d²/a − T²/ab
+-- with T the table's sum and R_w, C_d its row and column sums (greatest and least
+-- below clamp round-off only, which would otherwise put a share at 1 + 2e-16)
+sums_of_squares as (
+    select
+        replicate_sums.group_id,
+        replicate_sums.at_digits,
+        replicate_sums.replicate,
+        crossed.a,
+        crossed.b,
+        replicate_sums.squares - replicate_sums.total ^ 2 / (crossed.a * crossed.b) as ss_total,
+        greatest(
+            replicate_sums.row_sum_squares / crossed.b
+            - replicate_sums.total ^ 2 / (crossed.a * crossed.b), 0
+        ) as ss_weight,
+        greatest(
+            column_sum_squares.column_sum_squares / crossed.a
+            - replicate_sums.total ^ 2 / (crossed.a * crossed.b), 0
+        ) as ss_data
+    from replicate_sums
+    inner join column_sum_squares using (group_id, at_digits, replicate)
     inner join crossed using (group_id, at_digits)
-    group by data_means.group_id, data_means.at_digits
+),
+
+mean_squares as (
+    select
+        *,
+        greatest(ss_total - ss_weight - ss_data, 0) as ss_residual,
+        ss_total >= 1e-20 as varies,
+        ss_weight / (a - 1) as ms_weight,
+        ss_data / (b - 1) as ms_data,
+        greatest(ss_total - ss_weight - ss_data, 0) / ((a - 1) * (b - 1)) as ms_residual
+    from sums_of_squares
+),
+
+components as (
+    select
+        *,
+        greatest((ms_weight - ms_residual) / b, 0) as sigma2_weight,
+        greatest((ms_data - ms_residual) / a, 0) as sigma2_data,
+        ms_residual as sigma2_residual,
+        ms_weight < ms_residual as sigma2_weight_truncated,
+        ms_data < ms_residual as sigma2_data_truncated
+    from mean_squares
+),
+
+estimates as (
+    select
+        *,
+        case when varies then least(ss_weight / ss_total, 1) end as ss_share_weight,
+        case when varies then least(ss_data / ss_total, 1) end as ss_share_data,
+        case when varies then least(ss_residual / ss_total, 1) end as ss_share_residual,
+        case when varies then least(sigma2_weight / sigma2_sum, 1) end as component_share_weight,
+        case when varies then least(sigma2_data / sigma2_sum, 1) end as component_share_data,
+        case when varies then least(sigma2_residual / sigma2_sum, 1) end as component_share_residual
+    from components
+    cross join lateral (
+        select components.sigma2_weight + components.sigma2_data + components.sigma2_residual
+            as sigma2_sum
+    ) as total
+),
+
+-- percentile intervals over the replicates (unpivot leaves out undefined shares)
+replicate_values as (
+    unpivot (
+        select
+            group_id,
+            at_digits,
+            replicate,
+            sigma2_weight,
+            sigma2_data,
+            sigma2_residual,
+            component_share_weight,
+            component_share_data,
+            component_share_residual,
+            ss_share_weight,
+            ss_share_data,
+            ss_share_residual
+        from estimates
+        where replicate > 0
+    )
+    on sigma2_weight, sigma2_data, sigma2_residual, component_share_weight,
+        component_share_data, component_share_residual, ss_share_weight, ss_share_data,
+        ss_share_residual
+    into name quantity value value
+),
+
+replicate_sorted as (
+    select
+        replicate_values.group_id,
+        replicate_values.at_digits,
+        replicate_values.quantity,
+        list_sort(list(replicate_values.value)) as sorted,
+        count(*) as n,
+        (count(*) - 1) * (1 - any_value(params.level)) / 2 as h_low,
+        (count(*) - 1) * (1 + any_value(params.level)) / 2 as h_high
+    from replicate_values
+    cross join params
+    group by replicate_values.group_id, replicate_values.at_digits, replicate_values.quantity
+),
+
+percentiles as (
+    select
+        group_id,
+        at_digits,
+        quantity,
+        sorted[1 + floor(h_low)::bigint] + (h_low - floor(h_low))
+        * (sorted[least(2 + floor(h_low)::bigint, n)] - sorted[1 + floor(h_low)::bigint]) as low,
+        sorted[1 + floor(h_high)::bigint] + (h_high - floor(h_high))
+        * (sorted[least(2 + floor(h_high)::bigint, n)] - sorted[1 + floor(h_high)::bigint]) as high
+    from replicate_sorted
+),
+
+intervals as (
+    pivot percentiles
+    on quantity in (
+        'sigma2_weight', 'sigma2_data', 'sigma2_residual', 'component_share_weight',
+        'component_share_data', 'component_share_residual', 'ss_share_weight',
+        'ss_share_data', 'ss_share_residual'
+    )
+    using any_value(low) as boot_low, any_value(high) as boot_high
+    group by group_id, at_digits
+),
+
+point_estimates as (
+    select *
+    from estimates
+    where replicate = 0
+),
+
+undefined_replicates as (
+    select
+        group_id,
+        at_digits,
+        count(*) filter (where not varies) as boot_undefined
+    from estimates
+    where replicate > 0
+    group by group_id, at_digits
 ),
 
 -- each data order ranks the weight seeds on y rounded to 9 decimals; ties share their
@@ -551,43 +817,70 @@ group_summary as (
         crossed.a as n_weight_seeds,
         crossed.b as n_data_seeds,
         crossed.grand_mean,
-        sums_of_squares.ss_total,
-        ss_weight.ss_weight,
-        ss_data.ss_data,
-        sums_of_squares.ss_residual,
-        ss_weight.ss_weight / nullif(sums_of_squares.ss_total, 0) as share_weight,
-        ss_data.ss_data / nullif(sums_of_squares.ss_total, 0) as share_data,
-        sums_of_squares.ss_residual / nullif(sums_of_squares.ss_total, 0) as share_residual,
+        estimates.ss_total,
+        estimates.ss_weight,
+        estimates.ss_data,
+        estimates.ss_residual,
+        estimates.ss_share_weight,
+        estimates.ss_share_data,
+        estimates.ss_share_residual,
+        intervals.ss_share_weight_boot_low,
+        intervals.ss_share_weight_boot_high,
+        intervals.ss_share_data_boot_low,
+        intervals.ss_share_data_boot_high,
+        intervals.ss_share_residual_boot_low,
+        intervals.ss_share_residual_boot_high,
+        estimates.ms_weight,
+        estimates.ms_data,
+        estimates.ms_residual,
+        estimates.sigma2_weight,
+        intervals.sigma2_weight_boot_low,
+        intervals.sigma2_weight_boot_high,
+        estimates.sigma2_weight_truncated,
+        estimates.sigma2_data,
+        intervals.sigma2_data_boot_low,
+        intervals.sigma2_data_boot_high,
+        estimates.sigma2_data_truncated,
+        estimates.sigma2_residual,
+        intervals.sigma2_residual_boot_low,
+        intervals.sigma2_residual_boot_high,
+        estimates.component_share_weight,
+        intervals.component_share_weight_boot_low,
+        intervals.component_share_weight_boot_high,
+        estimates.component_share_data,
+        intervals.component_share_data_boot_low,
+        intervals.component_share_data_boot_high,
+        estimates.component_share_residual,
+        intervals.component_share_residual_boot_low,
+        intervals.component_share_residual_boot_high,
+        undefined_replicates.boot_undefined,
         concordance.kendall_w,
         friedman_p.chi2 as friedman_chi2,
         friedman_p.df as friedman_df,
         friedman_p.p as friedman_p
     from crossed
-    inner join sums_of_squares using (group_id, at_digits)
-    inner join ss_weight using (group_id, at_digits)
-    inner join ss_data using (group_id, at_digits)
+    inner join point_estimates as estimates using (group_id, at_digits)
+    left join intervals using (group_id, at_digits)
+    left join undefined_replicates using (group_id, at_digits)
     inner join concordance using (group_id, at_digits)
     inner join friedman_p using (group_id, at_digits)
+),
+
+-- the group's statistics at each measured length apart (001 F.9), one struct per length
+length_rows as (
+    select
+        group_id,
+        at_digits as digits,
+        * exclude (group_id, at_digits, n_weight_seeds, n_data_seeds)
+    from group_summary
+    where at_digits > 0
 ),
 
 by_length as (
     select
         group_id,
-        list(
-            {
-                'digits': at_digits,
-                'grand_mean': grand_mean,
-                'share_weight': share_weight,
-                'share_data': share_data,
-                'share_residual': share_residual,
-                'kendall_w': kendall_w,
-                'friedman_chi2': friedman_chi2,
-                'friedman_p': friedman_p
-            }
-            order by at_digits
-        ) as by_length
-    from group_summary
-    where at_digits > 0
+        list(length_rows order by digits) as by_length
+    from length_rows
     group by group_id
 ),
 
@@ -649,9 +942,42 @@ final as (
         analysed.ss_weight,
         analysed.ss_data,
         analysed.ss_residual,
-        analysed.share_weight,
-        analysed.share_data,
-        analysed.share_residual,
+        analysed.ss_share_weight,
+        analysed.ss_share_weight_boot_low,
+        analysed.ss_share_weight_boot_high,
+        analysed.ss_share_data,
+        analysed.ss_share_data_boot_low,
+        analysed.ss_share_data_boot_high,
+        analysed.ss_share_residual,
+        analysed.ss_share_residual_boot_low,
+        analysed.ss_share_residual_boot_high,
+        analysed.ms_weight,
+        analysed.ms_data,
+        analysed.ms_residual,
+        analysed.sigma2_weight,
+        analysed.sigma2_weight_boot_low,
+        analysed.sigma2_weight_boot_high,
+        analysed.sigma2_weight_truncated,
+        analysed.sigma2_data,
+        analysed.sigma2_data_boot_low,
+        analysed.sigma2_data_boot_high,
+        analysed.sigma2_data_truncated,
+        analysed.sigma2_residual,
+        analysed.sigma2_residual_boot_low,
+        analysed.sigma2_residual_boot_high,
+        analysed.component_share_weight,
+        analysed.component_share_weight_boot_low,
+        analysed.component_share_weight_boot_high,
+        analysed.component_share_data,
+        analysed.component_share_data_boot_low,
+        analysed.component_share_data_boot_high,
+        analysed.component_share_residual,
+        analysed.component_share_residual_boot_low,
+        analysed.component_share_residual_boot_high,
+        params.resamples,
+        params.boot_seed,
+        params.level,
+        analysed.boot_undefined,
         analysed.kendall_w,
         analysed.friedman_chi2,
         analysed.friedman_df,

@@ -55,8 +55,9 @@ SEED_STYLES = ("-", "--", ":", "-.")
 
 
 def accuracy_by_group(trial_rows: list[dict], summary_rows: list[dict], path: Path) -> Path | None:
-    """Final accuracy vs test length: every trial thin, the group mean (with its t 95 %
-    interval, clipped to [0, 1]) and the best-of-N trial on top; training range shaded."""
+    """Final accuracy vs test length: every trial thin, the group mean (with its
+    bootstrap interval over trials) and the best-of-N trial on top; training range
+    shaded."""
     groups = _by_group(trial_rows)
     if not groups:
         return None
@@ -70,10 +71,11 @@ def accuracy_by_group(trial_rows: list[dict], summary_rows: list[dict], path: Pa
         stats = sorted(summary.get(label, []), key=lambda r: r["digits"])
         if stats:
             xs = [r["digits"] for r in stats]
-            low = [_clip(r["ci95_t_low"], r["mean"]) for r in stats]
-            high = [_clip(r["ci95_t_high"], r["mean"]) for r in stats]
+            # no interval for a single trial: the band closes on the mean
+            low = [_or(r["mean_boot_low"], r["mean"]) for r in stats]
+            high = [_or(r["mean_boot_high"], r["mean"]) for r in stats]
             ax.fill_between(xs, low, high, color="tab:blue", alpha=0.15, lw=0,
-                            label="mean, t 95 % interval")
+                            label="mean, bootstrap interval over trials")
             ax.plot(xs, [r["mean"] for r in stats], color="tab:blue", lw=2, marker="o", ms=3,
                     label="mean")
             ax.plot(xs, [r["best_of_n"] for r in stats], color="tab:red", lw=1.5, ls="--",
@@ -131,57 +133,77 @@ def seed_heatmaps(lucky_rows: list[dict], path: Path) -> Path | None:
     return _save(fig, path)
 
 
-SHARE_PARTS = (("share_weight", "weight seed", "tab:blue"), ("share_data", "data seed", "tab:orange"),
-               ("share_residual", "residual", "0.7"))
+COMPONENT_PARTS = (("weight", "weight seed", "tab:blue"), ("data", "data seed", "tab:orange"),
+                   ("residual", "residual", "0.55"))
 
 
-def _share_bars(ax, entries: list[dict], horizontal: bool) -> None:
-    """Stacked share bars, one per entry; an entry whose shares are null (every trial
-    scored the same: no variance to share out) is marked n/a, not drawn empty."""
-    bar = ax.barh if horizontal else ax.bar
-    start = [0.0] * len(entries)
-    for key, name, color in SHARE_PARTS:
-        values = [e[key] or 0.0 for e in entries]
+def _component_bars(ax, entries: list[dict], horizontal: bool) -> None:
+    """Per entry, three bars: the variance-component shares of the weight seed, the data
+    seed and the residual with their bootstrap intervals as error bars, and the
+    fixed-effects share SS/SS_total of each as a black tick. An entry whose shares are
+    null (every trial scored the same: no variance to share out) is marked n/a."""
+    width = 0.26
+    for offset, (part, name, color) in zip((-width, 0.0, width), COMPONENT_PARTS):
+        where = [i + offset for i in range(len(entries))]
+        values = [e[f"component_share_{part}"] for e in entries]
+        shown = [(x, v, e) for x, v, e in zip(where, values, entries) if v is not None]
+        if not shown:
+            continue
+        xs = [x for x, _, _ in shown]
+        ys = [v for _, v, _ in shown]
+        # max(0, ...): a percentile a hair inside its estimate from round-off
+        err = [[max(0.0, v - _or(e[f"component_share_{part}_boot_low"], v)) for _, v, e in shown],
+               [max(0.0, _or(e[f"component_share_{part}_boot_high"], v) - v) for _, v, e in shown]]
+        ss = [e[f"ss_share_{part}"] for _, _, e in shown]
         if horizontal:
-            bar(range(len(entries)), values, left=start, color=color, label=name)
+            ax.barh(xs, ys, height=width, xerr=err, color=color, label=name, capsize=2,
+                    error_kw={"lw": 0.8})
+            ax.plot(ss, xs, ls="none", marker="|", ms=9, mew=1.5, color="black",
+                    label="SS / SS_total (fixed effects)")
         else:
-            bar(range(len(entries)), values, bottom=start, color=color, label=name)
-        for i, (x0, v) in enumerate(zip(start, values)):
-            if v >= 0.06:
-                where = (x0 + v / 2, i) if horizontal else (i, x0 + v / 2)
-                ax.text(*where, f"{v:.0%}", ha="center", va="center", fontsize=7)
-        start = [a + b for a, b in zip(start, values)]
+            ax.bar(xs, ys, width=width, yerr=err, color=color, label=name, capsize=2,
+                   error_kw={"lw": 0.8})
+            ax.plot(xs, ss, ls="none", marker="_", ms=9, mew=1.5, color="black",
+                    label="SS / SS_total (fixed effects)")
     for i, entry in enumerate(entries):
-        if entry["share_weight"] is None:
+        if entry["component_share_weight"] is None:
             where = (0.5, i) if horizontal else (i, 0.5)
             ax.text(*where, "n/a: every trial scored the same", ha="center", va="center",
                     fontsize=7, color="0.3", rotation=0 if horizontal else 90)
 
 
 def variance_shares(lucky_rows: list[dict], path: Path) -> Path | None:
-    """Stacked bars: share of the variance of the measured accuracy due to the weight
-    seed, the data seed and the residual, one bar per analysed group."""
+    """Variance components as shares of the total, with bootstrap intervals: weight seed,
+    data seed and residual, one bar triple per analysed group; the label says the
+    seeds (a x b) and the resamples behind them."""
     groups = {label: rows[0] for label, rows in
               _by_group([r for r in lucky_rows if r["weight_seed"] is not None]).items()}
     if not groups:
         return None
     labels = list(groups)
-    fig = Figure(figsize=(7.5, 0.5 * len(labels) + 1.4))
+    fig = Figure(figsize=(7.5, 0.9 * len(labels) + 1.6))
     FigureCanvasAgg(fig)
     ax = fig.subplots()
-    _share_bars(ax, [groups[label] for label in labels], horizontal=True)
-    ax.set_yticks(range(len(labels)), [_wrap(label, 40) for label in labels], fontsize=8)
+    _component_bars(ax, [groups[label] for label in labels], horizontal=True)
+    ax.set_yticks(range(len(labels)), [
+        f"{_wrap(label, 40)}\n{groups[label]['n_weight_seeds']} weight x "
+        f"{groups[label]['n_data_seeds']} data seeds" for label in labels], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
-    ax.set_xlabel("share of the variance (sum of squares / total)")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25 if len(labels) < 3 else -0.12),
-              ncol=3, frameon=False)
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_xlabel("share of the variance: σ² component / sum of the three "
+                  f"({_level_words(groups[labels[0]])})", fontsize=8)
+    handles, names = ax.get_legend_handles_labels()
+    unique = dict(zip(names, handles))
+    if unique:
+        ax.legend(unique.values(), unique.keys(), loc="upper center", fontsize=7,
+                  frameon=False, bbox_to_anchor=(0.5, -0.3 if len(labels) < 3 else -0.14), ncol=4)
     return _save(fig, path)
 
 
 def variance_shares_by_length(lucky_rows: list[dict], path: Path) -> Path | None:
-    """001 F.9: the variance shares at each measured test length apart, one panel per
-    analysed group, one stacked bar per length and one for the mean over them."""
+    """001 F.9: the variance-component shares at each measured test length apart (and
+    for their mean), with bootstrap intervals, one panel per analysed group."""
     groups = {label: rows[0] for label, rows in
               _by_group([r for r in lucky_rows if r["weight_seed"] is not None]).items()
               if len(rows[0]["by_length"] or []) > 1}
@@ -190,9 +212,36 @@ def variance_shares_by_length(lucky_rows: list[dict], path: Path) -> Path | None
     fig, axes = _panels(len(groups))
     for ax, (label, row) in zip(axes, groups.items()):
         entries = list(row["by_length"]) + [row]
-        _share_bars(ax, entries, horizontal=False)
+        _component_bars(ax, entries, horizontal=False)
         ax.set_xticks(range(len(entries)), [str(e["digits"]) for e in row["by_length"]] + ["mean"])
-        _style(ax, label, "test length (digits)", "share of the variance")
+        _style(ax, f"{label} ({row['n_weight_seeds']} x {row['n_data_seeds']} seeds)",
+               "test length (digits)", "share of the variance")
+    _legend(fig, axes[0])
+    return _save(fig, path)
+
+
+def success_probability(success_rows: list[dict], path: Path) -> Path | None:
+    """Share of trials whose accuracy reaches the threshold, by test length, with its
+    Wilson interval; each point is labelled k/n (successes of trials)."""
+    groups = _by_group(success_rows)
+    if not groups:
+        return None
+    fig, axes = _panels(len(groups))
+    for ax, (label, rows) in zip(axes, groups.items()):
+        rows = sorted(rows, key=lambda r: r["digits"])
+        xs = [r["digits"] for r in rows]
+        ys = [r["p_success"] for r in rows]
+        err = [[max(0.0, y - r["p_success_wilson_low"]) for y, r in zip(ys, rows)],
+               [max(0.0, r["p_success_wilson_high"] - y) for y, r in zip(ys, rows)]]
+        ax.errorbar(xs, ys, yerr=err, color="tab:purple", marker="o", ms=3, lw=1.2, capsize=2,
+                    label=f"P(accuracy ≥ {rows[0]['threshold']:g}), Wilson {_level_words(rows[0])}")
+        for x, y, r in zip(xs, ys, rows):
+            ax.annotate(f"{r['n_success']}/{r['n_trials']}", (x, y), textcoords="offset points",
+                        xytext=(3, 4), fontsize=6, color="0.25")
+        _shade_training_range(ax, rows)
+        n = max(r["n_trials"] for r in rows)
+        _style(ax, f"{label} (N = {n})", "test length (digits)", "share of trials that succeed")
+        ax.set_xticks(xs)
     _legend(fig, axes[0])
     return _save(fig, path)
 
@@ -409,10 +458,16 @@ def _shade_training_range(ax, rows: list[dict]) -> None:
 
 
 def _legend(fig: Figure, ax, title: str | None = None) -> None:
-    handles, labels = ax.get_legend_handles_labels()
+    """One legend for the figure: the labels of ``ax``, then any other panel's (a panel
+    with nothing drawn, e.g. n/a shares, must not leave the legend empty)."""
     unique: dict = {}
-    for handle, label in zip(handles, labels):
-        unique.setdefault(label, handle)  # the first artist of a label: a line, not a marker
+    for panel in [ax, *fig.axes]:
+        handles, labels = panel.get_legend_handles_labels()
+        for handle, label in zip(handles, labels):
+            unique.setdefault(label, handle)  # the first artist of a label: a line, not a marker
+    if not unique:
+        fig.subplots_adjust(hspace=0.55, wspace=0.3)
+        return
     legend = fig.legend(unique.values(), unique.keys(), loc="upper center",
                         ncol=min(len(unique), 8), fontsize=8, title=title, title_fontsize=8,
                         frameon=False, bbox_to_anchor=(0.5, 1.0))
@@ -430,8 +485,12 @@ def _length_colors(lengths) -> dict[int, tuple]:
     return {d: cmap(0.9 * i / max(len(ordered) - 1, 1)) for i, d in enumerate(ordered)}
 
 
-def _clip(value: float | None, fallback: float) -> float:
-    return fallback if value is None else min(1.0, max(0.0, value))
+def _or(value: float | None, fallback: float) -> float:
+    return fallback if value is None else value
+
+
+def _level_words(row: dict) -> str:
+    return f"{row['level']:.0%} interval"
 
 
 def _wrap(label: str, width: int = 34) -> str:

@@ -24,6 +24,8 @@ SQL_FILES = (
     "final_accuracy",
     "variance",
     "lucky_tickets",
+    "success",
+    "compare",
     "cascade",
     "errors",
     "error_checkpoints",
@@ -121,8 +123,8 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
                "since leaving it out would flatter its group. A file leaves out a finished "
                "trial only when the trial lacks the rows the file reads; the table lists "
                "each such trial and why (coverage.sql). Failed and unfinished trials count "
-               "nowhere: section 6 lists them, and section 2 the crossed cells they leave "
-               "empty.</p>")
+               "nowhere: section 8 lists them, and section 2 the crossed cells they leave "
+               "empty. Every estimate comes with its N: trials, seeds or seed pairs.</p>")
     out.append(_table(
         tables["coverage"],
         [("group_label", "group"), ("weight_seed", "weight seed"), ("data_seed", "data seed"),
@@ -136,9 +138,11 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
     out.append(figure(
         Figure("accuracy_by_group.png", "Accuracy vs test length",
                "Exact-match accuracy at each trial's final evaluation, by test length, one "
-               "panel per configuration group (trials that differ only by their seeds). Grey: "
-               "each trial; blue: the group mean with its t-based 95 % interval of the mean "
-               "(clipped to [0, 1]); red dashed: the best-of-N trial (highest mean over all "
+               "panel per configuration group (trials that differ only by their seeds), N = "
+               "trials in the group. Grey: each trial; blue: the group mean with its "
+               f"{_level(variance)} percentile bootstrap interval over trials (whole trials "
+               f"resampled, {_resamples(variance)} replicates; none for one trial, too "
+               "narrow for a few); red dashed: the best-of-N trial (highest mean over all "
                "lengths); green band: training lengths.",
                ("final_accuracy.sql", "variance.sql")),
         lambda p: plots.accuracy_by_group(_first_groups(final), _first_groups(variance), p),
@@ -147,11 +151,21 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
     out.append(_table(
         variance,
         [("group_label", "group"), ("digits", "length"), ("in_distribution", "trained"),
-         ("n_trials", "N"), ("mean", "mean"), ("sd", "sd"), ("ci95_t_low", "95 % low (t)"),
-         ("ci95_t_high", "95 % high (t)"), ("min", "min"), ("median", "median"),
-         ("max", "max"), ("best_of_n", "best of N")],
-        "Per group and test length (variance.sql). 95 % interval of the mean: "
-        "mean ± t(0.975, N−1)·sd/√N.",
+         ("n_trials", "N trials"), ("mean", "mean"), ("mean_boot_low", "low (bootstrap)"),
+         ("mean_boot_high", "high (bootstrap)"), ("sd", "sd"), ("min", "min"),
+         ("median", "median"), ("max", "max"), ("best_of_n", "best of N")],
+        f"Per group and test length (variance.sql). Interval of the mean: {_level(variance)} "
+        "percentile bootstrap over the N trials (inside [0, 1]).",
+    ))
+    out.append(_table(
+        final,
+        [("group_label", "group"), ("weight_seed", "weight seed"), ("data_seed", "data seed"),
+         ("digits", "length"), ("n", "questions"), ("correct", "right"),
+         ("accuracy", "accuracy"), ("wilson_low", "low (Wilson)"),
+         ("wilson_high", "high (Wilson)")],
+        f"Per trial and test length (final_accuracy.sql): accuracy with its {_level(final)} "
+        "Wilson interval, the uncertainty from the trial's own test questions.",
+        collapsed=True,
     ))
 
     # 2. lucky tickets
@@ -182,45 +196,67 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
             lambda p: plots.seed_heatmaps(_first_groups(analysed), p),
             n_analysed,
         ))
+        first = analysed[0]
+        method = (f"{_level([first])} percentile bootstrap that resamples weight seeds and "
+                  f"data seeds at once ({first['resamples']} replicates, boot_seed "
+                  f"{first['boot_seed']})")
         out.append(figure(
-            Figure("variance_shares.png", "Variance shares",
-                   f"Share of the variance of the {what} explained by the weight seed, by "
-                   "the data seed, and left as residual (two-way ANOVA without "
-                   "replication: SS / SS_total), one bar per group; n/a where every trial "
-                   "scored the same.",
+            Figure("variance_shares.png", "Variance components",
+                   f"How much of the variance of the {what} each seed accounts for, as "
+                   "random-effects variance components (method of moments for the two-way "
+                   "layout without replication: σ²_weight = max(0, (MS_weight − "
+                   "MS_residual)/b), σ²_data = max(0, (MS_data − MS_residual)/a), "
+                   "σ²_residual = MS_residual), each as a share of their sum; error bars: "
+                   f"{method}; black ticks: the fixed-effects shares SS/SS_total of these "
+                   "seeds, biased upward with few seeds. One bar triple per group, its "
+                   "a × b seeds beside it; n/a where every trial scored the same.",
                    ("lucky_tickets.sql",)),
             lambda p: plots.variance_shares(_first_groups(analysed), p),
             n_analysed,
         ))
         out.append(figure(
-            Figure("variance_shares_by_length.png", "Variance shares per test length",
-                   "The same shares at each measured test length apart and for their mean "
-                   "(001 F.9 shows 30, 50, 70 and 100 digits apart), one panel per group.",
+            Figure("variance_shares_by_length.png", "Variance components per test length",
+                   "The same component shares and intervals at each measured test length "
+                   "apart and for their mean (001 F.9 shows 30, 50, 70 and 100 digits "
+                   "apart), one panel per group, its a × b seeds in the title.",
                    ("lucky_tickets.sql",)),
             lambda p: plots.variance_shares_by_length(_first_groups(analysed), p),
             n_analysed,
         ))
-        group_rows = list({r["group_id"]: r for r in analysed}.values())
+        group_rows = [_with_intervals(r) for r in {r["group_id"]: r for r in analysed}.values()]
         out.append(_table(
             group_rows,
-            [("group_label", "group"), ("n_weight_seeds", "weight seeds"),
-             ("n_data_seeds", "data seeds"), ("measured_kind", "measured"),
+            [("group_label", "group"), ("n_weight_seeds", "weight seeds a"),
+             ("n_data_seeds", "data seeds b"), ("measured_kind", "measured"),
              ("measured_digits", "lengths"), ("grand_mean", "mean acc."),
-             ("share_weight", "share weight"), ("share_data", "share data"),
-             ("share_residual", "share residual"), ("kendall_w", "Kendall's W"),
+             ("component_share_weight_ci", "σ² share weight [interval]"),
+             ("component_share_data_ci", "σ² share data [interval]"),
+             ("component_share_residual_ci", "σ² share residual [interval]"),
+             ("sigma2_weight_ci", "σ²_weight [interval]"),
+             ("sigma2_data_ci", "σ²_data [interval]"),
+             ("sigma2_residual_ci", "σ²_residual [interval]"),
+             ("truncated", "set to 0"),
+             ("ss_share_weight", "SS share weight"), ("ss_share_data", "SS share data"),
+             ("ss_share_residual", "SS share residual"), ("kendall_w", "Kendall's W"),
              ("friedman_chi2", "Friedman χ²"), ("friedman_p", "Friedman p"),
              ("missing_cells", "missing cells"), ("left_out_seeds", "seeds left out")],
-            "Per group, over its largest complete subgrid (lucky_tickets.sql). Friedman's "
-            "χ² = b(a − 1)W with a − 1 degrees of freedom; random rankings give W ≈ 1/b.",
+            "Per group, over its largest complete subgrid of a × b seeds (lucky_tickets.sql). "
+            f"Variance components by the method of moments, intervals: {method}; 'set to 0': "
+            "components whose moment estimate was negative. SS shares: fixed-effects "
+            "SS/SS_total. Friedman's χ² = b(a − 1)W with a − 1 degrees of freedom; random "
+            "rankings give W ≈ 1/b.",
         ))
         out.append(_table(
-            [{"group_label": r["group_label"], **entry}
+            [_with_intervals({"group_label": r["group_label"], **entry})
              for r in group_rows for entry in (r["by_length"] or [])],
             [("group_label", "group"), ("digits", "length"), ("grand_mean", "mean acc."),
-             ("share_weight", "share weight"), ("share_data", "share data"),
-             ("share_residual", "share residual"), ("kendall_w", "Kendall's W"),
-             ("friedman_p", "Friedman p")],
-            "Per group and test length (lucky_tickets.sql, column by_length; 001 F.9).",
+             ("component_share_weight_ci", "σ² share weight [interval]"),
+             ("component_share_data_ci", "σ² share data [interval]"),
+             ("component_share_residual_ci", "σ² share residual [interval]"),
+             ("ss_share_weight", "SS share weight"), ("ss_share_data", "SS share data"),
+             ("kendall_w", "Kendall's W"), ("friedman_p", "Friedman p")],
+            "Per group and test length (lucky_tickets.sql, column by_length; 001 F.9), on "
+            "the same seeds and bootstrap replicates.",
             collapsed=True,
         ))
         out.append(_table(
@@ -240,8 +276,56 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
             "could not analyse.",
         ))
 
-    # 3. carry cascades
-    out.append("<h2 id='cascade'>3. Carry-cascade breakdown (003 Fig. 8a, 8c)</h2>")
+    # 3. success probability
+    success = tables["success"]
+    out.append("<h2 id='success'>3. How likely a seed succeeds, and best of N seeds</h2>")
+    threshold = success[0]["threshold"] if success else 0.9
+    out.append(figure(
+        Figure("success.png", "Success probability",
+               f"Share of a group's trials whose accuracy reaches {threshold:g} at each test "
+               f"length, with its {_level(success)} Wilson interval (the unit is the trial); "
+               "each point is labelled successes/trials.",
+               ("success.sql",)),
+        lambda p: plots.success_probability(_first_groups(success), p),
+        n_groups,
+    ))
+    out.append(_table(
+        [_with_intervals(r) for r in success],
+        [("group_label", "group"), ("digits", "length"), ("in_distribution", "trained"),
+         ("n_trials", "N trials"), ("n_success", "succeed"),
+         ("p_success_ci", f"P(acc. ≥ {threshold:g}) [Wilson]"),
+         ("seeds_for_a_success", "seeds for a success"),
+         ("expected_best_of_1", "E best of 1"), ("expected_best_of_5", "E best of 5"),
+         ("expected_best_of_10", "E best of 10")],
+        "Per group and test length (success.sql). Seeds for a success: the fewest seeds "
+        f"that give at least one success with probability {_level(success)[:-1]} if the "
+        "success rate is the interval's lower end (blank: the trials cannot rule out 0). "
+        "E best of N: the exact expected maximum accuracy of N trials drawn with "
+        "replacement from the group's N trials.",
+    ))
+
+    # 4. comparisons
+    compare = tables["compare"]
+    out.append("<h2 id='compare'>4. Comparing configurations</h2>")
+    family = compare[0]["holm_comparisons"] if compare else 0
+    out.append(_table(
+        [_with_intervals(r) for r in compare],
+        [("label_a", "group a"), ("label_b", "group b"), ("differs_in", "differs in"),
+         ("digits", "length"), ("design", "design"), ("n_a", "N a"), ("n_b", "N b"),
+         ("accuracy_diff_ci", "acc. a − b [bootstrap]"),
+         ("accuracy_p_perm", "p (permutation)"), ("accuracy_p_holm", "p Holm"),
+         ("success_diff_ci", "success a − b [Newcombe]"),
+         ("success_p_exact", "p (exact)"), ("success_p_holm", "p Holm")],
+        "Pairs of groups whose configs differ in one setting, per test length "
+        f"(analysis/compare.sql). Paired on the seed pairs both share when they share at least 2 "
+        f"(N = seed pairs), else unpaired. Accuracy: {_level(compare)} percentile bootstrap "
+        "of the mean difference and a permutation p; success: Newcombe's score interval and "
+        f"an exact p (McNemar paired, Fisher unpaired). Holm's correction over all {family} "
+        "comparisons of the table, accuracy and success apart.",
+    ))
+
+    # 5. carry cascades
+    out.append("<h2 id='cascade'>5. Carry-cascade breakdown (003 Fig. 8a, 8c)</h2>")
     out.append(figure(
         Figure("cascade.png", "Accuracy by carry-cascade length",
                "Exact match by the question's longest carry cascade (003 §4; 0 = no carry), "
@@ -278,10 +362,10 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
         collapsed=True,
     ))
 
-    # 4. errors
+    # 6. errors
     checkpoints = tables["error_checkpoints"]
     min_accuracy = errors[0]["min_accuracy"] if errors else 0.05
-    out.append("<h2 id='errors'>4. Error anatomy (001 Fig. 9, F.10–F.12)</h2>")
+    out.append("<h2 id='errors'>6. Error anatomy (001 Fig. 9, F.10–F.12)</h2>")
     out.append("<p>Counted in answer <i>digits</i> (places): a place is one digit of the "
                "answer and, with index hints, the hint before it; places are numbered from "
                "the least significant, 0 = units (001's written order). Each quantity is "
@@ -350,8 +434,8 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
         collapsed=True,
     ))
 
-    # 5. training
-    out.append("<h2 id='training'>5. Accuracy over training (001 App. F.3, Fig. 6)</h2>")
+    # 7. training
+    out.append("<h2 id='training'>7. Accuracy over training (001 App. F.3, Fig. 6)</h2>")
     threshold = training[0]["grok_threshold"] if training else 0.99
     out.append(figure(
         Figure("training.png", "Accuracy over training steps",
@@ -372,8 +456,8 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
         "Grokking step per trial (training.sql); the last three columns at the final step.",
     ))
 
-    # 6. trials that did not finish: a mean over the others can hide them
-    out.append("<h2 id='failures'>6. Failed and diverged trials</h2>")
+    # 8. trials that did not finish: a mean over the others can hide them
+    out.append("<h2 id='failures'>8. Failed and diverged trials</h2>")
     out.append(_table(
         tables["failures"],
         [("trial_id", "trial"), ("status", "status"), ("task", "task"), ("pe", "pe"),
@@ -427,6 +511,7 @@ yourself with <code>lg-study query --file analysis/variance.sql --study
 {html.escape(study)}</code>. Accuracies are exact match at each trial's final evaluation
 unless said otherwise; "trained" marks test lengths inside the training range.</p>
 <p><a href="#coverage">which trials count</a> · <a href="#variance">seed variance</a> · <a href="#lucky">lucky tickets</a> ·
+<a href="#success">success and best of N</a> · <a href="#compare">comparisons</a> ·
 <a href="#cascade">carry cascades</a> · <a href="#errors">errors</a> ·
 <a href="#training">training</a> · <a href="#failures">failed and diverged trials</a></p>
 {"".join(sections)}
@@ -481,6 +566,46 @@ def _cell(value: Any) -> str:
         text = ", ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in value)
         return f"<td class='text'>{html.escape(text)}</td>"
     return f"<td class='text'>{html.escape(str(value))}</td>"
+
+
+def _level(rows: list[dict]) -> str:
+    """'95 %': the level the rows' intervals were computed at."""
+    level = rows[0]["level"] if rows else 0.95
+    return f"{100 * level:g} %"
+
+
+def _resamples(rows: list[dict]) -> str:
+    return f"{rows[0]['resamples']:,}" if rows else "1,000"
+
+
+INTERVALS = {  # estimate -> (low, high) columns, shown as "estimate [low, high]"
+    **{f"{kind}_{part}": (f"{kind}_{part}_boot_low", f"{kind}_{part}_boot_high")
+       for kind in ("component_share", "sigma2") for part in ("weight", "data", "residual")},
+    "p_success": ("p_success_wilson_low", "p_success_wilson_high"),
+    "accuracy_diff": ("accuracy_diff_boot_low", "accuracy_diff_boot_high"),
+    "success_diff": ("success_diff_newcombe_low", "success_diff_newcombe_high"),
+}
+
+
+def _with_intervals(row: dict) -> dict:
+    """The row plus `<estimate>_ci` text cells, e.g. '0.42 [0.10, 0.80]', and which
+    variance components were set to 0."""
+    out = dict(row)
+    for key, (low, high) in INTERVALS.items():
+        if key not in row:
+            continue
+        value = row[key]
+        digits = 4 if key.startswith("sigma2") else 3
+        if value is None:
+            out[f"{key}_ci"] = "n/a"
+        elif row.get(low) is None:
+            out[f"{key}_ci"] = f"{value:.{digits}f}"
+        else:
+            out[f"{key}_ci"] = f"{value:.{digits}f} [{row[low]:.{digits}f}, {row[high]:.{digits}f}]"
+    if "sigma2_weight_truncated" in row:
+        out["truncated"] = ", ".join(
+            name for name in ("weight", "data") if row.get(f"sigma2_{name}_truncated")) or "none"
+    return out
 
 
 def _measured_words(row: dict) -> str:

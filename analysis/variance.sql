@@ -2,7 +2,7 @@
 -- Per configuration group (view `groups`) and test length, over the group's finished
 -- trials (done or diverged), each at its final evaluation step: the number of trials,
 -- mean, sample standard deviation, min, median, max of exact-match accuracy, the
--- best-of-N, and a 95 % interval of the mean.
+-- best-of-N, and an interval of the mean that stays inside [0, 1].
 --
 -- best_of_n is the accuracy of one trial, the group's best: the highest mean accuracy
 -- over all its tested lengths (ties to the smaller trial_id), as papers report "best of
@@ -10,15 +10,36 @@
 -- NaN (final_eval reads it as null) is no measurement: it counts in no statistic, and a
 -- trial with one never becomes the best of N. The same trial_id in two studies is two
 -- trials (rows are keyed by study and trial_id).
--- The interval is t-based: mean ± t(0.975, n − 1) · sd / sqrt(n), with the exact
--- quantile for n − 1 <= 30 and its Cornish–Fisher series beyond (error < 1e-7); null
--- for a single trial. It is not clipped to [0, 1] and assumes roughly normal
--- accuracies across seeds, which bimodal "works / fails" seeds are not: read it
--- together with min, median and max.
+-- The interval (mean_boot_low, mean_boot_high) is a percentile bootstrap over trials:
+-- each of `resamples` replicates draws n_trials of the length's trials with
+-- replacement (from hash(hash(boot_seed, group, length, replicate, draw)), so a
+-- result repeats; the outer hash mixes the low bits, which DuckDB's hash of several
+-- arguments only XORs) and takes their mean; the interval is the (1 − level)/2 and (1 + level)/2
+-- quantiles of those means (linear interpolation). A mean of accuracies is in [0, 1],
+-- so the interval is too; null for a single trial. With few trials it cannot reach
+-- beyond the trials' own range and is too narrow (two trials give at most their own
+-- two values): read it with n_trials, min, median and max. It replaces a t interval,
+-- mean ± t·sd/√n, which for bimodal "works / fails" seeds left [0, 1] (two trials at
+-- 0.105 and 1.000 gave −5.13 to 6.24).
 -- in_distribution marks lengths inside the training range.
--- No parameters.
+--
+-- Parameters (DuckDB variables; `lg-study query --param name=value`):
+--     resamples  default 1000  bootstrap replicates per group and length
+--     boot_seed  default 0     seed of the bootstrap draws
+--     level      default 0.95  coverage of the interval, 0 < level < 1
 
 with
+
+params as (
+    select
+        coalesce(cast(getvariable('resamples') as bigint), 1000) as resamples,
+        coalesce(cast(getvariable('boot_seed') as bigint), 0) as boot_seed,
+        case
+            when coalesce(cast(getvariable('level') as double), 0.95) not between 0.001 and 0.999
+                then error('level must be between 0.001 and 0.999')
+            else coalesce(cast(getvariable('level') as double), 0.95)
+        end as level
+),
 
 finished as (
     select
@@ -64,17 +85,6 @@ best_trials as (
     ) = 1
 ),
 
--- two-sided 95 % quantiles of Student's t by degrees of freedom
-t_table (df, t) as (
-    values
-        (1, 12.706205), (2, 4.302653), (3, 3.182446), (4, 2.776445), (5, 2.570582),
-        (6, 2.446912), (7, 2.364624), (8, 2.306004), (9, 2.262157), (10, 2.228139),
-        (11, 2.200985), (12, 2.178813), (13, 2.160369), (14, 2.144787), (15, 2.131450),
-        (16, 2.119905), (17, 2.109816), (18, 2.100922), (19, 2.093024), (20, 2.085963),
-        (21, 2.079614), (22, 2.073873), (23, 2.068658), (24, 2.063899), (25, 2.059539),
-        (26, 2.055529), (27, 2.051831), (28, 2.048407), (29, 2.045230), (30, 2.042272)
-),
-
 per_length as (
     select
         measured.group_id,
@@ -92,48 +102,92 @@ per_length as (
             and measured.study = best_trials.best_study
         ) as best_of_n,
         any_value(best_trials.best_study) as best_study,
-        any_value(best_trials.best_trial_id) as best_trial_id
+        any_value(best_trials.best_trial_id) as best_trial_id,
+        list(measured.accuracy order by measured.study, measured.trial_id)
+            filter (where measured.accuracy is not null) as accuracies
     from measured
     inner join best_trials using (group_id)
     group by measured.group_id, measured.group_label, measured.digits
 ),
 
-with_quantile as (
+-- each replicate: the mean of n_trials accuracies drawn with replacement
+replicates as (
     select
-        per_length.*,
-        case
-            when per_length.n_trials < 2 then null
-            when per_length.n_trials - 1 <= 30 then t_table.t
-            else z + (z ^ 3 + z) / (4 * v)
-                + (5 * z ^ 5 + 16 * z ^ 3 + 3 * z) / (96 * v ^ 2)
-                + (3 * z ^ 7 + 19 * z ^ 5 + 17 * z ^ 3 - 15 * z) / (384 * v ^ 3)
-                + (79 * z ^ 9 + 776 * z ^ 7 + 1482 * z ^ 5 - 1920 * z ^ 3 - 945 * z)
-                / (92160 * v ^ 4)
-        end as t_quantile
+        per_length.group_id,
+        per_length.digits,
+        per_length.n_trials,
+        per_length.accuracies,
+        unnest(range(params.resamples)) as replicate
     from per_length
-    left join t_table on t_table.df = per_length.n_trials - 1
-    cross join (select 1.959963984540054::double as z) as normal
-    cross join lateral (select (per_length.n_trials - 1)::double as v) as dof
+    cross join params
+    where per_length.n_trials >= 2
+),
+
+resampled as (
+    select
+        replicates.group_id,
+        replicates.digits,
+        list_avg([
+            replicates.accuracies[
+                (1 + hash(hash(params.boot_seed, replicates.group_id, replicates.digits,
+                    replicates.replicate, draw)) % replicates.n_trials)::bigint
+            ]
+            for draw in range(replicates.n_trials)
+        ]) as mean
+    from replicates
+    cross join params
+),
+
+replicate_sorted as (
+    select
+        resampled.group_id,
+        resampled.digits,
+        list_sort(list(resampled.mean)) as sorted,
+        count(*) as n,
+        (count(*) - 1) * (1 - any_value(params.level)) / 2 as h_low,
+        (count(*) - 1) * (1 + any_value(params.level)) / 2 as h_high
+    from resampled
+    cross join params
+    group by resampled.group_id, resampled.digits
+),
+
+-- percentiles with linear interpolation between the sorted replicates
+bootstrap as (
+    select
+        group_id,
+        digits,
+        sorted[1 + floor(h_low)::bigint] + (h_low - floor(h_low))
+        * (sorted[least(2 + floor(h_low)::bigint, n)] - sorted[1 + floor(h_low)::bigint])
+            as mean_boot_low,
+        sorted[1 + floor(h_high)::bigint] + (h_high - floor(h_high))
+        * (sorted[least(2 + floor(h_high)::bigint, n)] - sorted[1 + floor(h_high)::bigint])
+            as mean_boot_high
+    from replicate_sorted
 ),
 
 final as (
     select
-        group_id,
-        group_label,
-        digits,
-        in_distribution,
-        n_trials,
-        mean,
-        sd,
-        min,
-        median,
-        max,
-        best_of_n,
-        best_study,
-        best_trial_id,
-        mean - t_quantile * sd / sqrt(n_trials) as ci95_t_low,
-        mean + t_quantile * sd / sqrt(n_trials) as ci95_t_high
-    from with_quantile
+        per_length.group_id,
+        per_length.group_label,
+        per_length.digits,
+        per_length.in_distribution,
+        per_length.n_trials,
+        per_length.mean,
+        bootstrap.mean_boot_low,
+        bootstrap.mean_boot_high,
+        per_length.sd,
+        per_length.min,
+        per_length.median,
+        per_length.max,
+        per_length.best_of_n,
+        per_length.best_study,
+        per_length.best_trial_id,
+        params.resamples,
+        params.boot_seed,
+        params.level
+    from per_length
+    left join bootstrap using (group_id, digits)
+    cross join params
 )
 
 select *

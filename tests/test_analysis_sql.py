@@ -27,9 +27,6 @@ STUDY = "synthetic"
 LENGTHS = (2, 4, 6, 8)  # trained on 1-4 digits: 2 and 4 in distribution, 6 and 8 not
 OOD = (6, 8)
 FINAL, EARLY = 100, 50  # evaluation steps; only FINAL counts for the final accuracy
-# two-sided 95 % Student t quantiles, from scipy.stats.t.ppf(0.975, df)
-T975 = {1: 12.706204736174694, 5: 2.5705818356363146, 11: 2.200985160091639,
-        32: 2.0369333434601016}
 
 
 def config(pe: str, weight: int, data: int, lr: float = 1e-05) -> dict:
@@ -262,7 +259,6 @@ def test_variance_matches_numpy(con, study) -> None:
         for d in LENGTHS:
             acc = np.array([t["final"][d] for t in trials.values()])
             row = rows[(gid, d)]
-            half = T975[n - 1] * acc.std(ddof=1) / np.sqrt(n)
             assert row["n_trials"] == n
             assert row["in_distribution"] == (d <= 4)
             assert row["mean"] == pytest.approx(acc.mean())
@@ -271,8 +267,13 @@ def test_variance_matches_numpy(con, study) -> None:
             assert row["median"] == pytest.approx(np.median(acc))
             assert row["best_trial_id"] == best
             assert row["best_of_n"] == pytest.approx(trials[best]["final"][d])
-            assert row["ci95_t_low"] == pytest.approx(acc.mean() - half, abs=1e-6)
-            assert row["ci95_t_high"] == pytest.approx(acc.mean() + half, abs=1e-6)
+            # the trial bootstrap stays within the trials' range; two trials: exactly it
+            # (replicate means x1, (x1 + x2)/2, x2 with chances 1/4, 1/2, 1/4)
+            low, high = row["mean_boot_low"], row["mean_boot_high"]
+            assert acc.min() - 1e-12 <= low <= row["mean"] + 1e-12 <= high + 2e-12
+            assert high <= acc.max() + 1e-12
+            if n == 2:
+                assert (low, high) == (pytest.approx(acc.min()), pytest.approx(acc.max()))
 
 
 # --- lucky tickets ------------------------------------------------------------------------
@@ -298,8 +299,8 @@ def anova_and_w(y: np.ndarray) -> dict[str, float]:
     s = ((ranks.sum(axis=1) - b * (a + 1) / 2) ** 2).sum()
     ties = sum(((c := np.unique(y[:, j], return_counts=True)[1]) ** 3 - c).sum()
                for j in range(b))
-    return {"share_weight": ss_w / ss_t, "share_data": ss_d / ss_t,
-            "share_residual": (ss_t - ss_w - ss_d) / ss_t,
+    return {"ss_share_weight": ss_w / ss_t, "ss_share_data": ss_d / ss_t,
+            "ss_share_residual": (ss_t - ss_w - ss_d) / ss_t,
             "kendall_w": 12 * s / (b**2 * (a**3 - a) - b * ties)}
 
 
@@ -337,16 +338,19 @@ def test_lucky_tickets_match_numpy(con, study) -> None:
             assert row["lucky"] == bool(y[i].min() > 0.9)
             for key, value in expected.items():
                 assert row[key] == pytest.approx(value, abs=1e-9), (name, key)
-            assert row["share_weight"] + row["share_data"] + row["share_residual"] == pytest.approx(1)
+            assert row["ss_share_weight"] + row["ss_share_data"] + row["ss_share_residual"] == pytest.approx(1)
 
 
 def test_weight_only_effect_is_all_weight_share_and_full_concordance(con, study) -> None:
     _, truth = study
     rows = [r for r in run(con, "lucky_tickets") if r["group_id"] == group_ids(con, truth)["exact"]]
     row = rows[0]
-    assert row["share_weight"] == pytest.approx(1)
-    assert row["share_data"] == pytest.approx(0, abs=1e-12)
-    assert row["share_residual"] == pytest.approx(0, abs=1e-12)
+    assert row["ss_share_weight"] == pytest.approx(1)
+    assert row["ss_share_data"] == pytest.approx(0, abs=1e-12)
+    assert row["ss_share_residual"] == pytest.approx(0, abs=1e-12)
+    # no residual: the components put everything on the weight seed too
+    assert row["component_share_weight"] == pytest.approx(1)
+    assert row["sigma2_data"] == pytest.approx(0, abs=1e-12)
     assert row["kendall_w"] == pytest.approx(1)
     assert [r["lucky"] for r in rows] == [True, False, False]  # min 0.95 > 0.9
 
@@ -362,7 +366,7 @@ def test_lucky_ticket_threshold_and_lengths_are_parameters(con, study) -> None:
     rows = [r for r in run(con, "lucky_tickets", digits="8") if r["group_id"] == cross]
     y, _, _ = crossed_table(truth, "cross", lengths=(8,))
     assert rows[0]["measured_digits"] == [8]
-    assert rows[0]["share_weight"] == pytest.approx(anova_and_w(y)["share_weight"])
+    assert rows[0]["ss_share_weight"] == pytest.approx(anova_and_w(y)["ss_share_weight"])
 
 
 # --- cascade ------------------------------------------------------------------------------
@@ -496,8 +500,8 @@ def test_training_curves_and_grokking_step(con, study) -> None:
 
 # --- every file ---------------------------------------------------------------------------
 
-ANALYSIS_FILES = ("variance", "lucky_tickets", "cascade", "errors", "error_checkpoints", "coverage",
-                  "training", "final_accuracy")
+ANALYSIS_FILES = ("variance", "lucky_tickets", "success", "compare", "cascade", "errors",
+                  "error_checkpoints", "coverage", "training", "final_accuracy")
 
 
 @pytest.mark.parametrize("name", ANALYSIS_FILES)

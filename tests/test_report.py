@@ -39,7 +39,8 @@ def test_every_plot_is_a_png_beside_the_page_and_embedded_in_it(built) -> None:
     html = (folder / "index.html").read_text()
     names = {"accuracy_by_group.png", "seed_heatmap.png", "variance_shares.png", "cascade.png",
              "errors_carry.png", "errors_ending.png", "errors_position.png", "errors_count.png",
-             "errors_checkpoints.png", "training.png", "variance_shares_by_length.png"}
+             "errors_checkpoints.png", "training.png", "variance_shares_by_length.png",
+             "success.png"}
     assert {p.name for p in folder.glob("*.png")} == names
     for name in names:
         assert (folder / name).read_bytes().startswith(PNG)
@@ -51,9 +52,10 @@ def test_captions_name_the_sql_file_behind_each_plot(built) -> None:
     root, _ = built
     html = (root / STUDY / "report" / "index.html").read_text()
     captions = re.findall(r"<figcaption>(.*?)</figcaption>", html, flags=re.DOTALL)
-    assert len(captions) == 11
+    assert len(captions) == 12
     assert all(re.search(r"Computed by <code>analysis/\w+\.sql</code>", c) for c in captions)
-    for sql in ("variance", "final_accuracy", "lucky_tickets", "cascade", "errors", "training"):
+    for sql in ("variance", "final_accuracy", "lucky_tickets", "success", "compare", "cascade",
+                "errors", "training"):
         assert f"analysis/{sql}.sql" in html
 
 
@@ -67,7 +69,11 @@ def test_key_numbers_are_html_tables(built) -> None:
     assert rope_row, "per-group variance shares table"
     cells = re.findall(r"<td>([^<]*)</td>", rope_row.group(1))
     assert cells[1:] == ["1.000", "0.000", "0.000", "1.000", "4.000", "0.135", "", ""]
-    assert "<th>best of N</th>" in html and "<th>95 % low (t)</th>" in html
+    # the component shares with their bootstrap intervals, as "estimate [low, high]"
+    texts = re.findall(r"<td class='text'>([^<]*)</td>", rope_row.group(1))
+    assert texts[2:5] == ["1.000 [1.000, 1.000]", "0.000 [0.000, 0.000]", "0.000 [0.000, 0.000]"]
+    assert "<th>best of N</th>" in html and "<th>low (bootstrap)</th>" in html
+    assert "<th>low (Wilson)</th>" in html and "<th>N trials</th>" in html
     assert "Trials: done 53, failed 1" in html
 
 
