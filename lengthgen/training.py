@@ -1,9 +1,9 @@
 """Train and evaluate one trial: `train(config, on_report=...)`.
 
-Nothing here knows about Ray or MLflow (STYLE.md 7): the caller receives
+Nothing here knows about Ray or MLflow: the caller receives
 `Report`s and may save `Report.checkpoint()` to resume later with `resume_state`.
 
-Seeds (DESIGN.md, "The trial"): the weight seed feeds only the initialisation
+Seeds: the weight seed feeds only the initialisation
 Generator; batch `s` is drawn from a Generator seeded by (seeds.data, s) alone, so
 a resumed trial sees exactly the batches an uninterrupted one would; the eval
 seed only picks the evaluation questions.

@@ -1,4 +1,4 @@
-"""The `lg-study` command line: parses options and calls library functions (STYLE.md 8).
+"""The `lg-study` command line: parses options and calls library functions, nothing more.
 
 Exit codes: 0 success, 1 a study that ran but had failed trials, 2 bad input.
 """

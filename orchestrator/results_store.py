@@ -1,4 +1,4 @@
-"""The Parquet results store that every trial writes (DESIGN.md, "Results store").
+"""The Parquet results store that every trial writes.
 
 Layout: ``<root>/<study>/<table>/trial_id=<trial_id>/part-0.parquet``. One file per
 trial and table means a re-run trial replaces its own rows instead of adding

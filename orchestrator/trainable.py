@@ -1,6 +1,6 @@
 """The Ray Tune trainable: one trial, in a Ray worker process.
 
-A plain function (STYLE.md 7): it trains with lengthgen, forwards reports to
+A plain function: it trains with lengthgen, forwards reports to
 `tune.report` at the trial's logging rate, checkpoints at evaluation steps, and
 writes the trial's Parquet files. The trials row is written first as `running`
 (with the node and process it runs on) and last with the outcome, so "done" in

@@ -1,5 +1,5 @@
 """The analysis layer reads Parquet only: it imports duckdb, pyarrow, matplotlib and the
-standard library, never lengthgen, Ray, MLflow or the orchestrator (DESIGN.md, Layers)."""
+standard library, never lengthgen, Ray, MLflow or the orchestrator (the layering of lg-study: lengthgen, orchestrator, analysis)."""
 
 from __future__ import annotations
 

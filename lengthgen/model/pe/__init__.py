@@ -1,4 +1,4 @@
-"""Positional-encoding registry, grouped by where each encoding acts (STYLE.md 3).
+"""Positional-encoding registry, grouped by where each encoding acts.
 
 - input embedding: a vector added to the token embedding (sinusoidal, learned);
 - q/k transform: applied to queries and keys in every layer, its tables built once
