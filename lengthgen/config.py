@@ -20,7 +20,7 @@ from lengthgen.model.abacus import Abacus
 from lengthgen.model.attention_bias import ATTENTION_BIASES, WINDOW_CENTRES
 from lengthgen.model.layers import FEED_FORWARDS, NORM_PLACEMENTS, NORMS
 from lengthgen.model.pe import POSITIONAL_ENCODINGS
-from lengthgen.model.positions import POSITION_SAMPLERS
+from lengthgen.model.positions import COUPLED_ANSWERS, POSITION_SAMPLERS
 from lengthgen.model.sizes import SIZES
 from lengthgen.precision import PRECISIONS
 from lengthgen.tasks import TASKS, build_task
@@ -32,6 +32,7 @@ ArchitectureName = Literal[tuple(ARCHITECTURES)]
 SizeName = Literal[tuple(SIZES)]
 PositionalEncodingName = Literal[tuple(POSITIONAL_ENCODINGS)]
 PositionSamplerName = Literal[tuple(POSITION_SAMPLERS)]
+CoupledAnswerName = Literal[tuple(COUPLED_ANSWERS)]
 FeedForwardName = Literal[tuple(FEED_FORWARDS)]
 PrecisionName = Literal[tuple(PRECISIONS)]
 NormName = Literal[tuple(NORMS)]
@@ -42,7 +43,7 @@ WindowCentreName = Literal[WINDOW_CENTRES]
 #: ModelConfig fields that only a structural bias reads (StructuralBias.options)
 _BIAS_OPTIONS = ("window", "window_centre", "abc_kappa_cross", "abc_kappa_self", "abc_samples")
 #: ModelConfig fields that only some position samplers read (PositionSampler.options)
-_SAMPLER_OPTIONS = ("coupled_at_eval",)
+_SAMPLER_OPTIONS = ("coupled_at_eval", "coupled_answer")
 #: ModelConfig fields that only Abacus embeddings read (model.abacus)
 _ABACUS_OPTIONS = ("abacus_max_offset",)
 
@@ -127,8 +128,12 @@ class ModelConfig:
     norm_placement: NormPlacementName = "pre"
     #: randomized positions also at evaluation (default: plain positions at test time)
     randomized_at_eval: bool = False
-    #: coupled positions: a random start ID at evaluation too (default: start 0 at test time)
+    #: coupled positions: a random start ID at evaluation too (default: the lowest start at test time)
     coupled_at_eval: bool = False
+    #: coupled positions: the ID an answer token carries, that of its own place (own_place,
+    #: the authors' released code; "+" and "=" get place 0's) or of the place of the digit it
+    #: predicts (predicted_place; "=" the units') (lengthgen.model.positions.CoupledPositions)
+    coupled_answer: CoupledAnswerName = "own_place"
     #: period T of cyclic positions, i mod T (000 §4.1)
     cyclic_period: int = 3
     #: T5 bias: number of buckets K + 1 (even) and the distance L_1 of 001 eq. (D.2)

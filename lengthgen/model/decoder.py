@@ -28,7 +28,15 @@ from lengthgen.model.base import (
 )
 from lengthgen.model.layers import FEED_FORWARDS, NORMS, Residual
 from lengthgen.model.pe import POSITIONAL_ENCODINGS
-from lengthgen.model.places import along_rows, answer_places, question_places, reach
+from lengthgen.model.places import (
+    along_rows,
+    answer_places,
+    coupled,
+    own_answer_places,
+    own_question_places,
+    question_places,
+    reach,
+)
 from lengthgen.model.positions import Places
 from lengthgen.model.sizes import SIZES, Dimensions
 
@@ -124,12 +132,18 @@ class DecoderLM(Architecture):
         return (tokens.shape[1] - 1 if training else tokens.shape[1],)  # training feeds tokens[:, :-1]
 
     def coupled_places(self, tokens, prompt_lengths, lengths):
-        """The row: question tokens carry their own places, and from "=" on each token the
+        """The row: own_place, every token its own place (operators and "=" 0);
+        predicted_place, question tokens their own places and from "=" on each token the
         place of the answer token it predicts (position t predicts token t + 1)."""
         (length,) = lengths
+        width = tokens.shape[1] - int(prompt_lengths.min())
         question = question_places(tokens, prompt_lengths, self.layout)
-        answer = answer_places(tokens, prompt_lengths, self.layout, tokens.shape[1] - int(prompt_lengths.min()) + 1)
-        return Places((along_rows(question, answer, prompt_lengths, lead=1)[:, :length],), reach(question))
+        own = along_rows(own_question_places(tokens, prompt_lengths, self.layout),
+                         own_answer_places(tokens, prompt_lengths, self.layout, width), prompt_lengths, lead=0)
+        predicted = along_rows(question, answer_places(tokens, prompt_lengths, self.layout, width + 1),
+                               prompt_lengths, lead=1)
+        return Places({"own_place": (own[:, :length],), "predicted_place": (coupled(predicted)[:, :length],)},
+                      reach(question))
 
     def digit_places(self, tokens, prompt_lengths, lengths):
         (length,) = lengths

@@ -45,7 +45,14 @@ from lengthgen.model.base import (
 from lengthgen.model.decoder import Block
 from lengthgen.model.layers import FEED_FORWARDS, NORMS, Residual
 from lengthgen.model.pe import POSITIONAL_ENCODINGS
-from lengthgen.model.places import answer_places, question_places, reach
+from lengthgen.model.places import (
+    answer_places,
+    coupled,
+    own_answer_places,
+    own_question_places,
+    question_places,
+    reach,
+)
 from lengthgen.model.positions import Places
 from lengthgen.model.sizes import SIZES, Dimensions
 
@@ -161,12 +168,19 @@ class EncoderDecoder(Architecture):
         return question, answer
 
     def coupled_places(self, tokens, prompt_lengths, lengths):
-        """The question's tokens carry their own places; the decoder's input token i (the
-        start token, then the answer) the place of answer token i, which it predicts."""
+        """The question's tokens carry their own places (own_place: operators 0); the
+        decoder's input token i (the start token, then the answer) the place of answer
+        token i - 1, its own (own_place: the start token, which predicts the first digit
+        as "=" does, 0), or of answer token i, which it predicts (predicted_place)."""
         question, answer = lengths
         places = question_places(tokens, prompt_lengths, self.layout)
+        written = own_answer_places(tokens, prompt_lengths, self.layout, answer)
+        own = torch.cat([torch.zeros_like(written[:, :1]), written[:, :-1]], dim=1)  # input i is answer token i - 1
+        # the encoder reads the question without "=" (the decoder's start token takes its part)
+        own_question = own_question_places(tokens, prompt_lengths - 1, self.layout)[:, 1 : 1 + question]
         predicted = answer_places(tokens, prompt_lengths, self.layout, answer)
-        return Places((places[:, 1 : 1 + question], predicted), reach(places))
+        return Places({"own_place": (own_question, own),
+                       "predicted_place": (coupled(places[:, 1 : 1 + question]), coupled(predicted))}, reach(places))
 
     def digit_places(self, tokens, prompt_lengths, lengths):
         question, answer = lengths

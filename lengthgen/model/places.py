@@ -24,6 +24,17 @@ places of an answer being generated never depend on tokens not yet written, and 
 greedy decoder gets the places a teacher-forced pass gets. Token j = count (where
 the end token stands) gets the place after the last digit in writing order: A + 1
 (least significant first) or 0; every later column 0.
+
+Coupled positions (model.coupled_answer) read one of two rows of these places, with
+NONE (-1) for a token coupled with no place; default format, 3-digit addition:
+
+    tokens           <s> 0 8 5 + 0 5 0 = 5 3 1 0 </s>
+    own_place         -  3 2 1 0 3 2 1 0 1 2 3 4  -    (own_question_places, own_answer_places)
+    predicted_place   -  3 2 1 - 3 2 1 1 2 3 4 5  -    (the answer's places one column early)
+
+own_place: a digit or hint its own place, every other question token but the start
+token and spaces (operators, "=") place 0. predicted_place: from "=" on the place of
+the next token, and a place 0 is NONE.
 """
 
 from __future__ import annotations
@@ -39,6 +50,8 @@ if TYPE_CHECKING:
 
 #: the one vocabulary of every trial (lengthgen.tokenizer)
 TOKENS = CharTokenizer()
+#: the place of a token that coupled positions couple with no digit (it gets ID 0)
+NONE = -1
 
 
 def is_digit(tokens: torch.Tensor) -> torch.Tensor:
@@ -77,13 +90,7 @@ def question_places(tokens: torch.Tensor, prompt_lengths: torch.Tensor, layout: 
 def answer_places(tokens: torch.Tensor, prompt_lengths: torch.Tensor, layout: InputLayout, width: int) -> torch.Tensor:
     """(B, width) long: the place of the j-th answer token of each row (column P + j),
     j = 0 .. width - 1, from j alone (and A); see the module docstring."""
-    length = tokens.shape[1]
-    j = torch.arange(width, device=tokens.device)[None, :]  # (1, W)
-    columns = prompt_lengths[:, None] + j  # (B, W)
-    inside = columns < length
-    written = tokens.gather(1, columns.clamp(max=length - 1))
-    ends = (written == TOKENS.eos_id) & inside
-    count = torch.where(ends.any(1), ends.long().argmax(1), length - prompt_lengths)  # answer tokens before the end
+    j, written, inside, count = _answer_columns(tokens, prompt_lengths, width)
     within = j < count[:, None]
     cell = j // layout.answer_place_width
     if layout.answer_lsd_first:
@@ -92,6 +99,44 @@ def answer_places(tokens: torch.Tensor, prompt_lengths: torch.Tensor, layout: In
         digits = (is_digit(written) & inside & within).sum(1)  # A, fixed by format.pad
         places = (digits[:, None] - cell).clamp(min=0)
     return torch.where(j <= count[:, None], places, 0)
+
+
+def _answer_columns(tokens: torch.Tensor, prompt_lengths: torch.Tensor, width: int):
+    """The answer's columns j (1, W), their tokens (B, W), which lie inside the row
+    (B, W), and the answer tokens before the end token of each row (B,)."""
+    length = tokens.shape[1]
+    j = torch.arange(width, device=tokens.device)[None, :]  # (1, W)
+    columns = prompt_lengths[:, None] + j  # (B, W)
+    inside = columns < length
+    written = tokens.gather(1, columns.clamp(max=length - 1))
+    ends = (written == TOKENS.eos_id) & inside
+    count = torch.where(ends.any(1), ends.long().argmax(1), length - prompt_lengths)  # answer tokens before the end
+    return j, written, inside, count
+
+
+def own_question_places(tokens: torch.Tensor, prompt_lengths: torch.Tensor, layout: InputLayout) -> torch.Tensor:
+    """(B, T) long, coupled_answer own_place: question_places, with place 0 for every
+    question token but the start token, digits, hints and spaces (the operators and
+    "="), NONE for the start token, spaces and from column P on."""
+    columns = torch.arange(tokens.shape[1], device=tokens.device)
+    question = columns < prompt_lengths[:, None]
+    placed = (is_digit(tokens) | _is_hint(tokens)) & question
+    operator = question & ~placed & (tokens != TOKENS.bos_id) & (tokens != TOKENS.id(SPACE))
+    places = question_places(tokens, prompt_lengths, layout)
+    return torch.where(placed, places, torch.where(operator, 0, NONE))
+
+
+def own_answer_places(tokens: torch.Tensor, prompt_lengths: torch.Tensor, layout: InputLayout,
+                      width: int) -> torch.Tensor:
+    """(B, width) long, coupled_answer own_place: answer_places before the end token,
+    NONE from it on (the end token is coupled with no digit)."""
+    j, _, _, count = _answer_columns(tokens, prompt_lengths, width)
+    return torch.where(j < count[:, None], answer_places(tokens, prompt_lengths, layout, width), NONE)
+
+
+def coupled(places: torch.Tensor) -> torch.Tensor:
+    """coupled_answer predicted_place: a place 0 (no digit) becomes NONE."""
+    return torch.where(places > 0, places, NONE)
 
 
 def along_rows(question: torch.Tensor, answer: torch.Tensor, prompt_lengths: torch.Tensor, lead: int) -> torch.Tensor:
@@ -104,8 +149,10 @@ def along_rows(question: torch.Tensor, answer: torch.Tensor, prompt_lengths: tor
 
 
 def reach(question: torch.Tensor) -> torch.Tensor:
-    """(B,) the largest place a token of each row can carry, from its question places
-    alone: the longest operand + 2 (every task coupled positions accept has answers at
-    most one digit longer than its longest operand, and the token that predicts the
-    end carries the place after the answer's last)."""
+    """(B,) the largest ID a token of each row can carry at the lowest start (0 with
+    predicted_place, 1 with own_place), from its question places alone: the longest
+    operand + 2. Every task coupled positions accept has answers at most one digit
+    longer than its longest operand; with predicted_place the token that predicts the
+    end carries the place after the answer's last digit (ID up to W + 2 at start 0),
+    with own_place the answer's top digit its own (up to W + 1, at start 1)."""
     return question.max(1).values + 2

@@ -25,13 +25,21 @@ if TYPE_CHECKING:
     from lengthgen.tasks import Task
 
 
+#: model.coupled_answer: which place an answer token of coupled positions is coupled
+#: with (CoupledPositions), and the lowest start s of its IDs s + p: own_place gives
+#: operators and "=" place 0, so s >= 1 keeps them off the 0 of uncoupled tokens
+COUPLED_ANSWERS: dict[str, int] = {"own_place": 1, "predicted_place": 0}
+
+
 class Places(NamedTuple):
     """What a sampler that reads the token rows gets of one batch of them."""
 
-    #: per sequence the model reads, in the order of its positions, (B, T_k): the place
-    #: of the digits each token is coupled with (1 = units), 0 for a token of none
-    sequences: tuple[torch.Tensor, ...]
-    #: (B,) the largest place a token of the row can carry, from its question alone
+    #: per model.coupled_answer (COUPLED_ANSWERS), per sequence the model reads, in the
+    #: order of its positions, (B, T_k): the place each token is coupled with (1 = units),
+    #: -1 for a token coupled with none (lengthgen.model.places.NONE)
+    sequences: dict[str, tuple[torch.Tensor, ...]]
+    #: (B,) the largest ID a token of the row can carry at the lowest start, from its
+    #: question alone (the same under both conventions; lengthgen.model.places.reach)
     reach: torch.Tensor
 
 
@@ -128,37 +136,57 @@ class CoupledPositions(PositionSampler):
     """Position coupling: Cho, Cha, Awasthi, Bhojanapalli, Gupta, Yun, "Position Coupling:
     Improving Length Generalization of Arithmetic Transformers Using Task Structure",
     NeurIPS 2024, arXiv 2405.20671, §3. Digits of the same significance in every
-    operand share one position ID, and the answer token that predicts the digit of
-    significance p carries that ID too ("=" carries the units' ID):
+    operand share one position ID, and so does the answer token coupled with them:
 
-        ID = s + p  for a token of place p >= 1 (lengthgen.model.places),  0 for every other,
+        ID = s + p  for a token coupled with place p (lengthgen.model.places),  0 for every other,
 
-    where from "=" on a decoder's token carries the place of the token it predicts:
+    where which token is coupled with which place is model.coupled_answer:
 
-        <s>  0  8  5  +  0  5  0  =  5  3  1  0  </s>     (default format, s = 0)
+    own_place (default; the authors' released code for addition): every digit and index
+    hint its own place, the answer's digits included; every other question token but
+    the start token and spaces (the operators, "=") place 0; the start token, spaces,
+    the end token and padding no place. s >= 1, so "+" and "=" never share the 0 of
+    the start token. Default format, s = 1 (test time):
+
+        <s>  0  8  5  +  0  5  0  =  5  3  1  0  </s>
+         0   4  3  2  1  4  3  2  1  2  3  4  5   0
+
+    ("=" predicts the units "5" from the operators' ID; the last digit, which predicts
+    the end token, keeps its own place's ID). predicted_place (the token that predicts
+    an answer digit carries that digit's place): question digits and hints their own
+    place, and from "=" on a decoder's token the place of the token it predicts; the
+    last digit predicts the end token and carries the place after it in writing order
+    (A + 1 least significant digit first, none most significant first); every other
+    token no place. s >= 0. Default format, s = 0:
+
+        <s>  0  8  5  +  0  5  0  =  5  3  1  0  </s>
          0   3  2  1  0  3  2  1  1  2  3  4  5   0
 
-    ("=" predicts the units "5"; the last digit predicts the end token, the place
-    after it). Index hints take their digit's place; the start token, operators,
-    spaces and the end token get 0. s is drawn per question at training (the data
-    seed's Generator), uniform on 0 .. max_positions - 1 - r, r the largest place the
-    row can carry (its longest operand + 2), so that every ID below max_positions is
-    trained (Cho et al. draw a random starting ID likewise); s = 0 at test unless
-    `at_eval` (then drawn from the eval seed's Generator). One s per row serves every
-    sequence of the row (an encoder-decoder's question and answer). Where this departs
-    from the authors' reference code (which gives an answer digit its own place's ID):
-    docs/methods.md."""
+    Index hints take their digit's place in both. An encoder-decoder's decoder input
+    token i (the start token, then the answer) carries the place of answer token i - 1
+    with own_place (the start token, which predicts the first digit as "=" does, place
+    0) and of answer token i, which it predicts, with predicted_place.
+
+    s is drawn per question at training (the data seed's Generator), uniform on
+    s0 .. s0 + max_positions - 1 - r, s0 the lowest start (COUPLED_ANSWERS) and r the
+    largest ID at s0 (its longest operand + 2 in both conventions), so that every ID
+    below max_positions is trained (Cho et al. draw a random starting ID likewise);
+    s = s0 at test unless `at_eval` (then drawn from the eval seed's Generator). One s
+    per row serves every sequence of the row (an encoder-decoder's question and
+    answer). docs/methods.md says where this departs from the authors' released code."""
 
     name = "coupled"
     reads_places = True
-    options = ("coupled_at_eval",)
+    options = ("coupled_at_eval", "coupled_answer")
 
-    def __init__(self, max_positions: int, at_eval: bool = False) -> None:
-        self.max_positions, self.at_eval = max_positions, at_eval
+    def __init__(self, max_positions: int, at_eval: bool = False, answer: str = "own_place") -> None:
+        if answer not in COUPLED_ANSWERS:
+            raise ValueError(f"model.coupled_answer must be one of {sorted(COUPLED_ANSWERS)}, got {answer!r}")
+        self.max_positions, self.at_eval, self.answer = max_positions, at_eval, answer
 
     @classmethod
     def from_config(cls, cfg):
-        return cls(cfg.max_positions, cfg.coupled_at_eval)
+        return cls(cfg.max_positions, cfg.coupled_at_eval, cfg.coupled_answer)
 
     @classmethod
     def check(cls, config, task):
@@ -191,7 +219,7 @@ class CoupledPositions(PositionSampler):
 
     @classmethod
     def indices_needed(cls, tokens, places):
-        return places + 3  # IDs 0 .. places + 2 at s = 0 (the reach r = places + 2)
+        return places + 3  # IDs 0 .. places + 2 at the lowest start (the reach r = places + 2)
 
     def __call__(self, batch, length, device, generator=None, training=False):
         raise ValueError(
@@ -202,17 +230,17 @@ class CoupledPositions(PositionSampler):
     def sample(self, batch, lengths, device, generator=None, training=False, places=None):
         if places is None:
             raise ValueError("coupled positions need the places of the token rows (Architecture.coupled_places)")
-        room = self.max_positions - 1 - places.reach.cpu()  # (B,) the largest start s of each row
+        room = self.max_positions - 1 - places.reach.cpu()  # (B,) the largest start of each row, less s0
         if bool((room < 0).any()):
             raise ValueError(
-                f"a question whose tokens carry places up to {int(places.reach.max())} needs "
+                f"a question whose tokens carry IDs up to {int(places.reach.max())} needs "
                 f"model.max_positions >= {int(places.reach.max()) + 1}, got {self.max_positions}"
             )
-        start = torch.zeros(batch, dtype=torch.long)
+        start = torch.full((batch,), COUPLED_ANSWERS[self.answer], dtype=torch.long)  # s0
         if training or self.at_eval:
-            start = (torch.rand(batch, generator=generator) * (room + 1)).long().minimum(room)  # uniform on 0 .. room
+            start += (torch.rand(batch, generator=generator) * (room + 1)).long().minimum(room)  # + uniform 0 .. room
         start = start.to(device)[:, None]
-        return tuple(torch.where(p > 0, p + start, 0) for p in places.sequences)
+        return tuple(torch.where(p >= 0, p + start, 0) for p in places.sequences[self.answer])
 
 
 POSITION_SAMPLERS: dict[str, type[PositionSampler]] = {
