@@ -392,22 +392,28 @@ bootstrap as (
     from replicate_summary
 ),
 
--- Wilson intervals of the two shares, then Newcombe's interval of their difference
-wilson as (
+-- Wilson intervals of the two shares (k = 0 and k = n: 0 and 1 exactly, which the
+-- formula misses by 1e-18), then Newcombe's interval of their difference
+wilson_parts as (
     select
         observed.*,
-        (success_a + z ^ 2 / (2 * n_a)) / (1 + z ^ 2 / n_a)
-        - z / (1 + z ^ 2 / n_a) * sqrt(success_a * (1 - success_a) / n_a + z ^ 2 / (4 * n_a ^ 2))
-            as low_a,
-        (success_a + z ^ 2 / (2 * n_a)) / (1 + z ^ 2 / n_a)
-        + z / (1 + z ^ 2 / n_a) * sqrt(success_a * (1 - success_a) / n_a + z ^ 2 / (4 * n_a ^ 2))
-            as high_a,
-        (success_b + z ^ 2 / (2 * n_b)) / (1 + z ^ 2 / n_b)
-        - z / (1 + z ^ 2 / n_b) * sqrt(success_b * (1 - success_b) / n_b + z ^ 2 / (4 * n_b ^ 2))
-            as low_b,
-        (success_b + z ^ 2 / (2 * n_b)) / (1 + z ^ 2 / n_b)
-        + z / (1 + z ^ 2 / n_b) * sqrt(success_b * (1 - success_b) / n_b + z ^ 2 / (4 * n_b ^ 2))
-            as high_b,
+        (success_a + z ^ 2 / (2 * n_a)) / (1 + z ^ 2 / n_a) as centre_a,
+        z / (1 + z ^ 2 / n_a) * sqrt(success_a * (1 - success_a) / n_a + z ^ 2 / (4 * n_a ^ 2))
+            as half_a,
+        (success_b + z ^ 2 / (2 * n_b)) / (1 + z ^ 2 / n_b) as centre_b,
+        z / (1 + z ^ 2 / n_b) * sqrt(success_b * (1 - success_b) / n_b + z ^ 2 / (4 * n_b ^ 2))
+            as half_b
+    from observed
+    cross join params
+),
+
+wilson as (
+    select
+        *,
+        case when k_a = 0 then 0 else centre_a - half_a end as low_a,
+        case when k_a = n_a then 1 else centre_a + half_a end as high_a,
+        case when k_b = 0 then 0 else centre_b - half_b end as low_b,
+        case when k_b = n_b then 1 else centre_b + half_b end as high_b,
         case
             when not paired then 0
             else coalesce(
@@ -419,8 +425,7 @@ wilson as (
                 0
             )
         end as phi
-    from observed
-    cross join params
+    from wilson_parts
 ),
 
 newcombe as (

@@ -88,8 +88,9 @@ final as (
         n,
         correct,
         accuracy,
-        greatest(centre - half, 0) as wilson_low,  -- clamps round-off only
-        least(centre + half, 1) as wilson_high,
+        -- at k = 0 and k = n the bounds are 0 and 1 exactly (the formula leaves 1e-18)
+        case when correct = 0 then 0 else greatest(centre - half, 0) end as wilson_low,
+        case when correct = n then 1 else least(centre + half, 1) end as wilson_high,
         level
     from wilson
 )

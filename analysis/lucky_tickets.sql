@@ -152,7 +152,10 @@ group_digits as (
     group by group_id
 ),
 
--- y per trial at each measured length (at_digits) and over all of them (at_digits 0)
+-- y per trial at each measured length (at_digits) and over all of them (at_digits 0).
+-- Means here and below add in a fixed order (list_avg of an ordered list): avg() adds
+-- in the order rows arrive, which can change the last bit from run to run, and the
+-- bootstrap must repeat exactly.
 trial_values as (
     select
         group_id,
@@ -169,7 +172,7 @@ trial_values as (
         0 as at_digits,
         case
             when count(measured.accuracy) = any_value(group_digits.n_digits)
-                then avg(measured.accuracy)
+                then list_avg(list(measured.accuracy order by measured.digits))
         end as y
     from measured
     inner join group_digits using (group_id)
@@ -393,7 +396,7 @@ crossed_cells as (
         design.weight_seed,
         design.data_seed,
         trial_values.at_digits,
-        avg(trial_values.y) as y,
+        list_avg(list(trial_values.y order by design.study, design.trial_id)) as y,
         bool_or(design.status = 'diverged') as diverged
     from design
     inner join trial_values using (group_id, study, trial_id)
@@ -408,7 +411,7 @@ crossed as (
         at_digits,
         count(distinct weight_seed) as a,
         count(distinct data_seed) as b,
-        avg(y) as grand_mean
+        list_avg(list(y order by weight_seed, data_seed)) as grand_mean
     from crossed_cells
     group by group_id, at_digits
 ),
@@ -440,125 +443,79 @@ data_means as (
 
 -- The variance decomposition, for the subgrid itself (replicate 0: every seed once, in
 -- order) and for each bootstrap replicate (1..resamples: a weight seeds and b data
--- seeds drawn with replacement), through the same sums
-subgrid_seeds as (
+-- seeds drawn with replacement, the same draws at every length), through the same sums.
+-- grid: the subgrid's a x b values, centred on its grand mean (the sums below then
+-- lose no digits), as one list, row-major: weight seed i, data seed j at i·b + j + 1
+grids as (
     select
-        group_id,
-        list(distinct weight_seed order by weight_seed) as weight_seeds,
-        list(distinct data_seed order by data_seed) as data_seeds
-    from subgrid
-    group by group_id
+        crossed_cells.group_id,
+        crossed_cells.at_digits,
+        any_value(crossed.a) as a,
+        any_value(crossed.b) as b,
+        list(
+            crossed_cells.y - crossed.grand_mean
+            order by crossed_cells.weight_seed, crossed_cells.data_seed
+        ) as grid
+    from crossed_cells
+    inner join crossed using (group_id, at_digits)
+    group by crossed_cells.group_id, crossed_cells.at_digits
 ),
 
 replicates as (
     select
-        subgrid_seeds.*,
+        grids.*,
         unnest(range(params.resamples + 1)) as replicate
-    from subgrid_seeds
+    from grids
     cross join params
 ),
 
-seed_slots as (
-    select
-        group_id,
-        replicate,
-        'weight' as side,
-        weight_seeds as seeds,
-        unnest(range(len(weight_seeds))) as draw
-    from replicates
-    union all
-    select
-        group_id,
-        replicate,
-        'data',
-        data_seeds,
-        unnest(range(len(data_seeds)))
-    from replicates
-),
-
+-- the drawn rows (weight seeds) and columns (data seeds), as 0-based indices
 draws as (
     select
-        seed_slots.group_id,
-        seed_slots.replicate,
-        seed_slots.side,
-        seed_slots.draw,
+        replicates.*,
         case
-            when seed_slots.replicate = 0 then seed_slots.seeds[seed_slots.draw + 1]
-            else seed_slots.seeds[(
-                1 + hash(hash(params.boot_seed, seed_slots.group_id, seed_slots.side,
-                    seed_slots.replicate, seed_slots.draw)) % len(seed_slots.seeds)
-            )::bigint]
-        end as seed
-    from seed_slots
+            when replicates.replicate = 0 then range(replicates.a)
+            else [
+                (hash(hash(params.boot_seed, replicates.group_id, 'weight',
+                    replicates.replicate, draw)) % replicates.a)::bigint
+                for draw in range(replicates.a)
+            ]
+        end as drawn_rows,
+        case
+            when replicates.replicate = 0 then range(replicates.b)
+            else [
+                (hash(hash(params.boot_seed, replicates.group_id, 'data',
+                    replicates.replicate, draw)) % replicates.b)::bigint
+                for draw in range(replicates.b)
+            ]
+        end as drawn_columns
+    from replicates
     cross join params
 ),
 
--- each replicate's table: drawn weight seeds (rows) x drawn data seeds (columns), its
--- values centred on the subgrid's grand mean (the sums below then lose no digits)
-resampled_cells as (
-    select
-        crossed_cells.group_id,
-        crossed_cells.at_digits,
-        rows.replicate,
-        rows.draw as row_draw,
-        columns.draw as column_draw,
-        crossed_cells.y - crossed.grand_mean as y
-    from draws as rows
-    inner join draws as columns
-        on columns.group_id = rows.group_id
-        and columns.replicate = rows.replicate
-        and columns.side = 'data'
-    inner join crossed_cells
-        on crossed_cells.group_id = rows.group_id
-        and crossed_cells.weight_seed = rows.seed
-        and crossed_cells.data_seed = columns.seed
-    inner join crossed
-        on crossed.group_id = crossed_cells.group_id
-        and crossed.at_digits = crossed_cells.at_digits
-    where rows.side = 'weight'
-),
-
-row_sums as (
+-- each replicate's table: the drawn rows x the drawn columns
+tables as (
     select
         group_id,
         at_digits,
         replicate,
-        sum(y) as row_sum,
-        sum(y * y) as row_squares
-    from resampled_cells
-    group by group_id, at_digits, replicate, row_draw
-),
-
-column_sums as (
-    select
-        group_id,
-        at_digits,
-        replicate,
-        sum(y) as column_sum
-    from resampled_cells
-    group by group_id, at_digits, replicate, column_draw
+        a,
+        b,
+        [[grid[1 + i * b + j] for j in drawn_columns] for i in drawn_rows] as cells
+    from draws
 ),
 
 replicate_sums as (
     select
-        row_sums.group_id,
-        row_sums.at_digits,
-        row_sums.replicate,
-        sum(row_sums.row_sum) as total,
-        sum(row_sums.row_squares) as squares,
-        sum(row_sums.row_sum ^ 2) as row_sum_squares
-    from row_sums
-    group by row_sums.group_id, row_sums.at_digits, row_sums.replicate
-),
-
-column_sum_squares as (
-    select
         group_id,
         at_digits,
         replicate,
-        sum(column_sum ^ 2) as column_sum_squares
-    from column_sums
-    group by group_id, at_digits, replicate
+        a,
+        b,
+        [list_sum(cells_row) for cells_row in cells] as row_sums,
+        [list_sum([cells_row[j + 1] for cells_row in cells]) for j in range(b)] as column_sums,
+        list_sum([list_sum([y * y for y in cells_row]) for cells_row in cells]) as squares
+    from tables
 ),
 
 -- SS_total = Σy² − T²/ab, SS_weight = Σ_w R_w²/b − T²/ab, SS_data = Σ_d C_d²/a − T²/ab
@@ -566,23 +523,19 @@ column_sum_squares as (
 -- below clamp round-off only, which would otherwise put a share at 1 + 2e-16)
 sums_of_squares as (
     select
-        replicate_sums.group_id,
-        replicate_sums.at_digits,
-        replicate_sums.replicate,
-        crossed.a,
-        crossed.b,
-        replicate_sums.squares - replicate_sums.total ^ 2 / (crossed.a * crossed.b) as ss_total,
+        group_id,
+        at_digits,
+        replicate,
+        a,
+        b,
+        squares - list_sum(row_sums) ^ 2 / (a * b) as ss_total,
         greatest(
-            replicate_sums.row_sum_squares / crossed.b
-            - replicate_sums.total ^ 2 / (crossed.a * crossed.b), 0
+            list_sum([r * r for r in row_sums]) / b - list_sum(row_sums) ^ 2 / (a * b), 0
         ) as ss_weight,
         greatest(
-            column_sum_squares.column_sum_squares / crossed.a
-            - replicate_sums.total ^ 2 / (crossed.a * crossed.b), 0
+            list_sum([c * c for c in column_sums]) / a - list_sum(row_sums) ^ 2 / (a * b), 0
         ) as ss_data
     from replicate_sums
-    inner join column_sum_squares using (group_id, at_digits, replicate)
-    inner join crossed using (group_id, at_digits)
 ),
 
 mean_squares as (

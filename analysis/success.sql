@@ -121,8 +121,11 @@ wilson as (
 intervals as (
     select
         *,
-        greatest(centre - half, 0) as p_success_wilson_low,  -- clamps round-off only
-        least(centre + half, 1) as p_success_wilson_high
+        -- at k = 0 and k = n the bounds are 0 and 1 exactly (the formula leaves 1e-18)
+        case when n_success = 0 then 0 else greatest(centre - half, 0) end
+            as p_success_wilson_low,
+        case when n_success = n_trials then 1 else least(centre + half, 1) end
+            as p_success_wilson_high
     from wilson
 ),
 

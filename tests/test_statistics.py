@@ -1,0 +1,542 @@
+"""Issue 14: the estimates of lucky_tickets.sql (variance components and their
+two-factor bootstrap), variance.sql (bootstrap of the mean), final_accuracy.sql
+(Wilson), success.sql and compare.sql, each against an independent numpy or Python
+computation on synthetic studies with known answers.
+
+The studies live in an in-memory DuckDB: tables `trials` and `eval` hold the rows the
+results store would write, and the real `groups` and `final_eval` views of views.sql
+run on top, so hundreds of simulated studies cost no Parquet files."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+from statistics import NormalDist
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pytest
+from test_analysis_sql import SQL, canonical, config, trial_id
+
+from analysis.query import QueryError, _statements_by_view, run_sql_file
+
+# --- an in-memory study -------------------------------------------------------------------
+
+
+class Study:
+    """Trials of a study as rows; ``connect`` gives DuckDB with the analysis views."""
+
+    def __init__(self) -> None:
+        self.trials: list[dict] = []
+        self.evals: list[dict] = []
+
+    def add(self, cfg: dict, accuracy: dict[int, float], n: int = 100, status: str = "done",
+            correct: dict[int, int] | None = None) -> None:
+        tid = trial_id(cfg)
+        self.trials.append({
+            "study": "sim", "trial_id": tid, "status": status, "config_json": canonical(cfg),
+            "weight_seed": cfg["seeds"]["weight"], "data_seed": cfg["seeds"]["data"],
+            "train_min_digits": 1, "train_max_digits": 4})
+        for digits, acc in accuracy.items():
+            right = (correct or {}).get(digits, round(acc * n))
+            self.evals.append({"study": "sim", "trial_id": tid, "step": 100, "digits": digits,
+                               "n": n, "correct": right, "accuracy": acc,
+                               "in_distribution": digits <= 4})
+
+    def connect(self) -> duckdb.DuckDBPyConnection:
+        con = duckdb.connect()
+        empties = _statements_by_view(con, "empty_tables.sql")
+        views = _statements_by_view(con, "views.sql")
+        for table in ("train", "samples"):
+            con.execute(empties[table])
+        for table, rows in (("trials", self.trials), ("eval", self.evals)):
+            con.execute(empties[table].replace(f"view {table}", f"view empty_{table}", 1))
+            con.register(f"new_{table}", pa.Table.from_pylist(rows))
+            con.execute(f"create table {table} as select * from empty_{table} "
+                        f"union all by name select * from new_{table}")
+        for view in ("groups", "final_eval"):
+            con.execute(views[view])
+        return con
+
+
+def run(con, name: str, **params) -> list[dict]:
+    return run_sql_file(con, Path(str(SQL / f"{name}.sql")),
+                        {k: str(v) for k, v in params.items()}).to_pylist()
+
+
+def group_config(pe: str, w: int, d: int, group: int = 0) -> dict:
+    """The test config with its own train.steps per `group` (one group per value)."""
+    cfg = config(pe, w, d)
+    cfg["train"]["steps"] = 100 + group
+    return cfg
+
+
+def crossed_study(tables: list[np.ndarray], lengths: tuple[int, ...] = (6,)) -> Study:
+    """One configuration group per table, trial (w, d) scoring table[w, d] at every length."""
+    study = Study()
+    for g, y in enumerate(tables):
+        for w, d in itertools.product(range(y.shape[0]), range(y.shape[1])):
+            study.add(group_config("fire", w, d, g), {n: float(y[w, d]) for n in lengths})
+    return study
+
+
+def normal_tables(rng, count: int, a: int, b: int, sigma2: tuple[float, float, float],
+                  mean: float = 0.5) -> list[np.ndarray]:
+    """y = mean + u_w + v_d + e_wd with variances sigma2 = (weight, data, residual)."""
+    sw, sd, se = np.sqrt(sigma2)
+    return [mean + rng.normal(0, sw, (a, 1)) + rng.normal(0, sd, (1, b))
+            + rng.normal(0, se, (a, b)) for _ in range(count)]
+
+
+# --- variance components ------------------------------------------------------------------
+
+
+def components(y: np.ndarray) -> dict[str, float]:
+    """Two-way layout without replication, rows = weight seeds, columns = data seeds:
+    fixed-effects shares and method-of-moments components (truncated at 0)."""
+    a, b = y.shape
+    m = y.mean()
+    rows, columns = y.mean(axis=1, keepdims=True), y.mean(axis=0, keepdims=True)
+    ss = {"weight": b * ((rows - m) ** 2).sum(), "data": a * ((columns - m) ** 2).sum(),
+          "residual": ((y - rows - columns + m) ** 2).sum()}
+    total = ((y - m) ** 2).sum()
+    ms = {"weight": ss["weight"] / (a - 1), "data": ss["data"] / (b - 1),
+          "residual": ss["residual"] / ((a - 1) * (b - 1))}
+    raw = {"weight": (ms["weight"] - ms["residual"]) / b,
+           "data": (ms["data"] - ms["residual"]) / a, "residual": ms["residual"]}
+    sigma2 = {k: max(v, 0.0) for k, v in raw.items()}
+    out = {"grand_mean": m, "ss_total": total, "sigma2_weight_truncated": raw["weight"] < 0,
+           "sigma2_data_truncated": raw["data"] < 0}
+    for part in ("weight", "data", "residual"):
+        out[f"ss_{part}"] = ss[part]
+        out[f"ss_share_{part}"] = ss[part] / total
+        out[f"ms_{part}"] = ms[part]
+        out[f"sigma2_{part}"] = sigma2[part]
+        out[f"component_share_{part}"] = sigma2[part] / sum(sigma2.values())
+    return out
+
+
+def assert_matches(row: dict, expected: dict[str, float], tol: float = 1e-9) -> None:
+    for key, value in expected.items():
+        if isinstance(value, (bool, np.bool_)):
+            assert row[key] == value, key
+        else:
+            assert row[key] == pytest.approx(value, abs=tol), key
+
+
+def test_variance_components_match_numpy() -> None:
+    """6 weight x 9 data seeds from a normal model, at two lengths and their mean: every
+    sum of squares, mean square, component and share to 1e-9. a != b, so swapping them
+    in a formula shows. A second table has equal data-seed means (SS_data = 0 <
+    MS_residual): its data component is truncated at 0, and says so."""
+    rng = np.random.default_rng(14)
+    y6, y8 = normal_tables(rng, 2, 6, 9, (0.01, 0.004, 0.006))
+    flat = normal_tables(rng, 1, 4, 5, (0.02, 0.0, 0.01))[0]
+    flat = flat - flat.mean(axis=0, keepdims=True) + flat.mean()
+    study = Study()
+    for w, d in itertools.product(range(6), range(9)):
+        study.add(group_config("fire", w, d), {6: float(y6[w, d]), 8: float(y8[w, d])})
+    for w, d in itertools.product(range(4), range(5)):
+        study.add(group_config("rope", w, d), {6: float(flat[w, d])})
+    rows = run(study.connect(), "lucky_tickets", resamples=50)
+    fire = [r for r in rows if "/fire/" in r["group_label"]]
+    assert [r["weight_seed"] for r in fire] == list(range(6))
+    expected = components((y6 + y8) / 2)
+    assert not expected["sigma2_weight_truncated"] and not expected["sigma2_data_truncated"]
+    for row in fire:
+        assert (row["n_weight_seeds"], row["n_data_seeds"]) == (6, 9)
+        assert_matches(row, expected)
+    by_length = {entry["digits"]: entry for entry in fire[0]["by_length"]}
+    for digits, y in ((6, y6), (8, y8)):
+        assert_matches(by_length[digits], components(y))
+    (rope,) = {r["group_id"]: r for r in rows if "/rope/" in r["group_label"]}.values()
+    truncated = components(flat)
+    assert truncated["sigma2_data_truncated"] and truncated["sigma2_data"] == 0
+    assert_matches(rope, truncated)
+
+
+def two_factor_bootstrap(y: np.ndarray, replicates: int, rng) -> dict[str, np.ndarray]:
+    """numpy's two-factor (pigeonhole) bootstrap: rows and columns drawn with
+    replacement, the same formulas as components() over a stack of tables."""
+    a, b = y.shape
+    rows, columns = rng.integers(0, a, (replicates, a)), rng.integers(0, b, (replicates, b))
+    t = y[rows[:, :, None], columns[:, None, :]]  # (replicates, a, b)
+    m = t.mean(axis=(1, 2), keepdims=True)
+    row_means, column_means = t.mean(axis=2, keepdims=True), t.mean(axis=1, keepdims=True)
+    total = ((t - m) ** 2).sum(axis=(1, 2))
+    ss_w = b * ((row_means - m) ** 2).sum(axis=(1, 2))
+    ss_d = a * ((column_means - m) ** 2).sum(axis=(1, 2))
+    ms_r = ((t - row_means - column_means + m) ** 2).sum(axis=(1, 2)) / ((a - 1) * (b - 1))
+    s_w = np.maximum((ss_w / (a - 1) - ms_r) / b, 0)
+    s_d = np.maximum((ss_d / (b - 1) - ms_r) / a, 0)
+    varies = total > 1e-20
+    return {"component_share_weight": (s_w / (s_w + s_d + ms_r))[varies],
+            "sigma2_weight": s_w, "ss_share_data": (ss_d / np.where(varies, total, 1))[varies]}
+
+
+def test_bootstrap_resamples_both_seeds_as_numpy_does() -> None:
+    """5 x 7 seeds: the SQL's percentile points (20,000 replicates) against numpy's
+    two-factor bootstrap (40,000), within Monte Carlo error. Resampling the weight
+    seeds alone would move the weight share's upper end from 0.76 to 0.53 and the data
+    SS share's lower end from 0.15 to 0.37, far outside the tolerance."""
+    rng = np.random.default_rng(11)
+    y = normal_tables(rng, 1, 5, 7, (0.01, 0.0049, 0.0025))[0]
+    (row, *_) = run(crossed_study([y]).connect(), "lucky_tickets", resamples=20_000)
+    numpy_boot = two_factor_bootstrap(y, 40_000, np.random.default_rng(0))
+    for key, values in numpy_boot.items():
+        low, high = np.quantile(values, [0.025, 0.975])
+        scale = 0.02 if "share" in key else 0.0004
+        assert row[f"{key}_boot_low"] == pytest.approx(low, abs=scale), key
+        assert row[f"{key}_boot_high"] == pytest.approx(high, abs=scale), key
+    assert (row["resamples"], row["boot_seed"], row["level"]) == (20_000, 0, 0.95)
+
+
+def test_bootstrap_is_reproducible_and_its_seed_is_a_parameter() -> None:
+    rng = np.random.default_rng(3)
+    con = crossed_study(normal_tables(rng, 1, 4, 4, (0.01, 0.01, 0.01))).connect()
+    keys = [k for k in run(con, "lucky_tickets", resamples=200)[0] if "_boot_" in k]
+    first = run(con, "lucky_tickets", resamples=200)[0]
+    again = run(con, "lucky_tickets", resamples=200)[0]
+    other = run(con, "lucky_tickets", resamples=200, boot_seed=7)[0]
+    assert len(keys) == 18
+    assert [first[k] for k in keys] == [again[k] for k in keys]
+    assert [first[k] for k in keys] != [other[k] for k in keys]
+    assert (other["resamples"], other["boot_seed"]) == (200, 7)
+    narrow = run(con, "lucky_tickets", resamples=200, level=0.5)[0]
+    assert narrow["level"] == 0.5
+    assert (first["sigma2_weight_boot_high"] - first["sigma2_weight_boot_low"]
+            > narrow["sigma2_weight_boot_high"] - narrow["sigma2_weight_boot_low"])
+
+
+SIGMA2 = (0.005, 0.0025, 0.0025)  # weight, data, residual: the true weight share is 1/2
+
+
+def test_bootstrap_interval_of_the_weight_share_covers_the_truth() -> None:
+    """200 simulated studies of 8 x 8 seeds (y = 0.5 + u_w + v_d + e_wd, sd 0.1 in all,
+    so no value comes near 0 or 1 and nothing is clipped): the 90 % bootstrap interval
+    of the weight seed's component share covers the true share 1/2 in 80 to 97 % of
+    them (numpy's own pigeonhole bootstrap covers it in 91 %). Every interval of a share
+    lies in [0, 1], of a component in [0, inf)."""
+    rng = np.random.default_rng(2024)
+    tables = normal_tables(rng, 200, 8, 8, SIGMA2)
+    assert all(0 < y.min() and y.max() < 1 for y in tables)
+    rows = run(crossed_study(tables).connect(), "lucky_tickets", resamples=400, level=0.9)
+    groups = list({r["group_id"]: r for r in rows}.values())
+    assert len(groups) == 200
+    truth = SIGMA2[0] / sum(SIGMA2)
+    covered = [r["component_share_weight_boot_low"] <= truth <= r["component_share_weight_boot_high"]
+               for r in groups]
+    assert 0.80 <= np.mean(covered) <= 0.97, np.mean(covered)
+    for row in groups:
+        for key, value in row.items():
+            if "_boot_" in key:
+                assert value is not None and value >= 0, key
+                assert "share" not in key or value <= 1, key
+            if key.endswith("_boot_low"):
+                assert value <= row[key.replace("_low", "_high")], key
+
+
+# --- intervals of the mean and of one trial -----------------------------------------------
+
+
+EXTREMES = {
+    "quickstart pair": [0.105, 1.0],  # the t interval gave -5.13 to 6.24
+    "works or fails": [0.0, 1.0, 1.0, 0.0, 1.0],
+    "all right": [1.0, 1.0, 1.0],
+    "all wrong": [0.0, 0.0, 0.0, 0.0],
+    "near the ends": [1 - 1e-15, 1.0, 1e-15, 0.0, 0.999],
+}
+
+
+@pytest.mark.parametrize("values", EXTREMES.values(), ids=EXTREMES.keys())
+def test_no_interval_leaves_the_unit_interval(values: list[float]) -> None:
+    """Each file's intervals for a group of trials with extreme accuracies: the mean's
+    bootstrap, one trial's Wilson (k = 0 and k = n included), the success rate's
+    Wilson and the variance shares in [0, 1]; the comparisons' differences in [-1, 1]."""
+    study = Study()
+    for w, acc in enumerate(values):
+        for pe, value in (("fire", acc), ("rope", 1 - acc)):
+            study.add(group_config(pe, w, w % 2), {6: value, 8: value / 2},
+                      correct={6: round(100 * value), 8: round(50 * value)})
+    con = study.connect()
+    inside = []
+    for r in run(con, "variance"):
+        if r["n_trials"] >= 2:
+            inside += [r["mean_boot_low"], r["mean_boot_high"]]
+            assert r["min"] - 1e-12 <= r["mean_boot_low"] <= r["mean_boot_high"] <= r["max"] + 1e-12
+    for r in run(con, "final_accuracy"):
+        inside += [r["wilson_low"], r["wilson_high"]]
+        assert r["wilson_low"] <= r["correct"] / r["n"] <= r["wilson_high"]
+    for r in run(con, "success"):
+        inside += [r["p_success_wilson_low"], r["p_success_wilson_high"]]
+    for r in run(con, "lucky_tickets"):
+        inside += [v for k, v in r.items() if "share" in k and v is not None]
+    assert inside and all(0 <= v <= 1 for v in inside)
+    differences = [v for r in run(con, "compare") for k, v in r.items()
+                   if k.startswith(("accuracy_diff", "success_diff")) and v is not None]
+    assert differences and all(-1 <= v <= 1 for v in differences)
+
+
+def test_mean_bootstrap_matches_numpy_and_draws_independently() -> None:
+    """12 trials: the percentile points against numpy's (Monte Carlo error about 0.005
+    at 20,000 replicates). Two trials: half the replicates mix both trials, so the
+    middle 20 % of the replicate means is their midpoint alone; draws that repeat one
+    trial (DuckDB's multi-argument hash gave those) would make it an end."""
+    rng = np.random.default_rng(5)
+    acc = rng.uniform(0, 1, 12)
+    study = Study()
+    for w, value in enumerate(acc):
+        study.add(group_config("fire", w, 0), {6: float(value)})
+    study.add(group_config("rope", 0, 0), {6: 0.105})
+    study.add(group_config("rope", 1, 0), {6: 1.0})
+    con = study.connect()
+    rows = {r["group_label"].split("/")[1]: r for r in run(con, "variance", resamples=20_000)}
+    means = acc[np.random.default_rng(0).integers(0, 12, size=(100_000, 12))].mean(axis=1)
+    low, high = np.quantile(means, [0.025, 0.975])
+    assert rows["fire"]["mean_boot_low"] == pytest.approx(low, abs=0.01)
+    assert rows["fire"]["mean_boot_high"] == pytest.approx(high, abs=0.01)
+    pair = run(con, "variance", resamples=2_000, level=0.2)
+    (middle,) = [r for r in pair if "/rope/" in r["group_label"]]
+    assert (middle["mean_boot_low"], middle["mean_boot_high"]) == (
+        pytest.approx((0.105 + 1) / 2), pytest.approx((0.105 + 1) / 2))
+
+
+def wilson(k: int, n: int, level: float) -> tuple[float, float]:
+    z = NormalDist().inv_cdf((1 + level) / 2)
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return centre - half, centre + half
+
+
+@pytest.mark.parametrize("level", [0.9, 0.95, 0.99])
+def test_wilson_interval_of_one_trial(level: float) -> None:
+    study = Study()
+    for w, k in enumerate((0, 3, 57, 200)):
+        study.add(group_config("fire", w, 0), {6: k / 200}, n=200)
+    rows = run(study.connect(), "final_accuracy", level=level)
+    assert [r["correct"] for r in rows] == [0, 3, 57, 200]
+    for row in rows:
+        low, high = wilson(row["correct"], row["n"], level)
+        assert row["wilson_low"] == pytest.approx(max(low, 0), abs=1e-12)
+        assert row["wilson_high"] == pytest.approx(min(high, 1), abs=1e-12)
+        assert row["level"] == level
+
+
+def test_a_level_without_a_normal_quantile_is_refused() -> None:
+    study = Study()
+    study.add(group_config("fire", 0, 0), {6: 0.5})
+    con = study.connect()
+    for name in ("final_accuracy", "success", "compare"):
+        with pytest.raises(QueryError, match="level must be one of"):
+            run(con, name, level=0.97)
+    with pytest.raises(QueryError, match="level must be between"):
+        run(con, "variance", level=1)
+
+
+# --- success probability and best of N -----------------------------------------------------
+
+
+def expected_max_by_enumeration(values: list[float], draws: int) -> float:
+    return float(np.mean([max(t) for t in itertools.product(values, repeat=draws)]))
+
+
+def expected_max_by_values(values: list[float], draws: int) -> float:
+    """Σ over distinct v of v · (P(max <= v) − P(max < v)), P(max <= v) = F(v)^N."""
+    x = np.array(values)
+    return float(sum(v * ((x <= v).mean() ** draws - (x < v).mean() ** draws)
+                     for v in np.unique(x)))
+
+
+def test_success_probability_seeds_needed_and_expected_best_of_n() -> None:
+    """Five trials with a tie: 2 of 5 reach 0.9. The Wilson interval, the fewest seeds
+    that see a success with probability 0.95 at the interval's lower end (by trying N
+    = 1, 2, ...), and E[max of N draws] by enumerating all 5^N draws (N = 1, 5) and from
+    the distinct values (N = 10)."""
+    values = [0.2, 0.95, 0.5, 0.5, 0.9]
+    study = Study()
+    for w, value in enumerate(values):
+        study.add(group_config("fire", w, 0), {6: value, 8: 0.0})
+    rows = {r["digits"]: r for r in run(study.connect(), "success")}
+    row = rows[6]
+    assert (row["n_trials"], row["n_success"], row["threshold"]) == (5, 2, 0.9)
+    assert row["p_success"] == pytest.approx(2 / 5)
+    low, high = wilson(2, 5, 0.95)
+    assert (row["p_success_wilson_low"], row["p_success_wilson_high"]) == (
+        pytest.approx(low, abs=1e-12), pytest.approx(high, abs=1e-12))
+    needed = next(n for n in itertools.count(1) if 1 - (1 - low) ** n >= 0.95)
+    assert row["seeds_for_a_success"] == needed
+    assert row["expected_best_of_1"] == pytest.approx(np.mean(values), abs=1e-12)
+    assert row["expected_best_of_5"] == pytest.approx(
+        expected_max_by_enumeration(values, 5), abs=1e-12)
+    assert row["expected_best_of_10"] == pytest.approx(
+        expected_max_by_values(values, 10), abs=1e-12)
+    # no trial succeeds at 8 digits: no number of seeds is shown to be enough
+    assert (rows[8]["n_success"], rows[8]["seeds_for_a_success"]) == (0, None)
+    assert rows[8]["expected_best_of_10"] == 0
+    lowered = {r["digits"]: r for r in run(study.connect(), "success", threshold=0.5)}
+    assert lowered[6]["n_success"] == 4  # accuracy >= threshold: the two 0.5 count
+
+
+# --- comparing configurations ---------------------------------------------------------------
+
+
+def sign_flip_p(differences: np.ndarray) -> float:
+    """Exact two-sided sign-flip permutation p of the mean difference."""
+    observed = abs(differences.mean())
+    flips = np.array(list(itertools.product((1, -1), repeat=len(differences))))
+    return float(np.mean(np.abs((flips * differences).mean(axis=1)) >= observed - 1e-12))
+
+
+def split_p(a: np.ndarray, b: np.ndarray) -> float:
+    """Exact two-sided permutation p over every split of the pooled values."""
+    pooled = np.concatenate([a, b])
+    observed = abs(a.mean() - b.mean())
+    hits = [abs(pooled[list(idx)].mean() - np.delete(pooled, list(idx)).mean()) >= observed - 1e-12
+            for idx in itertools.combinations(range(len(pooled)), len(a))]
+    return float(np.mean(hits))
+
+
+def fisher_p(k_a: int, n_a: int, k_b: int, n_b: int) -> float:
+    total, successes = n_a + n_b, k_a + k_b
+
+    def prob(x: int) -> float:
+        return (math.comb(successes, x) * math.comb(total - successes, n_a - x)
+                / math.comb(total, n_a))
+
+    seen = prob(k_a)
+    support = range(max(0, n_a - (total - successes)), min(successes, n_a) + 1)
+    return min(1.0, sum(prob(x) for x in support if prob(x) <= seen * (1 + 1e-7)))
+
+
+def mcnemar_p(only_a: int, only_b: int) -> float:
+    n = only_a + only_b
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(min(only_a, only_b) + 1)) / 2 ** n)
+
+
+def newcombe(k_a: int, n_a: int, k_b: int, n_b: int, phi: float, level: float = 0.95):
+    (la, ua), (lb, ub) = wilson(k_a, n_a, level), wilson(k_b, n_b, level)
+    pa, pb = k_a / n_a, k_b / n_b
+    return (pa - pb - math.sqrt((pa - la) ** 2 - 2 * phi * (pa - la) * (ub - pb) + (ub - pb) ** 2),
+            pa - pb + math.sqrt((ua - pa) ** 2 - 2 * phi * (ua - pa) * (pb - lb) + (pb - lb) ** 2))
+
+
+def test_paired_comparison_on_shared_seeds() -> None:
+    """FIRE and RoPE on the same 4 x 2 seeds (RoPE also on two seeds FIRE lacks, which
+    the paired comparison leaves out and counts): the mean of the per-seed differences,
+    its bootstrap against numpy's, the sign-flip p against the exact one over all 2^8
+    flips, McNemar's exact p and Newcombe's paired interval (with phi) against Python."""
+    rng = np.random.default_rng(8)
+    seeds = list(itertools.product(range(4), range(2)))
+    fire = rng.uniform(0.3, 1, len(seeds))
+    rope = np.clip(fire - rng.normal(0.12, 0.1, len(seeds)), 0, 1)
+    study = Study()
+    for (w, d), a, b in zip(seeds, fire, rope):
+        study.add(config("fire", w, d), {6: float(a)})
+        study.add(config("rope", w, d), {6: float(b)})
+    study.add(config("rope", 9, 0), {6: 0.0})
+    study.add(config("rope", 9, 1), {6: 1.0})
+    (row,) = run(study.connect(), "compare", resamples=20_000)
+    assert row["label_a"].split("/")[1] == "fire" and row["differs_in"] == ["model.pe: fire | rope"]
+    assert (row["design"], row["n_a"], row["n_b"], row["n_only_a"], row["n_only_b"]) == (
+        "paired", 8, 8, 0, 2)
+    diff = fire - rope
+    assert row["accuracy_diff"] == pytest.approx(diff.mean(), abs=1e-12)
+    boot = diff[np.random.default_rng(0).integers(0, 8, (100_000, 8))].mean(axis=1)
+    assert row["accuracy_diff_boot_low"] == pytest.approx(np.quantile(boot, 0.025), abs=0.01)
+    assert row["accuracy_diff_boot_high"] == pytest.approx(np.quantile(boot, 0.975), abs=0.01)
+    assert row["accuracy_p_perm"] == pytest.approx(sign_flip_p(diff), abs=0.01)
+    win_a, win_b = fire >= 0.9, rope >= 0.9
+    e, f = int((win_a & win_b).sum()), int((win_a & ~win_b).sum())
+    g, h = int((~win_a & win_b).sum()), int((~win_a & ~win_b).sum())
+    assert f + g > 0, "the seeds must give discordant pairs"
+    assert row["success_p_exact"] == pytest.approx(mcnemar_p(f, g), abs=1e-12)
+    denominator = math.sqrt((e + f) * (g + h) * (e + g) * (f + h))
+    phi = (e * h - f * g) / denominator if denominator else 0.0
+    low, high = newcombe(e + f, 8, e + g, 8, phi)
+    assert (row["success_diff_newcombe_low"], row["success_diff_newcombe_high"]) == (
+        pytest.approx(max(low, -1), abs=1e-12), pytest.approx(min(high, 1), abs=1e-12))
+    assert row["success_diff"] == pytest.approx((f - g) / 8)
+
+
+def test_three_shared_seeds_cannot_give_a_p_below_a_quarter() -> None:
+    """Three seed pairs, FIRE better on each: 2 of the 8 sign patterns are as extreme, so
+    p = 1/4 however large the difference; the bootstrap interval, which excludes 0, is
+    the too-narrow one."""
+    study = Study()
+    for w, (a, b) in enumerate(((0.9, 0.1), (0.8, 0.2), (0.95, 0.0))):
+        study.add(config("fire", w, 0), {6: a})
+        study.add(config("rope", w, 0), {6: b})
+    (row,) = run(study.connect(), "compare", resamples=20_000)
+    assert row["design"] == "paired"
+    assert row["accuracy_p_perm"] == pytest.approx(0.25, abs=0.01)
+    assert row["accuracy_diff_boot_low"] > 0
+
+
+def test_unpaired_comparison_and_fishers_test() -> None:
+    """Disjoint seeds (weight seeds 0-4 vs 10-13): the difference of means, the
+    permutation p against the exact one over all 126 splits, Fisher's exact p and
+    Newcombe's independent interval against Python."""
+    a = np.array([0.95, 0.91, 0.3, 0.99, 0.92])
+    b = np.array([0.2, 0.93, 0.1, 0.4])
+    study = Study()
+    for w, value in enumerate(a):
+        study.add(config("fire", w, 0), {6: float(value)})
+    for w, value in enumerate(b):
+        study.add(config("rope", 10 + w, 0), {6: float(value)})
+    (row,) = run(study.connect(), "compare", resamples=20_000)
+    assert (row["design"], row["n_a"], row["n_b"]) == ("unpaired", 5, 4)
+    assert row["accuracy_diff"] == pytest.approx(a.mean() - b.mean(), abs=1e-12)
+    assert row["accuracy_p_perm"] == pytest.approx(split_p(a, b), abs=0.01)
+    assert row["success_p_exact"] == pytest.approx(fisher_p(4, 5, 1, 4), abs=1e-12)
+    low, high = newcombe(4, 5, 1, 4, phi=0.0)
+    assert (row["success_diff_newcombe_low"], row["success_diff_newcombe_high"]) == (
+        pytest.approx(low, abs=1e-12), pytest.approx(high, abs=1e-12))
+    rng = np.random.default_rng(0)
+    boot = (a[rng.integers(0, 5, (100_000, 5))].mean(axis=1)
+            - b[rng.integers(0, 4, (100_000, 4))].mean(axis=1))
+    assert row["accuracy_diff_boot_low"] == pytest.approx(np.quantile(boot, 0.025), abs=0.015)
+    assert row["accuracy_diff_boot_high"] == pytest.approx(np.quantile(boot, 0.975), abs=0.015)
+
+
+def holm(p: list[float]) -> list[float]:
+    order = np.argsort(p, kind="stable")
+    m, running, out = len(p), 0.0, [0.0] * len(p)
+    for j, i in enumerate(order):
+        running = max(running, (m - j) * p[i])
+        out[i] = min(1.0, running)
+    return out
+
+
+def test_holm_over_every_comparison_and_which_pairs_are_compared() -> None:
+    """Four positional encodings on shared seeds at two lengths: 6 pairs differ in one
+    setting (model.pe); a fifth group with another pe and lr differs from each in two
+    and is left out, unless named in `groups`. Holm's adjustment of the 12 p-values of
+    each kind against Python's, and the family size in the output."""
+    rng = np.random.default_rng(21)
+    study = Study()
+    level = {"fire": 0.9, "rope": 0.7, "alibi": 0.85, "nope": 0.2}
+    for pe, centre in level.items():
+        for w, d in itertools.product(range(4), range(2)):
+            study.add(config(pe, w, d), {n: float(np.clip(centre + rng.normal(0, 0.1), 0, 1))
+                                         for n in (6, 8)})
+    other = config("t5", 0, 0, lr=1e-3)
+    study.add(other, {6: 0.5, 8: 0.5})
+    con = study.connect()
+    rows = run(con, "compare", resamples=500)
+    assert len(rows) == 12 and {r["holm_comparisons"] for r in rows} == {12}
+    assert all(len(r["differs_in"]) == 1 for r in rows)
+    for kind, raw in (("accuracy", "accuracy_p_perm"), ("success", "success_p_exact")):
+        expected = holm([r[raw] for r in rows])
+        assert [r[f"{kind}_p_holm"] for r in rows] == pytest.approx(expected, abs=1e-12)
+    assert any(r["accuracy_p_holm"] > r["accuracy_p_perm"] for r in rows)
+    ids = {label.split("/")[1]: gid for label, gid in
+           con.sql("select distinct group_label, group_id from groups").fetchall()}
+    named = run(con, "compare", resamples=100, groups=f"{ids['t5']},{ids['fire']}")
+    assert len(named) == 2 and {r["holm_comparisons"] for r in named} == {2}
+    assert sorted(named[0]["differs_in"]) == named[0]["differs_in"]
+    assert {d.split(":")[0] for d in named[0]["differs_in"]} == {"model.pe", "train.lr"}
+    assert {r["design"] for r in named} == {"unpaired"}  # one shared seed pair only
+
