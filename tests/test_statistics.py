@@ -194,20 +194,42 @@ def test_bootstrap_resamples_both_seeds_as_numpy_does() -> None:
 
 
 def test_bootstrap_is_reproducible_and_its_seed_is_a_parameter() -> None:
+    """The same parameters give the same intervals to the last bit; another boot_seed
+    other draws on both sides: a table that varies with the weight seed alone has
+    intervals that only the weight draws move, one that varies with the data seed alone
+    only the data draws."""
     rng = np.random.default_rng(3)
-    con = crossed_study(normal_tables(rng, 1, 4, 4, (0.01, 0.01, 0.01))).connect()
-    keys = [k for k in run(con, "lucky_tickets", resamples=200)[0] if "_boot_" in k]
-    first = run(con, "lucky_tickets", resamples=200)[0]
-    again = run(con, "lucky_tickets", resamples=200)[0]
-    other = run(con, "lucky_tickets", resamples=200, boot_seed=7)[0]
+    tables = [normal_tables(rng, 1, 4, 4, (0.01, 0.01, 0.01))[0],
+              np.repeat(rng.uniform(0, 1, (5, 1)), 3, axis=1),
+              np.repeat(rng.uniform(0, 1, (1, 5)), 3, axis=0)]
+    con = crossed_study(tables).connect()
+
+    def firsts(**params) -> list[dict]:
+        rows = run(con, "lucky_tickets", resamples=200, **params)
+        return sorted({r["group_id"]: r for r in rows}.values(), key=lambda r: r["group_label"])
+
+    first, again, other = firsts(), firsts(), firsts(boot_seed=7)
+    keys = [k for k in first[0] if "_boot_" in k]
     assert len(keys) == 18
-    assert [first[k] for k in keys] == [again[k] for k in keys]
-    assert [first[k] for k in keys] != [other[k] for k in keys]
-    assert (other["resamples"], other["boot_seed"]) == (200, 7)
+    for mine, same, moved in zip(first, again, other):
+        assert [mine[k] for k in keys] == [same[k] for k in keys]
+        assert [mine[k] for k in keys] != [moved[k] for k in keys]
+    assert (other[0]["resamples"], other[0]["boot_seed"]) == (200, 7)
+    first = first[0]
     narrow = run(con, "lucky_tickets", resamples=200, level=0.5)[0]
     assert narrow["level"] == 0.5
     assert (first["sigma2_weight_boot_high"] - first["sigma2_weight_boot_low"]
             > narrow["sigma2_weight_boot_high"] - narrow["sigma2_weight_boot_low"])
+
+
+def test_bootstrap_draws_each_seed_independently() -> None:
+    """2 x 2 seeds: a replicate's table is constant (no shares) exactly when both weight
+    draws and both data draws repeat one seed, with chance 1/2 · 1/2; 1000 replicates
+    give 250 ± 14 of them. Draws that always repeat (DuckDB's multi-argument hash of
+    2 draws did) would give 1000, or 500 with one side broken."""
+    (row, *_) = run(crossed_study([np.array([[0.1, 0.4], [0.8, 0.3]])]).connect(),
+                    "lucky_tickets")
+    assert 200 <= row["boot_undefined"] <= 300, row["boot_undefined"]
 
 
 SIGMA2 = (0.005, 0.0025, 0.0025)  # weight, data, residual: the true weight share is 1/2
@@ -428,10 +450,11 @@ def test_paired_comparison_on_shared_seeds() -> None:
     the paired comparison leaves out and counts): the mean of the per-seed differences,
     its bootstrap against numpy's, the sign-flip p against the exact one over all 2^8
     flips, McNemar's exact p and Newcombe's paired interval (with phi) against Python."""
-    rng = np.random.default_rng(8)
     seeds = list(itertools.product(range(4), range(2)))
-    fire = rng.uniform(0.3, 1, len(seeds))
-    rope = np.clip(fire - rng.normal(0.12, 0.1, len(seeds)), 0, 1)
+    # successes (>= 0.9): both on 3 seed pairs, FIRE alone on 2, RoPE alone on 1,
+    # neither on 2: phi = (3·2 − 2·1) / sqrt(5·3·4·4) = 0.26
+    fire = np.array([0.95, 0.92, 0.97, 0.91, 0.93, 0.5, 0.4, 0.3])
+    rope = np.array([0.96, 0.91, 0.95, 0.6, 0.7, 0.92, 0.2, 0.1])
     study = Study()
     for (w, d), a, b in zip(seeds, fire, rope):
         study.add(config("fire", w, d), {6: float(a)})
@@ -451,7 +474,7 @@ def test_paired_comparison_on_shared_seeds() -> None:
     win_a, win_b = fire >= 0.9, rope >= 0.9
     e, f = int((win_a & win_b).sum()), int((win_a & ~win_b).sum())
     g, h = int((~win_a & win_b).sum()), int((~win_a & ~win_b).sum())
-    assert f + g > 0, "the seeds must give discordant pairs"
+    assert (e, f, g, h) == (3, 2, 1, 2)
     assert row["success_p_exact"] == pytest.approx(mcnemar_p(f, g), abs=1e-12)
     denominator = math.sqrt((e + f) * (g + h) * (e + g) * (f + h))
     phi = (e * h - f * g) / denominator if denominator else 0.0
