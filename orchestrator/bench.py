@@ -361,7 +361,9 @@ def timed_trial(config: dict, device: str, barrier: str, count: int) -> list[tup
     from lengthgen import train
 
     torch.set_num_threads(1)
-    torch.zeros(1, device=device)
+    warm = torch.zeros(1, device=device, requires_grad=True)  # CUDA, autograd, and AdamW's
+    warm.sum().backward()  # first step, which imports torch._dynamo: seconds, not the trial's
+    torch.optim.AdamW([warm]).step()
     folder = Path(barrier)
     (folder / f"{os.getpid()}-{time.time_ns()}").touch()
     deadline = time.monotonic() + 600

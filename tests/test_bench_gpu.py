@@ -36,7 +36,7 @@ def test_the_gpu_rows_measure_on_the_cpu_when_given_a_device():
     """Two tiny trials as Ray tasks of half a CPU each, and the compiled step with
     torch.compile's eager backend (no code generation): every row is measured."""
     try:
-        rows = bench.gpu(sizes=("tiny",), trials=2, steps=20, device="cpu",
+        rows = bench.gpu(sizes=("tiny",), trials=2, steps=40, device="cpu",
                          resources={"num_cpus": 0.5}, compile_backend="eager", step_batches=2)
     finally:
         ray.shutdown()
