@@ -63,8 +63,9 @@ def run_table(study, rows: pa.Table) -> Table:
     longest = {config.task.train_digits[1] for config in study.trials}
     lengths = sorted(out_of_range)
 
-    table = Table(title=f"{study.name}{f' (profile {study.profile})' if study.profile else ''}: "
-                        "exact-match accuracy by test length", caption=_caption(study, longest, out_of_range))
+    title = f"{study.name}{f' (profile {study.profile})' if study.profile else ''}: exact-match accuracy by test length"
+    # as wide as its title, so that a narrow table never wraps it
+    table = Table(title=title, caption=_caption(study, longest, out_of_range), min_width=len(title))
     for key in group_axes:
         table.add_column(key, no_wrap=True)
     if seed_axes:

@@ -33,6 +33,7 @@ def test_groups_seeds_and_length_ratio():
     study = load_study(STUDIES / "good_two_trials.yaml")
     text = _render(run_table(study, _rows(study, lambda c, n: 0.25 * (c.seeds.weight + 1) + 0.01 * n)))
     assert "3 (1.5x)" in text  # trained on 1-2 digits: 3 is 1.5 times the longest
+    assert "two_trials: exact-match accuracy by test length" in text  # one line, however narrow the table
     lines = [line for line in text.splitlines() if "done" in line]
     assert len(lines) == 2 and "w0" in lines[0] and "w1" in lines[1]
     assert "0.270" in lines[0] and "0.530" in lines[1]  # w0 at 2 digits, w1 at 3 digits
