@@ -157,6 +157,34 @@ def test_variance_components_match_numpy() -> None:
     assert_matches(rope, truncated)
 
 
+def test_components_of_an_incomplete_crossing_use_its_largest_complete_subgrid() -> None:
+    """3 x 4 seeds whose trial w1 d2 failed: the components are those of the 3 x 3
+    table without data seed 2 (9 cells, more than the 2 x 4 without weight seed 1), the
+    left-out seed and the missing cell are named; a 2 x 2 group missing a cell is
+    listed with its reason and no components."""
+    rng = np.random.default_rng(4)
+    y = normal_tables(rng, 1, 3, 4, (0.01, 0.01, 0.01))[0]
+    study = Study()
+    for w, d in itertools.product(range(3), range(4)):
+        if (w, d) == (1, 2):
+            study.add(group_config("fire", w, d), {}, status="failed")
+        else:
+            study.add(group_config("fire", w, d), {6: float(y[w, d])})
+    for w, d in ((0, 0), (0, 1), (1, 0)):
+        study.add(group_config("rope", w, d), {6: 0.5})
+    study.add(group_config("rope", 1, 1), {}, status="running")
+    rows = run(study.connect(), "lucky_tickets", resamples=50)
+    fire = [r for r in rows if "/fire/" in r["group_label"]]
+    assert [r["weight_seed"] for r in fire] == [0, 1, 2]
+    assert fire[0]["missing_cells"] == ["w1 d2: failed"]
+    assert fire[0]["left_out_seeds"] == ["data seed 2"]
+    assert_matches(fire[0], components(np.delete(y, 2, axis=1)))
+    (rope,) = [r for r in rows if "/rope/" in r["group_label"]]
+    assert rope["skipped_reason"] == "no complete 2 x 2 subgrid of measured trials"
+    assert rope["missing_cells"] == ["w1 d1: not finished"]
+    assert rope["sigma2_weight"] is None and rope["component_share_weight_boot_low"] is None
+
+
 def two_factor_bootstrap(y: np.ndarray, replicates: int, rng) -> dict[str, np.ndarray]:
     """numpy's two-factor (pigeonhole) bootstrap: rows and columns drawn with
     replacement, the same formulas as components() over a stack of tables."""
