@@ -14,7 +14,7 @@ import tempfile
 import textwrap
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +35,7 @@ from lengthgen.evaluation import build_eval_sets, greedy_decode, teacher_forced_
 from lengthgen.model import build_model, count_parameters
 from lengthgen.model.positions import build_position_sampler
 from lengthgen.model.sizes import SIZES, Dimensions
-from lengthgen.tasks import TASKS, build_task
+from lengthgen.tasks import TASKS
 from lengthgen.tokenizer import CharTokenizer
 from lengthgen.training import (
     accumulate_gradients,
@@ -45,33 +45,8 @@ from lengthgen.training import (
     row_lengths,
     training_batch,
 )
-from orchestrator.config_paths import TRIAL_CONFIG
-
-
-@dataclass
-class Measurement:
-    name: str
-    #: None: not measured here (`detail` says why)
-    ratio: float | None
-    #: e.g. ">= 20", or "report" where the issue sets no bar
-    target: str
-    detail: str
-
-    @property
-    def met(self) -> bool | None:
-        if not self.target.startswith(">=") or self.ratio is None:
-            return None
-        return self.ratio >= float(self.target.removeprefix(">="))
-
-
-def _seconds(work: Callable[[], object], repeat: int = 1) -> float:
-    """Best of `repeat` wall times: the least disturbed run on a shared machine."""
-    best = float("inf")
-    for _ in range(repeat):
-        started = time.perf_counter()
-        work()
-        best = min(best, time.perf_counter() - started)
-    return best
+from orchestrator.bench_gpu import gpu
+from orchestrator.measurement import Measurement, best_seconds
 
 
 def evaluation(questions: int = 1000, digits: int = 50) -> list[Measurement]:
@@ -90,9 +65,9 @@ def evaluation(questions: int = 1000, digits: int = 50) -> list[Measurement]:
     def decode(use_cache):
         return lambda: [greedy_decode(model, tokens[a:b, :prompt], answer, positions[a:b], use_cache) for a, b in chunks]
 
-    forced = _seconds(lambda: [teacher_forced_argmax(model, tokens[a:b], positions[a:b], prompt) for a, b in chunks], 2)
-    cached = _seconds(decode(True), 2)
-    uncached = _seconds(decode(False))
+    forced = best_seconds(lambda: [teacher_forced_argmax(model, tokens[a:b], positions[a:b], prompt) for a, b in chunks], 2)
+    cached = best_seconds(decode(True), 2)
+    uncached = best_seconds(decode(False))
     setting = f"tiny decoder, {digits}-digit addition, {questions} questions"
     return [
         Measurement("exact match: teacher-forced pass vs uncached greedy", uncached / forced, ">= 20",
@@ -152,7 +127,7 @@ def _paired_seconds(first: Callable[[], None], second: Callable[[], None], steps
     best = [float("inf"), float("inf")]
     for _ in range(rounds):
         for i, work in enumerate((first, second)):
-            best[i] = min(best[i], _seconds(lambda work=work: [work() for _ in range(steps)]))
+            best[i] = min(best[i], best_seconds(lambda work=work: [work() for _ in range(steps)]))
     return best
 
 
@@ -228,13 +203,13 @@ def flop_rate(size="2m", batch=16, length=128, steps=4) -> Measurement:
     positions = torch.arange(length).expand(batch, length)
     step = _train_step(model, lambda: model(tokens, positions), tokens)
     step()
-    seconds = _seconds(lambda: [step() for _ in range(steps)], 3)
+    seconds = best_seconds(lambda: [step() for _ in range(steps)], 3)
     non_embedding = count_parameters(model) - model.token_embedding.weight.numel()
     # Kaplan et al. 2020 / PaLM App. B: 6N per token for weights, 12 L T d for attention
     per_token = 6 * non_embedding + 12 * dims.n_layers * length * dims.d_model
     model_rate = per_token * steps * batch * length / seconds
     a, b = torch.randn(batch * length, dims.d_model), torch.randn(dims.d_model, dims.d_ff)
-    matmul_s = _seconds(lambda: [a @ b for _ in range(20)], 3)
+    matmul_s = best_seconds(lambda: [a @ b for _ in range(20)], 3)
     matmul_rate = 20 * 2 * a.shape[0] * a.shape[1] * b.shape[1] / matmul_s
     return Measurement("training FLOP rate vs torch matmul rate", model_rate / matmul_rate, "report (aim >= 0.3)",
                        f"d_model {dims.d_model}: {model_rate / 1e9:.1f} vs {matmul_rate / 1e9:.1f} GFLOP/s")
@@ -249,10 +224,10 @@ def data_rate(digits: int = 40, batch: int = 128, batches: int = 20) -> Measurem
     )
     tokenizer, task = CharTokenizer(), TASKS["addition"]()
     distribution = DISTRIBUTIONS["uniform_length"]()
-    build_s = _seconds(lambda: [training_batch(config, task, distribution, tokenizer, s) for s in range(batches)], 2)
+    build_s = best_seconds(lambda: [training_batch(config, task, distribution, tokenizer, s) for s in range(batches)], 2)
     from lengthgen import train
 
-    train_s = _seconds(lambda: train(config), 1)
+    train_s = best_seconds(lambda: train(config), 1)
     made, consumed = batches * batch / build_s, 3 * batch / train_s
     return Measurement(f"questions generated/s vs trained on/s ({digits}-digit addition{', index hints' if hints else ''})",
                        made / consumed, ">= 20", f"{made:,.0f} vs {consumed:,.0f} questions/s (tiny model)")
@@ -291,7 +266,6 @@ def report_speed(rows: int = 10_000_000, weight_seeds: int = 5, data_seeds: int 
     """`lg-study report` over a synthetic study whose `samples` table has `rows` rows."""
     from datetime import datetime, timezone
 
-    import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -330,175 +304,9 @@ def report_speed(rows: int = 10_000_000, weight_seeds: int = 5, data_seeds: int 
                 path = table_path(root, "bench", "samples", config.trial_id)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 pq.write_table(samples, path)
-        seconds = _seconds(lambda: build_report(root, "bench", root / "report"))
+        seconds = best_seconds(lambda: build_report(root, "bench", root / "report"))
     return Measurement("lg-study report on 10M samples rows (budget 5 s / measured)", 5.0 / seconds, ">= 1",
                        f"{trials} trials x {per_trial:,} samples rows: {seconds:.1f} s")
-
-
-NO_CUDA = "skipped: no CUDA device"
-GPU_SIZES = ("2m", "mini")
-
-
-def cuda_available() -> bool:
-    return torch.cuda.is_available()
-
-
-def small_trial(size: str, steps: int, log_every: int) -> TrialConfig:
-    """One small trial of a robustness study: 1-10-digit addition, reversed, RoPE decoder."""
-    return TrialConfig(
-        task=TaskConfig(name="addition", train_digits=(1, 10)), format=FormatConfig(reverse=True),
-        model=ModelConfig(size=size, pe="rope"),
-        train=TrainConfig(steps=steps, batch_size=64, warmup=10, log_every=log_every),
-        eval=EvalConfig(digits=(2,), samples=8, every=0),
-    )
-
-
-def timed_trial(config: dict, device: str, barrier: str, count: int) -> list[tuple[float, int]]:
-    """Train one trial; (wall-clock time, tokens trained on so far) at each logged step,
-    timed before the step's evaluation. Runs in a Ray worker (`packed_rate`): it starts
-    training once all `count` workers are ready (imports done, CUDA started), each
-    having left a file in the `barrier` folder, so that their start-ups do not count."""
-    from lengthgen import train
-
-    torch.set_num_threads(1)
-    warm = torch.zeros(1, device=device, requires_grad=True)  # CUDA, autograd, and AdamW's
-    warm.sum().backward()  # first step, which imports torch._dynamo: seconds, not the trial's
-    torch.optim.AdamW([warm]).step()
-    folder = Path(barrier)
-    (folder / f"{os.getpid()}-{time.time_ns()}").touch()
-    deadline = time.monotonic() + 600
-    while len(list(folder.iterdir())) < count and time.monotonic() < deadline:
-        time.sleep(0.01)
-    started: list[float] = []  # the trial's start on this clock: TrainLog.wall_s counts from it
-
-    def on_report(report) -> None:
-        if report.train is not None and not started:
-            started.append(time.time() - report.train.wall_s)
-
-    logs = train(TRIAL_CONFIG.validate_python(config), on_report=on_report, device=device).train
-    return [(started[0] + log.wall_s, log.tokens) for log in logs]
-
-
-def rate_over_common_window(trials: list[list[tuple[float, int]]]) -> tuple[float, float] | None:
-    """Tokens/s of trials run at once, summed over the time all of them were training
-    past their first logged step (each trial's tokens interpolated at the window's
-    ends); and that window's length. None when they never all ran at once."""
-    start = max(samples[0][0] for samples in trials)
-    end = min(samples[-1][0] for samples in trials)
-    if end <= start:
-        return None
-    tokens = sum(float(np.interp(end, *zip(*samples)) - np.interp(start, *zip(*samples))) for samples in trials)
-    return tokens / (end - start), end - start
-
-
-def packed_rate(config: TrialConfig, trials: int, device: str, resources: dict[str, float]) -> tuple[float, float] | None:
-    """Tokens/s of `trials` copies of one trial (weight seeds 0, 1, ...) started at once
-    as Ray tasks that each ask for `resources` (e.g. a quarter GPU): their summed rate
-    over the time they all trained (`rate_over_common_window`). Ray must be running."""
-    import ray
-
-    remote = ray.remote(**resources)(timed_trial)
-    configs = [replace(config, seeds=replace(config.seeds, weight=seed)).to_dict() for seed in range(trials)]
-    with tempfile.TemporaryDirectory() as barrier:
-        return rate_over_common_window(ray.get([remote.remote(c, device, barrier, trials) for c in configs]))
-
-
-def step_rate(config: TrialConfig, device: str, mode: str | None = None, backend: str = "inductor",
-              batches: int = 8, rounds: int = 3) -> float:
-    """Training tokens/s (non-padding) of the trial's step, forward, backward and AdamW,
-    over its first `batches` batches: eager (`mode` None), or with the forward compiled
-    by torch.compile in `mode` ("default"; "reduce-overhead" adds CUDA graphs). Two
-    passes over the batches first compile and record; then the best of `rounds`."""
-    target = torch.device(device)
-    tokenizer, task = CharTokenizer(), build_task(config.task)
-    distribution = DISTRIBUTIONS[config.data.distribution]()
-    model = build_model(config.model, len(tokenizer), 0, config.input_layout).to(target)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.train.lr)
-    forward = model.forward_batch
-    if mode is not None:
-        forward = torch.compile(forward, backend=backend, mode=mode if backend == "inductor" else None)
-    sampler, prepared, real = build_position_sampler(config.model), [], 0
-    for s in range(batches):
-        batch = training_batch(config, task, distribution, tokenizer, s)
-        tensors = batch_tensors(batch, target)
-        positions = model.sample_positions(tensors.tokens, tensors.prompt_lengths, sampler,
-                                           torch.Generator().manual_seed(s), training=True)
-        prepared.append((tensors, positions))
-        real += int((batch.tokens != tokenizer.pad_id).sum())
-
-    def one_pass() -> None:
-        for tensors, positions in prepared:
-            optimizer.zero_grad(set_to_none=True)
-            accumulate_gradients(forward, [(tensors, positions)], target, config.train.precision)
-            optimizer.step()
-        if target.type == "cuda":
-            torch.cuda.synchronize()
-
-    one_pass(), one_pass()
-    return real / _seconds(one_pass, rounds)
-
-
-def gpu(sizes: tuple[str, ...] = GPU_SIZES, trials: int = 4, steps: int = 500, device: str | None = None,
-        resources: dict[str, float] | None = None, compile_backend: str = "inductor",
-        step_batches: int = 8) -> list[Measurement]:
-    """Small trials on a GPU, each size: `trials` trials sharing the GPU through Ray's
-    fractional GPUs (gpus_per_trial 1/trials) vs one alone, and the training step with
-    torch.compile and with CUDA graphs vs eager. Only where CUDA is present, unless
-    `device` (and Ray `resources` per trial) are given, as a test does on the CPU."""
-    names = [name for size in sizes for name in (
-        f"GPU packing: {trials} trials at gpus_per_trial {1 / trials:g} vs 1 alone ({size})",
-        f"GPU training tokens/s: torch.compile vs eager ({size})",
-        f"GPU training tokens/s: CUDA graphs (compile reduce-overhead) vs eager ({size})",
-    )]
-    if device is None:
-        if not cuda_available():
-            return [Measurement(name, None, "report", NO_CUDA) for name in names]
-        device = "cuda"
-    import ray
-
-    from orchestrator.tune_runner import start_ray
-
-    resources = resources or {"num_cpus": 1, "num_gpus": 1 / trials}
-    alone_resources = {**resources, **({"num_gpus": 1} if "num_gpus" in resources else {})}
-    started_here = not ray.is_initialized()
-    start_ray(None, num_gpus=1 if "num_gpus" in resources else None)
-    rows = []
-    try:
-        for size in sizes:
-            config = small_trial(size, steps, log_every=max(1, steps // 20))
-            alone = packed_rate(config, 1, device, alone_resources)
-            packed = packed_rate(config, trials, device, resources)
-            if alone is None or packed is None:
-                packing = Measurement(names[len(rows)], None, "report", "the trials never all trained at once")
-            else:
-                packing = Measurement(names[len(rows)], packed[0] / alone[0], "report",
-                                      f"{packed[0]:,.0f} tokens/s in all from {trials} trials at once (over "
-                                      f"{packed[1]:.1f} s) vs {alone[0]:,.0f} tokens/s alone; batch 64, "
-                                      f"1-10-digit addition")
-            eager = step_rate(config, device, batches=step_batches)
-            compiled = step_rate(config, device, "default", compile_backend, step_batches)
-            skipped = _cudagraph_skips()
-            graphs = step_rate(config, device, "reduce-overhead", compile_backend, step_batches)
-            skipped = _cudagraph_skips() - skipped
-            rows += [
-                packing,
-                Measurement(names[len(rows) + 1], compiled / eager, "report",
-                            f"{compiled:,.0f} vs {eager:,.0f} tokens/s, {step_batches} batches of 64 after compiling"),
-                Measurement(names[len(rows) + 2], graphs / eager, "report",
-                            f"{graphs:,.0f} vs {eager:,.0f} tokens/s, {step_batches} batches of 64 after recording"
-                            + (f"; torch.compile skipped CUDA graphs {skipped} times" if skipped else "")),
-            ]
-    finally:
-        if started_here:
-            ray.shutdown()
-    return rows
-
-
-def _cudagraph_skips() -> int:
-    """How often torch.compile fell back from CUDA graphs so far (its counters)."""
-    from torch._dynamo.utils import counters
-
-    return int(counters["inductor"]["cudagraph_skips"])
 
 
 def machine() -> str:

@@ -7,16 +7,16 @@ import pytest
 import ray
 from typer.testing import CliRunner
 
-from orchestrator import bench
+from orchestrator import bench_gpu
 from orchestrator.cli import app
 
 
 def test_without_cuda_every_gpu_row_says_skipped(monkeypatch):
-    monkeypatch.setattr(bench, "cuda_available", lambda: False)
-    rows = bench.gpu()
-    assert len(rows) == 3 * len(bench.GPU_SIZES)
-    assert all(r.ratio is None and r.met is None and r.detail == bench.NO_CUDA for r in rows)
-    for size in bench.GPU_SIZES:
+    monkeypatch.setattr(bench_gpu, "cuda_available", lambda: False)
+    rows = bench_gpu.gpu()
+    assert len(rows) == 3 * len(bench_gpu.GPU_SIZES)
+    assert all(r.ratio is None and r.met is None and r.detail == bench_gpu.NO_CUDA for r in rows)
+    for size in bench_gpu.GPU_SIZES:
         assert sum(f"({size})" in r.name for r in rows) == 3
     outcome = CliRunner().invoke(app, ["bench", "--only", "gpu"])
     assert outcome.exit_code == 0, outcome.output
@@ -27,16 +27,16 @@ def test_the_rate_of_trials_run_at_once_is_taken_while_all_of_them_train():
     # A: 100 tokens/s over 0-10 s; B: 50 tokens/s over 5-15 s: both train from 5 to 10 s
     a = [(float(t), 100 * t) for t in range(11)]
     b = [(float(t), 50 * (t - 5)) for t in range(5, 16)]
-    rate, window = bench.rate_over_common_window([a, b])
+    rate, window = bench_gpu.rate_over_common_window([a, b])
     assert (rate, window) == pytest.approx((150.0, 5.0))
-    assert bench.rate_over_common_window([a[:5], b]) is None  # A finished before B started
+    assert bench_gpu.rate_over_common_window([a[:5], b]) is None  # A finished before B started
 
 
 def test_the_gpu_rows_measure_on_the_cpu_when_given_a_device():
     """Two tiny trials as Ray tasks of half a CPU each, and the compiled step with
     torch.compile's eager backend (no code generation): every row is measured."""
     try:
-        rows = bench.gpu(sizes=("tiny",), trials=2, steps=40, device="cpu",
+        rows = bench_gpu.gpu(sizes=("tiny",), trials=2, steps=40, device="cpu",
                          resources={"num_cpus": 0.5}, compile_backend="eager", step_batches=2)
     finally:
         ray.shutdown()
@@ -56,10 +56,10 @@ def test_step_rate_counts_the_real_tokens_of_the_trials_batches(monkeypatch):
     from lengthgen.tokenizer import CharTokenizer
     from lengthgen.training import training_batch
 
-    config = bench.small_trial("tiny", steps=10, log_every=5)
-    timed, measure = [], bench._seconds
-    monkeypatch.setattr(bench, "_seconds", lambda work, repeat=1: timed.append(measure(work, repeat)) or timed[-1])
-    rate = bench.step_rate(config, "cpu", batches=2, rounds=1)
+    config = bench_gpu.small_trial("tiny", steps=10, log_every=5)
+    timed, measure = [], bench_gpu.best_seconds
+    monkeypatch.setattr(bench_gpu, "best_seconds", lambda work, repeat=1: timed.append(measure(work, repeat)) or timed[-1])
+    rate = bench_gpu.step_rate(config, "cpu", batches=2, rounds=1)
     tokenizer = CharTokenizer()
     batches = [training_batch(config, build_task(config.task), DISTRIBUTIONS[config.data.distribution](),
                               tokenizer, s) for s in range(2)]
