@@ -7,7 +7,8 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import MaxNLocator
+
+from analysis import figures
 
 
 def accuracy_vs_length(
@@ -49,8 +50,6 @@ def accuracy_vs_length(
 # pyarrow's to_pylist gives them), draws one panel per configuration group, saves a PNG
 # and returns its path, or None when there is nothing to draw.
 
-NCOLS = 4
-PANEL = (3.7, 2.9)  # inches per panel
 SEED_STYLES = ("-", "--", ":", "-.")
 
 
@@ -58,13 +57,13 @@ def accuracy_by_group(trial_rows: list[dict], summary_rows: list[dict], path: Pa
     """Final accuracy vs test length: every trial thin, the group mean (with its
     bootstrap interval over trials) and the best-of-N trial on top; training range
     shaded."""
-    groups = _by_group(trial_rows)
+    groups = figures.by_group(trial_rows)
     if not groups:
         return None
-    summary = _by_group(summary_rows)
-    fig, axes = _panels(len(groups))
+    summary = figures.by_group(summary_rows)
+    fig, axes = figures.panels(len(groups))
     for ax, (label, rows) in zip(axes, groups.items()):
-        for trial in _unique((r["study"], r["trial_id"]) for r in rows):  # one id, two studies
+        for trial in figures.unique((r["study"], r["trial_id"]) for r in rows):  # one id, two studies
             pts = sorted((r["digits"], r["accuracy"]) for r in rows
                          if (r["study"], r["trial_id"]) == trial and r["accuracy"] is not None)
             ax.plot(*zip(*pts), color="0.6", lw=0.8, alpha=0.8, label="one trial")
@@ -72,20 +71,20 @@ def accuracy_by_group(trial_rows: list[dict], summary_rows: list[dict], path: Pa
         if stats:
             xs = [r["digits"] for r in stats]
             # no interval for a single trial: the band closes on the mean
-            low = [_or(r["mean_boot_low"], r["mean"]) for r in stats]
-            high = [_or(r["mean_boot_high"], r["mean"]) for r in stats]
+            low = [figures.value_or(r["mean_boot_low"], r["mean"]) for r in stats]
+            high = [figures.value_or(r["mean_boot_high"], r["mean"]) for r in stats]
             ax.fill_between(xs, low, high, color="tab:blue", alpha=0.15, lw=0,
                             label="mean, bootstrap interval over trials")
             ax.plot(xs, [r["mean"] for r in stats], color="tab:blue", lw=2, marker="o", ms=3,
                     label="mean")
             ax.plot(xs, [r["best_of_n"] for r in stats], color="tab:red", lw=1.5, ls="--",
                     label="best of N (one trial)")
-        _shade_training_range(ax, rows)
+        figures.shade_training_range(ax, rows)
         n = len({(r["study"], r["trial_id"]) for r in rows})
-        _style(ax, f"{label} (N = {n})", "test length (digits)", "exact match")
+        figures.style(ax, f"{label} (N = {n})", "test length (digits)", "exact match")
         ax.set_xticks(sorted({r["digits"] for r in rows}))
-    _legend(fig, axes[0])
-    return _save(fig, path)
+    figures.legend(fig, axes[0])
+    return figures.save(fig, path)
 
 
 MEASURED_LABELS = {  # lucky_tickets.sql measured_kind -> what y is
@@ -99,10 +98,10 @@ def seed_heatmaps(lucky_rows: list[dict], path: Path) -> Path | None:
     """Weight seed x data seed grid of the measured accuracy per analysed group (its
     largest complete subgrid); lucky weight seeds marked with *, trials that diverged
     (and keep the accuracy they had reached) with a dagger."""
-    groups = _by_group([r for r in lucky_rows if r["weight_seed"] is not None])
+    groups = figures.by_group([r for r in lucky_rows if r["weight_seed"] is not None])
     if not groups:
         return None
-    fig, axes = _panels(len(groups), panel=(3.9, 3.2))
+    fig, axes = figures.panels(len(groups), panel=(3.9, 3.2))
     image = None
     for ax, (label, rows) in zip(axes, groups.items()):
         rows = sorted(rows, key=lambda r: r["weight_seed"])
@@ -125,12 +124,12 @@ def seed_heatmaps(lucky_rows: list[dict], path: Path) -> Path | None:
         ax.set_ylabel("weight seed")
         w, p = rows[0]["kendall_w"], rows[0]["friedman_p"]
         agreement = "n/a" if w is None else f"{w:.2f} (Friedman p = {p:.2g})"
-        ax.set_title(f"{_wrap(label)}\nKendall's W = {agreement}", fontsize=8)
+        ax.set_title(f"{figures.wrap(label)}\nKendall's W = {agreement}", fontsize=8)
     fig.subplots_adjust(wspace=0.45, hspace=0.6)
     kinds = {r["measured_kind"] for r in lucky_rows if r["weight_seed"] is not None}
     fig.colorbar(image, ax=axes, shrink=0.8,
                  label=MEASURED_LABELS[kinds.pop()] if len(kinds) == 1 else "exact match")
-    return _save(fig, path)
+    return figures.save(fig, path)
 
 
 COMPONENT_PARTS = (("weight", "weight seed", "tab:blue"), ("data", "data seed", "tab:orange"),
@@ -152,8 +151,8 @@ def _component_bars(ax, entries: list[dict], horizontal: bool) -> None:
         xs = [x for x, _, _ in shown]
         ys = [v for _, v, _ in shown]
         # max(0, ...): a percentile a hair inside its estimate from round-off
-        err = [[max(0.0, v - _or(e[f"component_share_{part}_boot_low"], v)) for _, v, e in shown],
-               [max(0.0, _or(e[f"component_share_{part}_boot_high"], v) - v) for _, v, e in shown]]
+        err = [[max(0.0, v - figures.value_or(e[f"component_share_{part}_boot_low"], v)) for _, v, e in shown],
+               [max(0.0, figures.value_or(e[f"component_share_{part}_boot_high"], v) - v) for _, v, e in shown]]
         ss = [e[f"ss_share_{part}"] for _, _, e in shown]
         if horizontal:
             ax.barh(xs, ys, height=width, xerr=err, color=color, label=name, capsize=2,
@@ -177,7 +176,7 @@ def variance_shares(lucky_rows: list[dict], path: Path) -> Path | None:
     data seed and residual, one bar triple per analysed group; the label says the
     seeds (a x b) and the resamples behind them."""
     groups = {label: rows[0] for label, rows in
-              _by_group([r for r in lucky_rows if r["weight_seed"] is not None]).items()}
+              figures.by_group([r for r in lucky_rows if r["weight_seed"] is not None]).items()}
     if not groups:
         return None
     labels = list(groups)
@@ -186,47 +185,47 @@ def variance_shares(lucky_rows: list[dict], path: Path) -> Path | None:
     ax = fig.subplots()
     _component_bars(ax, [groups[label] for label in labels], horizontal=True)
     ax.set_yticks(range(len(labels)), [
-        f"{_wrap(label, 40)}\n{groups[label]['n_weight_seeds']} weight x "
+        f"{figures.wrap(label, 40)}\n{groups[label]['n_weight_seeds']} weight x "
         f"{groups[label]['n_data_seeds']} data seeds" for label in labels], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
     ax.grid(axis="x", alpha=0.3)
     ax.set_xlabel("share of the variance: σ² component / sum of the three "
-                  f"({_level_words(groups[labels[0]])})", fontsize=8)
+                  f"({figures.level_words(groups[labels[0]])})", fontsize=8)
     handles, names = ax.get_legend_handles_labels()
     unique = dict(zip(names, handles))
     if unique:
         ax.legend(unique.values(), unique.keys(), loc="upper center", fontsize=7,
                   frameon=False, bbox_to_anchor=(0.5, -0.3 if len(labels) < 3 else -0.14), ncol=4)
-    return _save(fig, path)
+    return figures.save(fig, path)
 
 
 def variance_shares_by_length(lucky_rows: list[dict], path: Path) -> Path | None:
     """001 F.9: the variance-component shares at each measured test length apart (and
     for their mean), with bootstrap intervals, one panel per analysed group."""
     groups = {label: rows[0] for label, rows in
-              _by_group([r for r in lucky_rows if r["weight_seed"] is not None]).items()
+              figures.by_group([r for r in lucky_rows if r["weight_seed"] is not None]).items()
               if len(rows[0]["by_length"] or []) > 1}
     if not groups:
         return None
-    fig, axes = _panels(len(groups))
+    fig, axes = figures.panels(len(groups))
     for ax, (label, row) in zip(axes, groups.items()):
         entries = list(row["by_length"]) + [row]
         _component_bars(ax, entries, horizontal=False)
         ax.set_xticks(range(len(entries)), [str(e["digits"]) for e in row["by_length"]] + ["mean"])
-        _style(ax, f"{label} ({row['n_weight_seeds']} x {row['n_data_seeds']} seeds)",
+        figures.style(ax, f"{label} ({row['n_weight_seeds']} x {row['n_data_seeds']} seeds)",
                "test length (digits)", "share of the variance")
-    _legend(fig, axes[0])
-    return _save(fig, path)
+    figures.legend(fig, axes[0])
+    return figures.save(fig, path)
 
 
 def success_probability(success_rows: list[dict], path: Path) -> Path | None:
     """Share of trials whose accuracy reaches the threshold, by test length, with its
     Wilson interval; each point is labelled k/n (successes of trials)."""
-    groups = _by_group(success_rows)
+    groups = figures.by_group(success_rows)
     if not groups:
         return None
-    fig, axes = _panels(len(groups))
+    fig, axes = figures.panels(len(groups))
     for ax, (label, rows) in zip(axes, groups.items()):
         rows = sorted(rows, key=lambda r: r["digits"])
         xs = [r["digits"] for r in rows]
@@ -234,161 +233,26 @@ def success_probability(success_rows: list[dict], path: Path) -> Path | None:
         err = [[max(0.0, y - r["p_success_wilson_low"]) for y, r in zip(ys, rows)],
                [max(0.0, r["p_success_wilson_high"] - y) for y, r in zip(ys, rows)]]
         ax.errorbar(xs, ys, yerr=err, color="tab:purple", marker="o", ms=3, lw=1.2, capsize=2,
-                    label=f"P(accuracy ≥ {rows[0]['threshold']:g}), Wilson {_level_words(rows[0])}")
+                    label=f"P(accuracy ≥ {rows[0]['threshold']:g}), Wilson {figures.level_words(rows[0])}")
         for x, y, r in zip(xs, ys, rows):
             ax.annotate(f"{r['n_success']}/{r['n_trials']}", (x, y), textcoords="offset points",
                         xytext=(3, 4), fontsize=6, color="0.25")
-        _shade_training_range(ax, rows)
+        figures.shade_training_range(ax, rows)
         n = max(r["n_trials"] for r in rows)
-        _style(ax, f"{label} (N = {n})", "test length (digits)", "share of trials that succeed")
+        figures.style(ax, f"{label} (N = {n})", "test length (digits)", "share of trials that succeed")
         ax.set_xticks(xs)
-    _legend(fig, axes[0])
-    return _save(fig, path)
-
-
-def cascade_breakdown(cascade_rows: list[dict], path: Path) -> Path | None:
-    """Accuracy by carry-cascade length, one line per test length (dashed: longer than
-    trained): the mean over trials with its trial-bootstrap 95 % interval, and each
-    trial's accuracy as a small dot."""
-    groups = _by_group(cascade_rows)
-    if not groups:
-        return None
-    colors = _length_colors(r["digits"] for r in cascade_rows)
-    fig, axes = _panels(len(groups))
-    for ax, (label, rows) in zip(axes, groups.items()):
-        lengths = sorted({r["digits"] for r in rows})
-        for i, digits in enumerate(lengths):
-            cells = sorted((r for r in rows if r["digits"] == digits), key=lambda r: r["cascade"])
-            shift = 0.06 * (i - (len(lengths) - 1) / 2)  # keeps the error bars apart
-            xs = [r["cascade"] + shift for r in cells]
-            ys = [r["accuracy"] for r in cells]
-            # no bar for a single trial; max(0, ...): quantile round-off
-            err = [[max(0.0, y - r["boot95_low"]) if r["boot95_low"] is not None else 0.0
-                    for y, r in zip(ys, cells)],
-                   [max(0.0, r["boot95_high"] - y) if r["boot95_high"] is not None else 0.0
-                    for y, r in zip(ys, cells)]]
-            ax.errorbar(xs, ys, yerr=err, color=colors[digits], marker="o", ms=3, lw=1.2,
-                        capsize=2, ls="-" if cells[0]["in_distribution"] else "--",
-                        label=f"{digits} digits")
-            for x, r in zip(xs, cells):
-                values = r["trial_accuracies"]
-                ax.plot([x] * len(values), values, ls="none", marker=".", ms=2.5,
-                        color=colors[digits], alpha=0.6)
-        _style(ax, label, "carry-cascade length", "exact match")
-        ax.set_xticks(sorted({r["cascade"] for r in rows}))
-    _legend(fig, axes[0], title="test length")
-    return _save(fig, path)
-
-
-def error_by_carry(error_rows: list[dict], path: Path) -> Path | None:
-    """Error rate of answer places with vs without a carry into them, by test length
-    (001 Fig. 9); a kind of place that a length does not have is marked n/a, no bar."""
-    rows = [r for r in error_rows if r["facet"] == "carry"]
-    groups = {k: v for k, v in _by_group(rows).items() if any(r["count"] for r in v)}
-    if not groups:
-        return None
-    fig, axes = _panels(len(groups))
-    for ax, (label, cells) in zip(axes, groups.items()):
-        lengths = sorted({r["digits"] for r in cells})
-        for offset, bucket, color in ((-0.2, "without carry", "tab:green"),
-                                      (0.2, "with carry", "tab:purple")):
-            rates = {r["digits"]: r["error_rate"] for r in cells if r["bucket"] == bucket}
-            xs = [i + offset for i, d in enumerate(lengths) if d in rates]
-            ax.bar(xs, [rates[d] for d in lengths if d in rates], width=0.4, color=color,
-                   label=bucket)
-            for i, d in enumerate(lengths):
-                if d not in rates:
-                    ax.text(i + offset, 0.02, "n/a", ha="center", va="bottom", fontsize=6,
-                            rotation=90, color="0.4")
-        ax.set_xticks(range(len(lengths)), [str(d) for d in lengths])
-        _style(ax, label, "test length (digits)", "error rate per answer digit")
-    _legend(fig, axes[0])
-    return _save(fig, path)
-
-
-def error_distribution(error_rows: list[dict], facet: str, xlabel: str, path: Path) -> Path | None:
-    """Share of the errors per bucket of ``facet`` (error_position: answer place;
-    wrong_digits: wrong places per answer), averaged over trials, one line per test
-    length; buckets between the observed ones are true zeros."""
-    rows = [r for r in error_rows if r["facet"] == facet and r["bucket_value"] is not None]
-    groups = _by_group(rows)
-    if not groups:
-        return None
-    colors = _length_colors(r["digits"] for r in rows)
-    fig, axes = _panels(len(groups))
-    for ax, (label, cells) in zip(axes, groups.items()):
-        for digits in sorted({r["digits"] for r in cells}):
-            share = {r["bucket_value"]: r["share_of_errors"] for r in cells if r["digits"] == digits}
-            xs = list(range(min(share), max(share) + 1))
-            ax.plot(xs, [share.get(x, 0.0) for x in xs], color=colors[digits], marker="o",
-                    ms=2.5, lw=1, label=f"{digits} digits")
-        _style(ax, label, xlabel, "share of errors (mean over trials)")
-    _legend(fig, axes[0], title="test length")
-    return _save(fig, path)
-
-
-def error_endings(error_rows: list[dict], path: Path) -> Path | None:
-    """How the wrong answers end (on time, premature, late), share averaged over
-    trials, one stacked bar per test length."""
-    rows = [r for r in error_rows if r["facet"] == "ending"]
-    groups = _by_group(rows)
-    if not groups:
-        return None
-    fig, axes = _panels(len(groups))
-    for ax, (label, cells) in zip(axes, groups.items()):
-        lengths = sorted({r["digits"] for r in cells})
-        bottom = [0.0] * len(lengths)
-        for bucket, color in (("on time", "tab:blue"), ("premature end", "tab:orange"),
-                              ("late end", "tab:red")):
-            share = {r["digits"]: r["share_of_errors"] for r in cells if r["bucket"] == bucket}
-            values = [share.get(d, 0.0) for d in lengths]
-            ax.bar(range(len(lengths)), values, bottom=bottom, color=color, label=bucket)
-            bottom = [b + v for b, v in zip(bottom, values)]
-        ax.set_xticks(range(len(lengths)), [str(d) for d in lengths])
-        _style(ax, label, "test length (digits)", "share of wrong answers")
-    _legend(fig, axes[0])
-    return _save(fig, path)
-
-
-def error_checkpoints(checkpoint_rows: list[dict], path: Path) -> Path | None:
-    """001 F.12: one row per checkpoint (trial and step), the share of its wrong places
-    at each answer place, at the group's longest test length with wrong answers."""
-    groups = _by_group(checkpoint_rows)
-    if not groups:
-        return None
-    fig, axes = _panels(len(groups), panel=(3.9, 3.2))
-    image = None
-    for ax, (label, rows) in zip(axes, groups.items()):
-        digits = max(r["digits"] for r in rows)
-        rows = [r for r in rows if r["digits"] == digits]
-        checkpoints = _unique((r["weight_seed"], r["data_seed"], r["study"], r["trial_id"],
-                               r["step"]) for r in rows)
-        width = max(r["place"] for r in rows) + 1
-        grid = [[0.0] * width for _ in checkpoints]
-        where = {c: i for i, c in enumerate(checkpoints)}
-        for r in rows:
-            key = (r["weight_seed"], r["data_seed"], r["study"], r["trial_id"], r["step"])
-            grid[where[key]][r["place"]] = r["share"]
-        image = ax.imshow(grid, vmin=0, vmax=1, cmap="magma", aspect="auto",
-                          interpolation="nearest")
-        ax.set_yticks(range(len(checkpoints)),
-                      [f"w{c[0]} d{c[1]} @{c[4]}" for c in checkpoints], fontsize=6)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel("answer place (0 = units)", fontsize=8)
-        ax.set_title(f"{_wrap(label)}\n{digits} digits", fontsize=8)
-    fig.subplots_adjust(wspace=0.6, hspace=0.6)
-    fig.colorbar(image, ax=axes, shrink=0.8, label="share of the checkpoint's wrong places")
-    return _save(fig, path)
+    figures.legend(fig, axes[0])
+    return figures.save(fig, path)
 
 
 def training_curves(training_rows: list[dict], path: Path) -> Path | None:
     """Accuracy per test length over training steps, one line style per trial; dotted
     verticals at each trial's grokking step."""
-    groups = _by_group(training_rows)
+    groups = figures.by_group(training_rows)
     if not groups:
         return None
-    colors = _length_colors(r["digits"] for r in training_rows)
-    fig, axes = _panels(len(groups))
+    colors = figures.length_colors(r["digits"] for r in training_rows)
+    fig, axes = figures.panels(len(groups))
     for ax, (label, rows) in zip(axes, groups.items()):
         by_trial: dict[str, list[dict]] = {}
         for row in rows:
@@ -403,7 +267,7 @@ def training_curves(training_rows: list[dict], path: Path) -> Path | None:
             if mine[0]["grok_step"] is not None:
                 ax.axvline(mine[0]["grok_step"], color="black", ls=style, lw=0.8,
                            alpha=0.6 if few else 0.2)
-        _style(ax, label, "training step", "exact match")
+        figures.style(ax, label, "training step", "exact match")
         firsts = [mine[0] for mine in by_trial.values()]
         if few:
             styles = [Line2D([], [], color="black", lw=1, ls=SEED_STYLES[i])
@@ -414,101 +278,5 @@ def training_curves(training_rows: list[dict], path: Path) -> Path | None:
         else:
             ax.text(0.98, 0.5, f"{len(firsts)} trials", transform=ax.transAxes, ha="right",
                     fontsize=7)
-    _legend(fig, axes[0], title="test length")
-    return _save(fig, path)
-
-
-def _by_group(rows: list[dict]) -> dict[str, list[dict]]:
-    groups: dict[str, list[dict]] = {}
-    for row in rows:
-        groups.setdefault(row["group_label"], []).append(row)
-    return groups
-
-
-def _unique(values) -> list:
-    return list(dict.fromkeys(values))
-
-
-def _panels(n: int, panel: tuple[float, float] = PANEL) -> tuple[Figure, list]:
-    ncols = min(NCOLS, n)
-    nrows = -(-n // ncols)
-    fig = Figure(figsize=(panel[0] * ncols, panel[1] * nrows + 0.6))
-    FigureCanvasAgg(fig)
-    grid = fig.subplots(nrows, ncols, squeeze=False)
-    axes = [ax for row in grid for ax in row]
-    for ax in axes[n:]:
-        ax.set_visible(False)
-    return fig, axes[:n]
-
-
-def _style(ax, label: str, xlabel: str, ylabel: str) -> None:
-    ax.set_title(_wrap(label), fontsize=8)
-    ax.set_xlabel(xlabel, fontsize=8)
-    ax.set_ylabel(ylabel, fontsize=8)
-    ax.tick_params(labelsize=7)
-    ax.set_ylim(-0.03, 1.03)
-    ax.grid(alpha=0.3)
-
-
-def _shade_training_range(ax, rows: list[dict]) -> None:
-    inside = [r["digits"] for r in rows if r["in_distribution"]]
-    if inside:
-        ax.axvspan(min(inside) - 0.5, max(inside) + 0.5, color="tab:green", alpha=0.1,
-                   label="training lengths")
-
-
-def _legend(fig: Figure, ax, title: str | None = None) -> None:
-    """One legend for the figure: the labels of ``ax``, then any other panel's (a panel
-    with nothing drawn, e.g. n/a shares, must not leave the legend empty)."""
-    unique: dict = {}
-    for panel in [ax, *fig.axes]:
-        handles, labels = panel.get_legend_handles_labels()
-        for handle, label in zip(handles, labels):
-            unique.setdefault(label, handle)  # the first artist of a label: a line, not a marker
-    if not unique:
-        fig.subplots_adjust(hspace=0.55, wspace=0.3)
-        return
-    legend = fig.legend(unique.values(), unique.keys(), loc="upper center",
-                        ncol=min(len(unique), 8), fontsize=8, title=title, title_fontsize=8,
-                        frameon=False, bbox_to_anchor=(0.5, 1.0))
-    for handle in legend.legend_handles:
-        if isinstance(handle, Line2D):
-            handle.set_alpha(1)  # faint lines in the panels, readable keys in the legend
-    fig.subplots_adjust(top=1 - 0.9 / fig.get_figheight(), hspace=0.55, wspace=0.3)
-
-
-def _length_colors(lengths) -> dict[int, tuple]:
-    from matplotlib import colormaps
-
-    ordered = sorted(set(lengths))
-    cmap = colormaps["viridis"]
-    return {d: cmap(0.9 * i / max(len(ordered) - 1, 1)) for i, d in enumerate(ordered)}
-
-
-def _or(value: float | None, fallback: float) -> float:
-    return fallback if value is None else value
-
-
-def _level_words(row: dict) -> str:
-    return f"{row['level']:.0%} interval"
-
-
-def _wrap(label: str, width: int = 34) -> str:
-    """Break a group label into lines of about ``width`` characters, after '/' or ' '."""
-    import re
-
-    lines, line = [], ""
-    for piece in re.findall(r"[^/ ]+[/ ]?|[/ ]", label):
-        if line and len(line) + len(piece.rstrip()) > width:
-            lines.append(line.rstrip())
-            line = ""
-        line += piece
-    lines.append(line.rstrip())
-    return "\n".join(lines)
-
-
-def _save(fig: Figure, path: Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100, bbox_inches="tight")
-    return path
+    figures.legend(fig, axes[0], title="test length")
+    return figures.save(fig, path)

@@ -16,7 +16,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from analysis import plots
+from analysis import error_plots, plots
 from analysis.query import QueryError, open_results, run_sql_file, sql_parameters
 
 SQL_FILES = (
@@ -337,7 +337,7 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
                "would hide seed-to-seed variation; each trial's own question-level "
                "uncertainty is its Wilson 95 % interval, in the table below.",
                ("cascade.sql",)),
-        lambda p: plots.cascade_breakdown(_first_groups(cascade), p),
+        lambda p: error_plots.cascade_breakdown(_first_groups(cascade), p),
         n_groups,
     ))
     out.append(_table(
@@ -378,14 +378,14 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
                "mean over trials of each trial's rate; a digit not written (the answer "
                "ended early) is wrong; n/a where a length has no digit of that kind.",
                ("errors.sql",)),
-        lambda p: plots.error_by_carry(_first_groups(errors), p),
+        lambda p: error_plots.error_by_carry(_first_groups(errors), p),
         n_groups,
     ))
     out.append(figure(
         Figure("errors_ending.png", "How wrong answers end",
                "Share of the wrong answers that end on time, end early (premature end) or "
                "run on (late end), mean over trials.", ("errors.sql",)),
-        lambda p: plots.error_endings(_first_groups(errors), p),
+        lambda p: error_plots.error_endings(_first_groups(errors), p),
         n_groups,
     ))
     out.append(figure(
@@ -393,7 +393,7 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
                "Where the wrong digits of wrong answers that end on time are: every wrong "
                "place of each answer (not only the first), as a share of the trial's wrong "
                "places, averaged over trials (001 F.10 left).", ("errors.sql",)),
-        lambda p: plots.error_distribution(
+        lambda p: error_plots.error_distribution(
             _first_groups(errors), "error_position", "answer place (0 = units)", p),
         n_groups,
     ))
@@ -403,7 +403,7 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
                "share of those answers, averaged over trials; trials whose accuracy at the "
                f"length is below {min_accuracy:g} are left out (001 F.10 right, F.11: "
                "near-zero accuracy runs excluded).", ("errors.sql",)),
-        lambda p: plots.error_distribution(
+        lambda p: error_plots.error_distribution(
             _first_groups(errors), "wrong_digits", "wrong digits per wrong answer", p),
         n_groups,
     ))
@@ -413,7 +413,7 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
                "share of its wrong digits at each answer place, at the group's longest test "
                "length with wrong answers that end on time (001 F.12).",
                ("error_checkpoints.sql",)),
-        lambda p: plots.error_checkpoints(_first_groups(checkpoints), p),
+        lambda p: error_plots.error_checkpoints(_first_groups(checkpoints), p),
         n_groups,
     ))
     out.append(_table(

@@ -197,15 +197,15 @@ def test_samples_written_before_the_per_place_columns_still_read(tmp_path: Path)
 
 
 def test_a_missing_carry_bucket_is_not_drawn_as_zero(tmp_path: Path, monkeypatch) -> None:
-    from analysis import plots
+    from analysis import error_plots, figures
 
     drawn = {}
-    monkeypatch.setattr(plots, "_save", lambda fig, path: drawn.setdefault("fig", fig) and path)
+    monkeypatch.setattr(figures, "save", lambda fig, path: drawn.setdefault("fig", fig) and path)
     rows = [{"group_id": "g", "group_label": "g", "digits": d, "facet": "carry",
              "bucket": bucket, "error_rate": rate, "count": 1, "total": 4}
             for d, bucket, rate in ((3, "with carry", 0.25), (3, "without carry", 0.5),
                                     (5, "with carry", 0.75))]
-    plots.error_by_carry(rows, tmp_path / "carry.png")
+    error_plots.error_by_carry(rows, tmp_path / "carry.png")
     (ax,) = [a for a in drawn["fig"].axes if a.get_visible()]
     heights = {(round(p.get_x() + p.get_width() / 2, 1)): p.get_height() for p in ax.patches}
     assert heights == {-0.2: 0.5, 0.2: 0.25, 1.2: 0.75}  # no bar at (5 digits, without carry)
@@ -421,16 +421,16 @@ def test_variance_shares_per_test_length_as_001_f9(tmp_path: Path) -> None:
 
 def report_figures(root: Path, study: str, monkeypatch, **params) -> tuple[str, dict]:
     """Build the report; return its HTML and the matplotlib figures by file name."""
-    from analysis import plots
+    from analysis import figures as shared
     from analysis.report import build_report
 
-    figures, save = {}, plots._save
+    figures, save = {}, shared.save
 
     def keep(fig, path):
         figures[Path(path).name] = fig
         return save(fig, path)
 
-    monkeypatch.setattr(plots, "_save", keep)
+    monkeypatch.setattr(shared, "save", keep)
     report = build_report(root, study, params={k: str(v) for k, v in params.items()})
     return report.page.read_text(), figures
 
