@@ -7,17 +7,17 @@ one of the analysis/*.sql files; this module only runs them, draws and lays out.
 
 from __future__ import annotations
 
-import base64
-import datetime as dt
 import html
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 from analysis import error_plots, plots
+from analysis import report_html as rendering
 from analysis.query import QueryError, open_results, run_sql_file, sql_parameters
+from analysis.report_html import MAX_GROUPS, Figure
 
 SQL_FILES = (
     "status_counts",
@@ -33,16 +33,6 @@ SQL_FILES = (
     "failures",
     "coverage",
 )
-MAX_GROUPS = 24  # panels per figure; the caption says when groups were left out
-MAX_TABLE_ROWS = 300
-
-
-@dataclass
-class Figure:
-    file: str  # PNG name beside the page
-    title: str
-    caption: str
-    sql: tuple[str, ...]
 
 
 @dataclass
@@ -89,7 +79,7 @@ def build_report(
     out_dir.mkdir(parents=True, exist_ok=True)
     report = Report(page=out_dir / "index.html", tables=tables)
     sections = _sections(tables, out_dir, report)
-    report.page.write_text(_page(study, results_root, tables, sections, params))
+    report.page.write_text(rendering.page(study, results_root, tables, sections, params))
     return report
 
 
@@ -105,7 +95,7 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
         left_out = ""
         if groups > MAX_GROUPS:
             left_out = f" Only the first {MAX_GROUPS} of {groups} groups are drawn."
-        return _figure_html(path, fig, left_out)
+        return rendering.figure_html(path, fig, left_out)
 
     final = tables["final_accuracy"]
     variance = tables["variance"]
@@ -125,7 +115,7 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
                "each such trial and why (coverage.sql). Failed and unfinished trials count "
                "nowhere: section 8 lists them, and section 2 the crossed cells they leave "
                "empty. Every estimate comes with its N: trials, seeds or seed pairs.</p>")
-    out.append(_table(
+    out.append(rendering.table(
         tables["coverage"],
         [("group_label", "group"), ("weight_seed", "weight seed"), ("data_seed", "data seed"),
          ("trial_id", "trial"), ("status", "status"), ("missing", "lacks"),
@@ -140,30 +130,30 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
                "Exact-match accuracy at each trial's final evaluation, by test length, one "
                "panel per configuration group (trials that differ only by their seeds), N = "
                "trials in the group. Grey: each trial; blue: the group mean with its "
-               f"{_level(variance)} percentile bootstrap interval over trials (whole trials "
-               f"resampled, {_resamples(variance)} replicates; none for one trial, too "
+               f"{rendering.level(variance)} percentile bootstrap interval over trials (whole trials "
+               f"resampled, {rendering.resamples(variance)} replicates; none for one trial, too "
                "narrow for a few); red dashed: the best-of-N trial (highest mean over all "
                "lengths); green band: training lengths.",
                ("final_accuracy.sql", "variance.sql")),
-        lambda p: plots.accuracy_by_group(_first_groups(final), _first_groups(variance), p),
+        lambda p: plots.accuracy_by_group(rendering.first_groups(final), rendering.first_groups(variance), p),
         n_groups,
     ))
-    out.append(_table(
+    out.append(rendering.table(
         variance,
         [("group_label", "group"), ("digits", "length"), ("in_distribution", "trained"),
          ("n_trials", "N trials"), ("mean", "mean"), ("mean_boot_low", "low (bootstrap)"),
          ("mean_boot_high", "high (bootstrap)"), ("sd", "sd"), ("min", "min"),
          ("median", "median"), ("max", "max"), ("best_of_n", "best of N")],
-        f"Per group and test length (variance.sql). Interval of the mean: {_level(variance)} "
+        f"Per group and test length (variance.sql). Interval of the mean: {rendering.level(variance)} "
         "percentile bootstrap over the N trials (inside [0, 1]).",
     ))
-    out.append(_table(
+    out.append(rendering.table(
         final,
         [("group_label", "group"), ("weight_seed", "weight seed"), ("data_seed", "data seed"),
          ("digits", "length"), ("n", "questions"), ("correct", "right"),
          ("accuracy", "accuracy"), ("wilson_low", "low (Wilson)"),
          ("wilson_high", "high (Wilson)")],
-        f"Per trial and test length (final_accuracy.sql): accuracy with its {_level(final)} "
+        f"Per trial and test length (final_accuracy.sql): accuracy with its {rendering.level(final)} "
         "Wilson interval, the uncertainty from the trial's own test questions.",
         collapsed=True,
     ))
@@ -181,7 +171,7 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
     if analysed:
         n_analysed = len({r["group_id"] for r in analysed})
         threshold = analysed[0]["threshold"]
-        what = _measured_words(analysed[0])
+        what = rendering.measured_words(analysed[0])
         out.append(figure(
             Figure("seed_heatmap.png", "Weight × data seed heatmap",
                    f"{what[0].upper()}{what[1:]} of every weight seed × data seed trial of "
@@ -193,11 +183,11 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
                    "1/b (b data orders), not 0, so read it with Friedman's p, the chance of "
                    "that much agreement between random rankings.",
                    ("lucky_tickets.sql",)),
-            lambda p: plots.seed_heatmaps(_first_groups(analysed), p),
+            lambda p: plots.seed_heatmaps(rendering.first_groups(analysed), p),
             n_analysed,
         ))
         first = analysed[0]
-        method = (f"{_level([first])} percentile bootstrap that resamples weight seeds and "
+        method = (f"{rendering.level([first])} percentile bootstrap that resamples weight seeds and "
                   f"data seeds at once ({first['resamples']} replicates, boot_seed "
                   f"{first['boot_seed']})")
         out.append(figure(
@@ -211,7 +201,7 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
                    "seeds, biased upward with few seeds. One bar triple per group, its "
                    "a × b seeds beside it; n/a where every trial scored the same.",
                    ("lucky_tickets.sql",)),
-            lambda p: plots.variance_shares(_first_groups(analysed), p),
+            lambda p: plots.variance_shares(rendering.first_groups(analysed), p),
             n_analysed,
         ))
         out.append(figure(
@@ -220,11 +210,11 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
                    "apart and for their mean (001 F.9 shows 30, 50, 70 and 100 digits "
                    "apart), one panel per group, its a × b seeds in the title.",
                    ("lucky_tickets.sql",)),
-            lambda p: plots.variance_shares_by_length(_first_groups(analysed), p),
+            lambda p: plots.variance_shares_by_length(rendering.first_groups(analysed), p),
             n_analysed,
         ))
-        group_rows = [_with_intervals(r) for r in {r["group_id"]: r for r in analysed}.values()]
-        out.append(_table(
+        group_rows = [rendering.with_intervals(r) for r in {r["group_id"]: r for r in analysed}.values()]
+        out.append(rendering.table(
             group_rows,
             [("group_label", "group"), ("n_weight_seeds", "weight seeds a"),
              ("n_data_seeds", "data seeds b"), ("measured_kind", "measured"),
@@ -246,8 +236,8 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
             "SS/SS_total. Friedman's χ² = b(a − 1)W with a − 1 degrees of freedom; random "
             "rankings give W ≈ 1/b.",
         ))
-        out.append(_table(
-            [_with_intervals({"group_label": r["group_label"], **entry})
+        out.append(rendering.table(
+            [rendering.with_intervals({"group_label": r["group_label"], **entry})
              for r in group_rows for entry in (r["by_length"] or [])],
             [("group_label", "group"), ("digits", "length"), ("grand_mean", "mean acc."),
              ("component_share_weight_ci", "σ² share weight [interval]"),
@@ -259,7 +249,7 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
             "the same seeds and bootstrap replicates.",
             collapsed=True,
         ))
-        out.append(_table(
+        out.append(rendering.table(
             analysed,
             [("group_label", "group"), ("weight_seed", "weight seed"), ("mean", "mean"),
              ("min", "min"), ("max", "max"), ("lucky", "lucky"), ("threshold", "threshold"),
@@ -267,7 +257,7 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
             "Per weight seed, over data orders (lucky_tickets.sql).",
         ))
     if skipped:
-        out.append(_table(
+        out.append(rendering.table(
             skipped,
             [("group_label", "group"), ("grid_weight_seeds", "weight seeds"),
              ("grid_data_seeds", "data seeds"), ("skipped_reason", "not analysed because"),
@@ -283,14 +273,14 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
     out.append(figure(
         Figure("success.png", "Success probability",
                f"Share of a group's trials whose accuracy reaches {threshold:g} at each test "
-               f"length, with its {_level(success)} Wilson interval (the unit is the trial); "
+               f"length, with its {rendering.level(success)} Wilson interval (the unit is the trial); "
                "each point is labelled successes/trials.",
                ("success.sql",)),
-        lambda p: plots.success_probability(_first_groups(success), p),
+        lambda p: plots.success_probability(rendering.first_groups(success), p),
         n_groups,
     ))
-    out.append(_table(
-        [_with_intervals(r) for r in success],
+    out.append(rendering.table(
+        [rendering.with_intervals(r) for r in success],
         [("group_label", "group"), ("digits", "length"), ("in_distribution", "trained"),
          ("n_trials", "N trials"), ("n_success", "succeed"),
          ("p_success_ci", f"P(acc. ≥ {threshold:g}) [Wilson]"),
@@ -298,7 +288,7 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
          ("expected_best_of_1", "E best of 1"), ("expected_best_of_5", "E best of 5"),
          ("expected_best_of_10", "E best of 10")],
         "Per group and test length (success.sql). Seeds for a success: the fewest seeds "
-        f"that give at least one success with probability {_level(success)[:-1]} if the "
+        f"that give at least one success with probability {rendering.level(success)[:-1]} if the "
         "success rate is the interval's lower end (blank: the trials cannot rule out 0). "
         "E best of N: the exact expected maximum accuracy of N trials drawn with "
         "replacement from the group's N trials.",
@@ -308,8 +298,8 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
     compare = tables["compare"]
     out.append("<h2 id='compare'>4. Comparing configurations</h2>")
     family = compare[0]["holm_comparisons"] if compare else 0
-    out.append(_table(
-        [_with_intervals(r) for r in compare],
+    out.append(rendering.table(
+        [rendering.with_intervals(r) for r in compare],
         [("label_a", "group a"), ("label_b", "group b"), ("differs_in", "differs in"),
          ("digits", "length"), ("design", "design"), ("n_a", "N a"), ("n_b", "N b"),
          ("accuracy_diff_ci", "acc. a − b [bootstrap]"),
@@ -318,7 +308,7 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
          ("success_p_exact", "p (exact)"), ("success_p_holm", "p Holm")],
         "Pairs of groups whose configs differ in one setting, per test length "
         f"(analysis/compare.sql). Paired on the seed pairs both share when they share at least 2 "
-        f"(N = seed pairs), else unpaired. Accuracy: {_level(compare)} percentile bootstrap "
+        f"(N = seed pairs), else unpaired. Accuracy: {rendering.level(compare)} percentile bootstrap "
         "of the mean difference and a permutation p; success: Newcombe's score interval and "
         f"an exact p (McNemar paired, Fisher unpaired). Holm's correction over all {family} "
         "comparisons of the table, accuracy and success apart.",
@@ -337,10 +327,10 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
                "would hide seed-to-seed variation; each trial's own question-level "
                "uncertainty is its Wilson 95 % interval, in the table below.",
                ("cascade.sql",)),
-        lambda p: error_plots.cascade_breakdown(_first_groups(cascade), p),
+        lambda p: error_plots.cascade_breakdown(rendering.first_groups(cascade), p),
         n_groups,
     ))
-    out.append(_table(
+    out.append(rendering.table(
         cascade,
         [("group_label", "group"), ("digits", "length"), ("cascade", "cascade"),
          ("n_trials", "trials"), ("accuracy", "mean over trials"),
@@ -350,7 +340,7 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
         "accuracies with its trial-bootstrap 95 % interval.",
         collapsed=True,
     ))
-    out.append(_table(
+    out.append(rendering.table(
         [{"group_label": r["group_label"], "digits": r["digits"], "cascade": r["cascade"], **t}
          for r in cascade for t in r["trials"]],
         [("group_label", "group"), ("digits", "length"), ("cascade", "cascade"),
@@ -378,14 +368,14 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
                "mean over trials of each trial's rate; a digit not written (the answer "
                "ended early) is wrong; n/a where a length has no digit of that kind.",
                ("errors.sql",)),
-        lambda p: error_plots.error_by_carry(_first_groups(errors), p),
+        lambda p: error_plots.error_by_carry(rendering.first_groups(errors), p),
         n_groups,
     ))
     out.append(figure(
         Figure("errors_ending.png", "How wrong answers end",
                "Share of the wrong answers that end on time, end early (premature end) or "
                "run on (late end), mean over trials.", ("errors.sql",)),
-        lambda p: error_plots.error_endings(_first_groups(errors), p),
+        lambda p: error_plots.error_endings(rendering.first_groups(errors), p),
         n_groups,
     ))
     out.append(figure(
@@ -394,7 +384,7 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
                "place of each answer (not only the first), as a share of the trial's wrong "
                "places, averaged over trials (001 F.10 left).", ("errors.sql",)),
         lambda p: error_plots.error_distribution(
-            _first_groups(errors), "error_position", "answer place (0 = units)", p),
+            rendering.first_groups(errors), "error_position", "answer place (0 = units)", p),
         n_groups,
     ))
     out.append(figure(
@@ -404,7 +394,7 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
                f"length is below {min_accuracy:g} are left out (001 F.10 right, F.11: "
                "near-zero accuracy runs excluded).", ("errors.sql",)),
         lambda p: error_plots.error_distribution(
-            _first_groups(errors), "wrong_digits", "wrong digits per wrong answer", p),
+            rendering.first_groups(errors), "wrong_digits", "wrong digits per wrong answer", p),
         n_groups,
     ))
     out.append(figure(
@@ -413,10 +403,10 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
                "share of its wrong digits at each answer place, at the group's longest test "
                "length with wrong answers that end on time (001 F.12).",
                ("error_checkpoints.sql",)),
-        lambda p: error_plots.error_checkpoints(_first_groups(checkpoints), p),
+        lambda p: error_plots.error_checkpoints(rendering.first_groups(checkpoints), p),
         n_groups,
     ))
-    out.append(_table(
+    out.append(rendering.table(
         [r for r in errors if r["facet"] == "carry"],
         [("group_label", "group"), ("digits", "length"), ("bucket", "kind"),
          ("n_trials", "trials"), ("total", "digits"), ("count", "wrong"),
@@ -424,7 +414,7 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
         "Answer digits with and without a carry into them (errors.sql, facet carry).",
         collapsed=True,
     ))
-    out.append(_table(
+    out.append(rendering.table(
         [r for r in errors if r["facet"] in ("ending", "wrong_digits")],
         [("group_label", "group"), ("digits", "length"), ("facet", "facet"),
          ("bucket", "bucket"), ("n_trials", "trials"), ("n_excluded", "left out"),
@@ -443,11 +433,11 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
                "style per trial (seeds in the corner); dotted verticals: the step at which "
                f"the trial's mean in-distribution accuracy first reached {threshold:.0%} "
                "(grokking step).", ("training.sql",)),
-        lambda p: plots.training_curves(_first_groups(training), p),
+        lambda p: plots.training_curves(rendering.first_groups(training), p),
         n_groups,
     ))
     per_trial = list({(r["study"], r["trial_id"]): r for r in training}.values())
-    out.append(_table(
+    out.append(rendering.table(
         per_trial,
         [("group_label", "group"), ("weight_seed", "weight seed"), ("data_seed", "data seed"),
          ("trial_id", "trial"), ("grok_step", f"first step with in-dist. ≥ {threshold:.0%}"),
@@ -458,7 +448,7 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
 
     # 8. trials that did not finish: a mean over the others can hide them
     out.append("<h2 id='failures'>8. Failed and diverged trials</h2>")
-    out.append(_table(
+    out.append(rendering.table(
         tables["failures"],
         [("trial_id", "trial"), ("status", "status"), ("task", "task"), ("pe", "pe"),
          ("weight_seed", "weight seed"), ("data_seed", "data seed"), ("error", "error")],
@@ -469,165 +459,3 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
 
 
 # --- HTML -------------------------------------------------------------------------------
-
-STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px;
-       padding: 0 1em; color: #222; }
-h1 { margin-bottom: 0.2em; }
-h2 { margin-top: 2em; border-bottom: 1px solid #ccc; }
-figure { margin: 1em 0; }
-figure img { max-width: 100%; border: 1px solid #eee; }
-figcaption { font-size: 0.9em; color: #444; max-width: 70em; }
-table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0 1.5em; }
-th, td { border: 1px solid #ddd; padding: 2px 6px; text-align: right; }
-th { background: #f4f4f4; }
-td.text { text-align: left; }
-caption { text-align: left; font-size: 0.9em; color: #444; padding-bottom: 4px; }
-code { background: #f4f4f4; padding: 0 3px; }
-.empty { color: #666; font-style: italic; }
-"""
-
-
-def _page(study: str, root: Path, tables: dict, sections: list[str], params: dict) -> str:
-    counts = ", ".join(f"{r['status']} {r['trials']}" for r in tables["status_counts"])
-    n_groups = len({r["group_id"] for r in tables["final_accuracy"]})
-    given = ", ".join(f"{k}={v}" for k, v in sorted(params.items())) or "none (defaults)"
-    generated = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return f"""<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>lg-study report: {html.escape(study)}</title>
-<style>{STYLE}</style>
-</head>
-<body>
-<h1>Study <code>{html.escape(study)}</code></h1>
-<p>Results: <code>{html.escape(str(Path(root).resolve() / study))}</code>; generated
-{generated}.<br>
-Trials: {html.escape(counts or "none")}; configuration groups with finished trials:
-{n_groups}. Parameters: {html.escape(given)}.</p>
-<p>Every number and plot comes from the SQL files in <code>analysis/</code>; run one
-yourself with <code>lg-study query --file analysis/variance.sql --study
-{html.escape(study)}</code>. Accuracies are exact match at each trial's final evaluation
-unless said otherwise; "trained" marks test lengths inside the training range.</p>
-<p><a href="#coverage">which trials count</a> · <a href="#variance">seed variance</a> · <a href="#lucky">lucky tickets</a> ·
-<a href="#success">success and best of N</a> · <a href="#compare">comparisons</a> ·
-<a href="#cascade">carry cascades</a> · <a href="#errors">errors</a> ·
-<a href="#training">training</a> · <a href="#failures">failed and diverged trials</a></p>
-{"".join(sections)}
-</body>
-</html>
-"""
-
-
-def _figure_html(path: Path, fig: Figure, note: str) -> str:
-    data = base64.b64encode(path.read_bytes()).decode("ascii")
-    sources = " and ".join(f"<code>analysis/{name}</code>" for name in fig.sql)
-    return (
-        f"<figure><a href='{html.escape(path.name)}'>"
-        f"<img src='data:image/png;base64,{data}' alt='{html.escape(fig.title)}'></a>"
-        f"<figcaption><b>{html.escape(fig.title)}.</b> {html.escape(fig.caption)}{note} "
-        f"Computed by {sources}.</figcaption></figure>"
-    )
-
-
-def _table(
-    rows: list[dict],
-    columns: list[tuple[str, str]],
-    caption: str,
-    collapsed: bool = False,
-) -> str:
-    if not rows:
-        return f"<p class='empty'>{html.escape(caption)} No rows.</p>"
-    shown = rows[:MAX_TABLE_ROWS]
-    more = (f" First {MAX_TABLE_ROWS} of {len(rows)} rows; the SQL file gives all."
-            if len(rows) > MAX_TABLE_ROWS else "")
-    head = "".join(f"<th>{html.escape(title)}</th>" for _, title in columns)
-    body = "".join(
-        "<tr>" + "".join(_cell(row.get(key)) for key, _ in columns) + "</tr>" for row in shown
-    )
-    table = (f"<table><caption>{html.escape(caption + more)}</caption>"
-             f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
-    if collapsed:
-        return f"<details><summary>{html.escape(caption)}</summary>{table}</details>"
-    return table
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "<td></td>"
-    if isinstance(value, bool):
-        return f"<td class='text'>{'yes' if value else 'no'}</td>"
-    if isinstance(value, float):
-        return f"<td>{value:.3f}</td>"
-    if isinstance(value, int):
-        return f"<td>{value}</td>"
-    if isinstance(value, (list, tuple)):
-        text = ", ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in value)
-        return f"<td class='text'>{html.escape(text)}</td>"
-    return f"<td class='text'>{html.escape(str(value))}</td>"
-
-
-def _level(rows: list[dict]) -> str:
-    """'95 %': the level the rows' intervals were computed at."""
-    level = rows[0]["level"] if rows else 0.95
-    return f"{100 * level:g} %"
-
-
-def _resamples(rows: list[dict]) -> str:
-    return f"{rows[0]['resamples']:,}" if rows else "1,000"
-
-
-INTERVALS = {  # estimate -> (low, high) columns, shown as "estimate [low, high]"
-    **{f"{kind}_{part}": (f"{kind}_{part}_boot_low", f"{kind}_{part}_boot_high")
-       for kind in ("component_share", "sigma2") for part in ("weight", "data", "residual")},
-    "p_success": ("p_success_wilson_low", "p_success_wilson_high"),
-    "accuracy_diff": ("accuracy_diff_boot_low", "accuracy_diff_boot_high"),
-    "success_diff": ("success_diff_newcombe_low", "success_diff_newcombe_high"),
-}
-
-
-def _with_intervals(row: dict) -> dict:
-    """The row plus `<estimate>_ci` text cells, e.g. '0.42 [0.10, 0.80]', and which
-    variance components were set to 0."""
-    out = dict(row)
-    for key, (low, high) in INTERVALS.items():
-        if key not in row:
-            continue
-        value = row[key]
-        digits = 4 if key.startswith("sigma2") else 3
-        if value is None:
-            out[f"{key}_ci"] = "n/a"
-        elif row.get(low) is None:
-            out[f"{key}_ci"] = f"{value:.{digits}f}"
-        else:
-            out[f"{key}_ci"] = f"{value:.{digits}f} [{row[low]:.{digits}f}, {row[high]:.{digits}f}]"
-    if "sigma2_weight_truncated" in row:
-        out["truncated"] = ", ".join(
-            name for name in ("weight", "data") if row.get(f"sigma2_{name}_truncated")) or "none"
-    return out
-
-
-def _measured_words(row: dict) -> str:
-    """What lucky_tickets.sql measured, e.g. 'out-of-distribution exact match (mean over
-    the test lengths 6, 8)'."""
-    lengths = ", ".join(str(d) for d in row["measured_digits"] or [])
-    kind = {"out-of-distribution": "out-of-distribution exact match",
-            "in-distribution": "in-distribution exact match",
-            "mixed": "exact match"}[row["measured_kind"]]
-    where = {"out-of-distribution": "", "in-distribution": ", inside the training range",
-             "mixed": ", inside and outside the training range"}[row["measured_kind"]]
-    return f"{kind} (mean over the test lengths {lengths}{where})"
-
-
-def _first_groups(rows: Iterable[dict], limit: int = MAX_GROUPS) -> list[dict]:
-    """The rows of the first ``limit`` groups, in the SQL's order."""
-    keep: dict[str, None] = {}
-    out = []
-    for row in rows:
-        gid = row["group_id"]
-        if gid not in keep and len(keep) >= limit:
-            continue
-        keep.setdefault(gid, None)
-        out.append(row)
-    return out
