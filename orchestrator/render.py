@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 
 import pyarrow as pa
 from rich.table import Table
@@ -17,27 +16,6 @@ def arrow_table(table: pa.Table, title: str | None = None, max_rows: int = 200) 
         out.add_row(*(_cell(v) for v in row.values()))
     if table.num_rows > max_rows:
         out.caption = f"{max_rows} of {table.num_rows} rows shown; use --format csv for all"
-    return out
-
-
-def accuracy_by_length(summary: pa.Table, title: str) -> Table:
-    """Pivot the long summary (analysis/summary.sql) into one row per trial group
-    and one column per test length; out-of-distribution lengths are marked."""
-    rows: dict[tuple, dict[int, float]] = defaultdict(dict)
-    ood: dict[int, bool] = {}
-    for r in summary.to_pylist():
-        key = (r["task"], r["pe"], r["weight_seed"], r["data_seed"])
-        rows[key][r["digits"]] = r["accuracy"]
-        ood[r["digits"]] = not r["in_distribution"]
-    lengths = sorted(ood)
-    out = Table(title=title, caption="exact-match accuracy at the final evaluation, by operand length; "
-                "* = longer than trained")
-    for name in ("task", "pe", "w seed", "d seed"):
-        out.add_column(name, no_wrap=True)
-    for n in lengths:
-        out.add_column(f"{n}{'*' if ood[n] else ''}", justify="right")
-    for key in sorted(rows):
-        out.add_row(*(str(k) for k in key), *(_cell(rows[key].get(n)) for n in lengths))
     return out
 
 
