@@ -1,46 +1,86 @@
-"""Configuration groups in Python, for MLflow tags and run names (stdlib only).
+"""Configuration groups: their ids, labels and run names (stdlib only).
 
-A configuration group is the set of trials whose resolved configs are equal except for
-the weight and the data seed. views.sql computes the same ``group_id`` in SQL (view
-``groups``); a test checks that the two agree.
+A configuration group is the set of trials whose configs are equal except for the
+weight and the data seed. Its id and label are computed here and nowhere else: the
+code that writes a trial's `trials` row (orchestrator.trial_rows) stores them as the
+columns group_id and group_label, and the MLflow tags `group` and `group_label`
+(orchestrator.tune_runner) are the same two values; views.sql selects the columns.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lengthgen.config import TrialConfig
+
+#: the seeds that trials of one group differ by (the eval seed is part of the group)
+SEEDS_APART = ("weight", "data")
+#: the settings a label starts with, e.g. ``addition/rope/tiny/uniform_length``
+BASE_LABEL = ("task.name", "model.pe", "model.size", "data.distribution")
 
 
-def group_config_json(config: dict[str, Any]) -> str:
-    """The canonical JSON of ``config`` with its seeds cut down to the eval seed.
+def group_identity_json(config: TrialConfig) -> str:
+    """The trial's identity (``TrialConfig.identity_json``: the fields that differ from
+    their defaults) less its weight and data seeds. Built from the identity, as the trial
+    id is, so that a config field added later at its default leaves every group id as
+    it leaves every trial id; a trial whose weight and data seeds are both at their
+    default (0) therefore has ``group_id == trial_id``."""
+    identity = json.loads(config.identity_json())
+    seeds = {k: v for k, v in identity.pop("seeds", {}).items() if k not in SEEDS_APART}
+    if seeds:
+        identity["seeds"] = seeds
+    return json.dumps(identity, sort_keys=True, separators=(",", ":"))
 
-    Canonical as ``TrialConfig.canonical_json``: sorted keys, no spaces. views.sql
-    makes the same text by editing config_json's ``"seeds"`` object.
-    """
-    seeds = config.get("seeds", {})
-    kept = {"eval": seeds["eval"]} if "eval" in seeds else {}
-    return json.dumps({**config, "seeds": kept}, sort_keys=True, separators=(",", ":"))
 
-
-def group_id(config: dict[str, Any]) -> str:
-    """Short stable hash of the seedless config, like the trial id of a trial."""
-    return hashlib.sha256(group_config_json(config).encode()).hexdigest()[:12]
+def group_id(config: TrialConfig) -> str:
+    """Short stable hash of `group_identity_json`, like the trial id of a trial."""
+    return hashlib.sha256(group_identity_json(config).encode()).hexdigest()[:12]
 
 
 def base_label(config: dict[str, Any]) -> str:
-    """task/pe/size/distribution, e.g. ``addition/rope/tiny/uniform_length``.
-
-    views.sql adds the settings that tell apart groups sharing these four; a single
-    trial cannot know them, so the MLflow tag carries this part only.
-    """
-    parts = (
-        config.get("task", {}).get("name"),
-        config.get("model", {}).get("pe"),
-        config.get("model", {}).get("size"),
-        config.get("data", {}).get("distribution"),
-    )
+    """task/pe/size/distribution, e.g. ``addition/rope/tiny/uniform_length``."""
+    parts = (_at(config, path) for path in BASE_LABEL)
     return "/".join(str(part) for part in parts if part is not None)
+
+
+def group_labels(configs: Iterable[TrialConfig], shown: Iterable[str] = ()) -> dict[str, str]:
+    """group_id -> label for the groups of ``configs`` (a study's trials): the base
+    label, then every setting whose value differs between groups that share that base
+    label, as ``path=value`` in path order, e.g. ``addition/fire/tiny/uniform_length
+    train.lr=0.0003``. The settings in ``shown`` (a search's searched fields) are named
+    in every label. Seeds apart from the eval seed are never named: they are what the
+    trials of one group differ by.
+    """
+    settings: dict[str, dict[str, str]] = {}
+    bases: dict[str, str] = {}
+    for config in configs:
+        gid = group_id(config)
+        if gid not in settings:
+            tree = config.to_dict()
+            settings[gid] = {
+                path: value
+                for path, value in _leaves(tree).items()
+                if path not in {f"seeds.{s}" for s in SEEDS_APART}
+            }
+            bases[gid] = base_label(tree)
+    peers: dict[str, list[str]] = defaultdict(list)
+    for gid, base in bases.items():
+        peers[base].append(gid)
+    labels = {}
+    for base, gids in peers.items():
+        paths = set().union(*(settings[g] for g in gids))
+        differing = {p for p in paths if len({settings[g].get(p) for g in gids}) > 1}
+        named = sorted((differing | set(shown)) - set(BASE_LABEL))
+        for gid in gids:
+            labels[gid] = " ".join(
+                [base, *(f"{p}={settings[gid][p]}" for p in named if p in settings[gid])]
+            )
+    return labels
 
 
 def run_name(config: dict[str, Any]) -> str:
@@ -55,3 +95,24 @@ def run_name(config: dict[str, Any]) -> str:
             f"d{seeds.get('data')}",
         ]
     )
+
+
+def _at(config: dict[str, Any], path: str) -> Any:
+    node: Any = config
+    for part in path.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def _leaves(tree: dict[str, Any], prefix: str = "") -> dict[str, str]:
+    """Dotted path -> value as a label shows it: text as is, anything else (numbers,
+    booleans, whole lists) as compact JSON."""
+    found: dict[str, str] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            found.update(_leaves(value, f"{prefix}{key}."))
+        else:
+            found[f"{prefix}{key}"] = (
+                value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+            )
+    return found

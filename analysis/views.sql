@@ -22,6 +22,8 @@
 -- each study's rows with the other's and multiply them.
 -- hive_types keeps trial_id text, which an all-digit hash would otherwise not be.
 
+-- group_id and group_label came later (issue 13): files written before them lack the
+-- columns, which then read as null here; the view `groups` has every trial's group.
 create or replace view trials as
 select * exclude (filename) replace (
     regexp_extract(filename, '([^/]+)/trials/[^/]+/[^/]+$', 1) as study
@@ -32,7 +34,12 @@ from read_parquet(
     hive_types = {'trial_id': varchar},
     union_by_name = true,
     filename = true
-);
+)
+union all by name
+select
+    null::varchar as group_id,
+    null::varchar as group_label
+where false;
 
 create or replace view train as
 select
@@ -81,24 +88,42 @@ where false;
 -- whose resolved configs are equal except for the weight and the data seed (the eval
 -- seed is fixed per study and stays in the key). One row per trial.
 --
--- group_id is the first 12 hex digits of sha256 of the config_json text with its
--- "seeds" object cut down to {"eval": E}: the same text analysis/groups.py builds in
--- Python for the MLflow tag `group`, so the two ids agree. (The JSON is edited as
--- text, not parsed and re-written, because DuckDB writes numbers differently from
--- Python, e.g. 0.00001 for 1e-05.)
+-- group_id and group_label are columns of `trials`, written with each trial's row by
+-- the one Python definition (analysis/groups.py) that also gives its MLflow tags
+-- `group` and `group_label`: group_id hashes the trial's identity less its weight and
+-- data seeds, as trial_id hashes the identity; group_label is task/pe/size/distribution
+-- followed by the settings that tell apart the study's groups sharing those four, e.g.
+-- "addition/rope/tiny/uniform_length train.lr=0.001". A group shows one label per
+-- study, that of its latest trial (the study's design when it was last run).
 --
--- group_label reads task/pe/size/distribution, followed by the settings that tell
--- apart groups sharing those four, e.g. "addition/rope/tiny/uniform_length train.lr=0.001".
+-- group_config_json, the group's config without those two seeds, lists its settings
+-- for compare.sql; it does not decide groups.
+--
+-- Legacy rows: trials written before the group columns existed lack them. They get the
+-- group the previous version computed here, the ids of their MLflow `group` tags: the
+-- first 12 hex digits of sha256 of config_json with its "seeds" object cut down to
+-- {"eval": E} (edited as text: DuckDB would write numbers differently from Python),
+-- labelled with the settings that tell apart legacy groups sharing a base label.
+-- `lg-study run` adds the columns to a study's legacy rows before it writes new ones
+-- (orchestrator/trial_rows.py, add_group_columns), so a study never mixes the two.
 
 create or replace view groups as
 with
 
-seedless as (
+-- the group columns read as null where no file has them
+trials_with_groups as (
+    select * from trials
+    union all by name
+    select
+        null::varchar as group_id,
+        null::varchar as group_label
+    where false
+),
+
+legacy_rows as (
     select
         study,
         trial_id,
-        weight_seed,
-        data_seed,
         concat_ws(
             '/',
             config_json ->> '$.task.name',
@@ -110,76 +135,100 @@ seedless as (
             config_json,
             '"seeds":\{[^{}]*\}',
             '"seeds":{' || coalesce('"eval":' || json_extract(config_json, '$.seeds.eval'), '') || '}'
-        ) as group_config_json
-    from trials
+        ) as legacy_config_json
+    from trials_with_groups
+    where group_id is null
 ),
 
-keyed as (
-    select
-        *,
-        left(sha256(group_config_json), 12) as group_id
-    from seedless
-),
-
-distinct_groups as (
+legacy_groups as (
     select distinct
-        group_id,
+        left(sha256(legacy_config_json), 12) as group_id,
         base_label,
-        group_config_json
-    from keyed
+        legacy_config_json
+    from legacy_rows
 ),
 
--- every setting of every group: leaves and whole lists, as "section.key" = value
-settings as (
+-- every setting of every legacy group: leaves and whole lists, as "section.key" = value
+legacy_settings as (
     select
-        distinct_groups.group_id,
-        distinct_groups.base_label,
+        legacy_groups.group_id,
+        legacy_groups.base_label,
         substr(setting.fullkey, 3) as setting,
         setting.value ->> '$' as value
-    from distinct_groups, json_tree(distinct_groups.group_config_json) as setting
+    from legacy_groups, json_tree(legacy_groups.legacy_config_json) as setting
     where setting.type <> 'OBJECT' and setting.fullkey not like '%[%'
 ),
 
-groups_per_label as (
+legacy_groups_per_label as (
     select
         base_label,
         count(*) as n_groups
-    from distinct_groups
+    from legacy_groups
     group by base_label
 ),
 
--- settings that differ (or are missing) between groups that share a base label
-differing as (
+-- settings that differ (or are missing) between legacy groups sharing a base label
+legacy_differing as (
     select
-        settings.base_label,
-        settings.setting
-    from settings
-    inner join groups_per_label using (base_label)
-    group by settings.base_label, settings.setting, groups_per_label.n_groups
-    having count(distinct settings.value) > 1 or count(distinct settings.group_id) < groups_per_label.n_groups
+        legacy_settings.base_label,
+        legacy_settings.setting
+    from legacy_settings
+    inner join legacy_groups_per_label using (base_label)
+    group by legacy_settings.base_label, legacy_settings.setting, legacy_groups_per_label.n_groups
+    having count(distinct legacy_settings.value) > 1
+        or count(distinct legacy_settings.group_id) < legacy_groups_per_label.n_groups
 ),
 
-suffixes as (
+legacy_suffixes as (
     select
-        settings.group_id,
-        string_agg(settings.setting || '=' || settings.value, ' ' order by settings.setting) as suffix
-    from settings
-    inner join differing using (base_label, setting)
-    group by settings.group_id
+        legacy_settings.group_id,
+        string_agg(legacy_settings.setting || '=' || legacy_settings.value, ' '
+                   order by legacy_settings.setting) as suffix
+    from legacy_settings
+    inner join legacy_differing using (base_label, setting)
+    group by legacy_settings.group_id
+),
+
+legacy as (
+    select
+        legacy_rows.study,
+        legacy_rows.trial_id,
+        legacy_groups.group_id,
+        legacy_groups.base_label || coalesce(' ' || legacy_suffixes.suffix, '') as group_label
+    from legacy_rows
+    inner join legacy_groups using (base_label, legacy_config_json)
+    left join legacy_suffixes using (group_id)
+),
+
+grouped as (
+    select
+        trials_with_groups.study,
+        trials_with_groups.trial_id,
+        coalesce(trials_with_groups.group_id, legacy.group_id) as group_id,
+        coalesce(trials_with_groups.group_label, legacy.group_label) as group_label,
+        trials_with_groups.weight_seed,
+        trials_with_groups.data_seed,
+        trials_with_groups.started_at,
+        json_merge_patch(
+            trials_with_groups.config_json, '{"seeds": {"weight": null, "data": null}}'
+        ) as group_config_json
+    from trials_with_groups
+    left join legacy using (study, trial_id)
 ),
 
 final as (
     select
-        keyed.study,
-        keyed.trial_id,
-        keyed.group_id,
-        keyed.base_label || coalesce(' ' || suffixes.suffix, '') as group_label,
-        keyed.weight_seed,
-        keyed.data_seed,
-        count(*) over (partition by keyed.group_id) as trials_in_group,
-        keyed.group_config_json
-    from keyed
-    left join suffixes using (group_id)
+        study,
+        trial_id,
+        group_id,
+        first_value(group_label) over (
+            partition by study, group_id order by started_at desc, trial_id desc
+        ) as group_label,
+        weight_seed,
+        data_seed,
+        count(*) over (partition by group_id) as trials_in_group,
+        group_config_json
+    from grouped
 )
 
 select *

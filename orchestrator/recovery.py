@@ -141,7 +141,8 @@ class TrialFailureCallback(tune.Callback):
         now = datetime.now(timezone.utc)
         if row is None:  # the worker died before writing anything
             config = TRIAL_CONFIG.validate_python(params["config"])
-            row = trials_row(self.study, config, "failed", params.get("device", "cpu"), now)
+            row = trials_row(self.study, config, "failed", params.get("device", "cpu"), now,
+                             group_label=params.get("group_label"))
         started = row["started_at"]
         row.update(status="failed", finished_at=now, error=message,
                    wall_s=(now - started).total_seconds() if started else None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import itertools
 import re
 import typing
@@ -21,6 +22,7 @@ import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from analysis import groups
 from lengthgen.config import TrialConfig
 from orchestrator.config_paths import (
     AXES,
@@ -114,6 +116,26 @@ class Study:
         """Trials the study runs: its grid, or a search's points times its repeats."""
         search = self.spec.search
         return search.points * len(search.repeat_settings()) if search else len(self.trials)
+
+    def group_label(self, config: TrialConfig) -> str:
+        """What sets the config's configuration group apart within the study
+        (analysis.groups.group_labels over the study's trials; a search names its
+        searched and repeated fields in every label, since its trials come a batch at a
+        time). A config outside the study's trials is labelled among them."""
+        labels = self._group_labels
+        gid = groups.group_id(config)
+        if gid not in labels:
+            labels = groups.group_labels([*self.trials, config], self._labelled_fields)
+        return labels[gid]
+
+    @functools.cached_property
+    def _group_labels(self) -> dict[str, str]:
+        return groups.group_labels(self.trials, self._labelled_fields)
+
+    @property
+    def _labelled_fields(self) -> tuple[str, ...]:
+        search = self.spec.search
+        return (*search.params, *search.repeat) if search else ()
 
     def config_with(self, settings: dict[str, Any]) -> TrialConfig:
         """The base config with dotted ``settings`` applied (a search point and its seeds);

@@ -140,8 +140,10 @@ def run_trial(tune_config: dict[str, Any]) -> None:
         "resumed_from_step": resume_state["step"] if resume_state else None,
     }
 
+    label = params["group_label"]  # what sets its group apart within the study (Study.group_label)
+
     def row(status: str, **more: Any) -> list[dict[str, Any]]:
-        return [{**trials_row(study, config, status, device, started_at, **more), **attempt}]
+        return [{**trials_row(study, config, status, device, started_at, group_label=label, **more), **attempt}]
 
     write_trial_table(root, study, "trials", config.trial_id, row("running"))
     if resume_state is not None:
@@ -168,7 +170,7 @@ def run_trial(tune_config: dict[str, Any]) -> None:
         error = f"non-finite loss at step {result.diverged_at}; last finite loss {result.last_finite_loss}"
     write_trial_table(root, study, "trials", config.trial_id, [{
         **trials_row(study, config, result.status, result.device, started_at,
-                     datetime.now(timezone.utc), result.n_params, error),
+                     datetime.now(timezone.utc), result.n_params, error, group_label=label),
         **attempt,
         "diverged_at": result.diverged_at,
         "last_finite_loss": result.last_finite_loss,

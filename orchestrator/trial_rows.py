@@ -1,18 +1,32 @@
 """Rows of the results tables for one trial, and its descriptive columns.
 
-`trials` carries the key settings under short names (task, pe, weight_seed, ...)
-and every other config leaf under its dotted path with "_" for ".", so that any
-axis of any study is a column to group by.
+`trials` carries the trial's configuration group (group_id, group_label: analysis.groups),
+the key settings under short names (task, pe, weight_seed, ...) and every other config
+leaf under its dotted path with "_" for ".", so that any axis of any study is a column
+to group by.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from analysis import groups
 from lengthgen import TrialConfig, TrialResult
+from orchestrator.config_paths import TRIAL_CONFIG
+from orchestrator.results_store import (
+    FILE_NAME,
+    check_path_component,
+    read_trial_row,
+    write_trial_table,
+)
 
 KEY_COLUMNS = {
     "task.name": "task",
@@ -64,12 +78,18 @@ def trials_row(
     finished_at: datetime | None = None,
     n_params: int | None = None,
     error: str | None = None,
+    group_label: str | None = None,
 ) -> dict[str, Any]:
+    """The trial's row of `trials`. ``group_label`` names what sets the trial's group
+    apart within its study (analysis.groups.group_labels over the study's trials); a
+    trial written outside a study gets its base label."""
     return {
         "study": study,
         "trial_id": config.trial_id,
         "status": status,
         "config_json": config.canonical_json(),
+        "group_id": groups.group_id(config),
+        "group_label": group_label or groups.base_label(config.to_dict()),
         **config_columns(config),
         "n_params": n_params,
         "device": device,
@@ -88,3 +108,36 @@ def result_rows(result: TrialResult) -> dict[str, list[dict[str, Any]]]:
         "eval": [{"step": step, **asdict(r)} for step, r in result.eval],
         "samples": [{"step": final_step, **asdict(s)} for s in result.samples],
     }
+
+
+def add_group_columns(root: Path, study: str, label: Callable[[TrialConfig], str]) -> dict[str, dict[str, str]]:
+    """Give the trials rows written before the group columns existed (no group_id)
+    their group_id and ``label(config)``; return trial_id -> the columns added.
+
+    Run by the driver under the study lock before it writes anything more into the
+    study, so that one study never mixes groups of the two definitions (views.sql
+    gives rows without the columns the ids of the old one). A row whose config_json
+    no longer validates, or no longer gives its trial id, keeps its old group.
+    """
+    check_path_component(study, "study")
+    added = {}
+    for path in sorted((Path(root) / study / "trials").glob(f"trial_id=*/{FILE_NAME}")):
+        try:
+            if "group_id" in pq.read_schema(path).names:
+                continue
+        except (OSError, pa.ArrowException):
+            continue  # damaged: the run does the trial again and writes a new row
+        row = read_trial_row(root, study, path.parent.name.removeprefix("trial_id="))
+        if row is None:
+            continue
+        try:  # pydantic's ValidationError is a ValueError
+            config = TRIAL_CONFIG.validate_python(json.loads(row["config_json"]))
+        except ValueError:
+            continue
+        if config.trial_id != row["trial_id"]:
+            continue
+        columns = {"group_id": groups.group_id(config), "group_label": label(config)}
+        write_trial_table(root, study, "trials", row["trial_id"], [{**row, **columns}])
+        added[row["trial_id"]] = columns
+    return added
+

@@ -46,7 +46,7 @@ from orchestrator.results_store import read_trial_statuses, remove_temp_files
 from orchestrator.study import Study
 from orchestrator.tracking import RUN_NAME_TAG, MlflowTuneCallback, StudyTracker
 from orchestrator.trainable import artifact_folder, run_trial
-from orchestrator.trial_rows import config_columns, flatten_config
+from orchestrator.trial_rows import add_group_columns, config_columns, flatten_config
 
 FINISHED = ("done", "diverged")
 
@@ -74,8 +74,8 @@ def describe_trial(params: dict[str, Any]) -> tuple[str, dict[str, str], dict[st
     tags = {
         "trial_id": params["trial_id"],
         "study": params["study"],
-        "group": groups.group_id(config),  # = group_id of the view `groups` (views.sql)
-        "group_label": groups.base_label(config),
+        "group": params["group_id"],  # = the trial's columns group_id and group_label
+        "group_label": params["group_label"],
         RUN_NAME_TAG: groups.run_name(config),  # e.g. rope-tiny-addition-w0-d3
     }
     tags.update({k: str(v) for k, v in columns.items() if k in TAGGED_COLUMNS})
@@ -260,6 +260,11 @@ def run_study(
             wipe_study(results_root, study.name)
             tracker.delete_runs()
         remove_temp_files(results_root, study.name)
+        # rows written before the group columns get them now, before new rows join them
+        regrouped = add_group_columns(results_root, study.name, study.group_label)
+        if regrouped:
+            tracker.tag_trial_runs({trial_id: {"group": columns["group_id"], "group_label": columns["group_label"]}
+                                    for trial_id, columns in regrouped.items()})
         # re-read under the lock: the statuses a previous driver left are final now
         statuses = read_trial_statuses(results_root, study.name)
         pending = [t for t in study.trials if statuses.get(t.trial_id) not in FINISHED]
@@ -293,6 +298,9 @@ def trial_params(config: TrialConfig, study: Study, results_root: Path) -> dict[
         "trial_id": config.trial_id,
         "study": study.name,
         "config": config.to_dict(),
+        # the worker writes both into `trials`, MlflowTuneCallback into the tags
+        "group_id": groups.group_id(config),
+        "group_label": study.group_label(config),
         "columns": config_columns(config),
         "results_root": str(results_root),
         "threads": max(1, int(resources.cpus_per_trial)),

@@ -29,8 +29,7 @@ from analysis.mlflow_ui import default_store_uri
 from orchestrator.cli import app
 from orchestrator.study import load_study
 from orchestrator.tracking import StudyTracker, default_tracking_uri
-from orchestrator.trial_rows import config_columns
-from orchestrator.tune_runner import describe_trial
+from orchestrator.tune_runner import describe_trial, trial_params
 
 QUICKSTART = Path(__file__).parents[1] / "studies" / "quickstart.yaml"
 LG_STUDY = Path(sys.executable).parent / "lg-study"
@@ -52,10 +51,7 @@ def store(tmp_path_factory) -> tuple[Path, str, dict[str, dict[str, str]]]:
     tracker = StudyTracker(default_tracking_uri(results), study.name)
     runs = {}
     for config in study.trials[:3]:
-        trial_id, tags, params = describe_trial({
-            "trial_id": config.trial_id, "study": study.name, "config": config.to_dict(),
-            "columns": config_columns(config),
-        })
+        trial_id, tags, params = describe_trial(trial_params(config, study, results))
         run_id = tracker.run_for_trial(trial_id, tags, params)
         tracker.log_metrics(run_id, {"loss": 0.5, "acc/digits_004": 0.25}, step=100)
         tracker.finish(run_id, "FINISHED", {"summary/ood_accuracy_mean": 0.1}, {})

@@ -1,0 +1,252 @@
+"""Configuration groups as columns of `trials` (issue 13): one Python definition
+(analysis/groups.py) gives the row's group_id and group_label and the MLflow tags
+`group` and `group_label`; views.sql selects the columns; rows written before the
+columns existed keep working, and a run adds the columns to them."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timezone
+from pathlib import Path
+
+import mlflow
+import pyarrow.parquet as pq
+import pytest
+import ray
+from typer.testing import CliRunner
+
+from analysis import groups
+from analysis.query import open_results, run_query
+from lengthgen.config import EvalConfig, SeedConfig, TaskConfig, TrainConfig, TrialConfig
+from orchestrator.cli import app
+from orchestrator.results_store import table_path, write_trial_table
+from orchestrator.study import load_study
+from orchestrator.trial_rows import add_group_columns, trials_row
+from orchestrator.tune_runner import describe_trial, trial_params
+
+STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+STUDY = """\
+name: grouped
+base:
+  task: {name: successor, train_digits: [1, 2]}
+  model: {arch: decoder, size: tiny, pe: alibi}
+  train: {steps: 10, batch_size: 8, lr: 3.0e-3, warmup: 2, log_every: 5}
+  eval: {digits: [2, 3], samples: 4}
+axes:
+  train.lr: [3.0e-3, 1.0e-3]
+  seeds.weight: [0, 1]
+resources: {cpus_per_trial: 1}
+"""
+runner = CliRunner()
+
+
+def with_seeds(config: TrialConfig, weight: int, data: int, eval_seed: int = 0) -> TrialConfig:
+    return dataclasses.replace(config, seeds=SeedConfig(weight=weight, data=data, eval=eval_seed))
+
+
+REFERENCE = TrialConfig(
+    task=TaskConfig(name="successor", train_digits=(1, 3)),
+    train=TrainConfig(steps=3000, lr=3e-3),
+    eval=EvalConfig(digits=(1, 2, 3, 4, 6, 8), samples=200),
+)
+
+
+@pytest.fixture
+def study_file(tmp_path: Path) -> Path:
+    path = tmp_path / "grouped.yaml"
+    path.write_text(STUDY)
+    return path
+
+
+# --- one definition -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("config", [TrialConfig(), REFERENCE, with_seeds(REFERENCE, 3, 7, 2)])
+def test_group_id_is_the_trial_id_with_weight_and_data_seeds_at_their_defaults(config) -> None:
+    """The group id hashes the trial identity less two seeds, so it inherits what the
+    pinned trial ids guarantee: a field added at its default changes neither."""
+    seedless = with_seeds(config, 0, 0, config.seeds.eval)
+    assert groups.group_id(config) == seedless.trial_id
+    assert groups.group_id(TrialConfig()) == "44136fa355b3"  # pinned with the trial ids
+
+
+def test_group_id_ignores_the_weight_and_data_seeds_only() -> None:
+    base = groups.group_id(REFERENCE)
+    assert groups.group_id(with_seeds(REFERENCE, 5, 9)) == base
+    assert groups.group_id(with_seeds(REFERENCE, 0, 0, eval_seed=1)) != base
+    other_pe = dataclasses.replace(REFERENCE, model=dataclasses.replace(REFERENCE.model, pe="nope"))
+    assert groups.group_id(other_pe) != base
+    assert groups.run_name(with_seeds(REFERENCE, 0, 3).to_dict()) == "rope-tiny-successor-w0-d3"
+
+
+def test_labels_name_what_tells_groups_sharing_a_base_label_apart(
+    study_file: Path, tmp_path: Path
+) -> None:
+    study = load_study(study_file)
+    labels = {config.trial_id: study.group_label(config) for config in study.trials}
+    lr = {config.trial_id: config.train.lr for config in study.trials}
+    assert {labels[t] for t in labels} == {
+        "successor/alibi/tiny/uniform_length train.lr=0.003",
+        "successor/alibi/tiny/uniform_length train.lr=0.001",
+    }
+    assert all(labels[t].endswith(f"train.lr={lr[t]}") for t in labels)
+    # a study of one group: the base label alone; a pe axis is in the base label already
+    single = tmp_path / "single.yaml"
+    single.write_text(STUDY.replace("train.lr: [3.0e-3, 1.0e-3]", "model.pe: [alibi, nope]"))
+    other = load_study(single)
+    assert {other.group_label(c) for c in other.trials} == {
+        "successor/alibi/tiny/uniform_length",
+        "successor/nope/tiny/uniform_length",
+    }
+
+
+def test_the_row_and_the_mlflow_tags_carry_the_same_group(study_file: Path, tmp_path: Path) -> None:
+    study = load_study(study_file)
+    for config in study.trials:
+        params = trial_params(config, study, tmp_path)
+        _, tags, _ = describe_trial(params)
+        row = trials_row(
+            study.name, config, "done", "cpu", STARTED, group_label=params["group_label"]
+        )
+        assert (tags["group"], tags["group_label"]) == (row["group_id"], row["group_label"])
+        assert row["group_id"] == groups.group_id(config)
+
+
+# --- views.sql ----------------------------------------------------------------------------
+
+
+def write(
+    root: Path,
+    study,
+    config: TrialConfig,
+    accuracy: float,
+    started: datetime = STARTED,
+    legacy: bool = False,
+) -> None:
+    row = trials_row(
+        study.name, config, "done", "cpu", started, group_label=study.group_label(config)
+    )
+    if legacy:  # as the previous version wrote it
+        del row["group_id"], row["group_label"]
+    write_trial_table(root, study.name, "trials", config.trial_id, [row])
+    write_trial_table(
+        root,
+        study.name,
+        "eval",
+        config.trial_id,
+        [
+            {
+                "step": 10,
+                "digits": 3,
+                "n": 4,
+                "correct": round(4 * accuracy),
+                "accuracy": accuracy,
+                "in_distribution": False,
+            }
+        ],
+    )
+
+
+def test_views_select_the_written_columns(study_file: Path, tmp_path: Path) -> None:
+    study = load_study(study_file)
+    for i, config in enumerate(study.trials):
+        write(tmp_path, study, config, accuracy=i / 4)
+    with open_results(tmp_path, study.name) as con:
+        columns = run_query(con, "select trial_id, group_id, group_label from trials").to_pylist()
+        viewed = run_query(
+            con, "select trial_id, group_id, group_label, trials_in_group from groups"
+        ).to_pylist()
+        distinct = run_query(con, "select distinct group_id from groups").num_rows
+    written = {c.trial_id: (groups.group_id(c), study.group_label(c)) for c in study.trials}
+    assert {r["trial_id"]: (r["group_id"], r["group_label"]) for r in columns} == written
+    assert {r["trial_id"]: (r["group_id"], r["group_label"]) for r in viewed} == written
+    assert {r["trials_in_group"] for r in viewed} == {2} and distinct == 2
+
+
+def test_a_group_shows_the_label_of_its_latest_trial(study_file: Path, tmp_path: Path) -> None:
+    study = load_study(study_file)
+    first, second = [c for c in study.trials if c.train.lr == 3e-3]
+    write(tmp_path, study, first, 0.5)
+    row = trials_row(
+        study.name, second, "done", "cpu", STARTED.replace(year=2026), group_label="renamed"
+    )
+    write_trial_table(tmp_path, study.name, "trials", second.trial_id, [row])
+    with open_results(tmp_path, study.name) as con:
+        labels = run_query(con, "select distinct group_label from groups").to_pylist()
+    assert labels == [{"group_label": "renamed"}]
+
+
+def test_legacy_rows_read_and_a_run_adds_their_columns(study_file: Path, tmp_path: Path) -> None:
+    """Rows without the columns (the previous version's) read with the previous
+    version's groups; add_group_columns, which `lg-study run` calls under the study
+    lock, gives them the columns a new row would have, and nothing else changes."""
+    study = load_study(study_file)
+    for config in study.trials:
+        write(tmp_path, study, config, 0.25, legacy=True)
+    with open_results(tmp_path, study.name) as con:
+        legacy = run_query(con, "select group_id, group_label from groups").to_pylist()
+        assert run_query(con, "select count(group_id) as n from trials").to_pylist() == [{"n": 0}]
+    assert len({r["group_id"] for r in legacy}) == 2
+    assert {r["group_label"] for r in legacy} == {  # DuckDB writes the numbers
+        "successor/alibi/tiny/uniform_length train.lr=0.003",
+        "successor/alibi/tiny/uniform_length train.lr=0.001",
+    }
+
+    before = {
+        c.trial_id: pq.read_table(
+            table_path(tmp_path, study.name, "trials", c.trial_id), partitioning=None
+        ).to_pylist()[0]
+        for c in study.trials
+    }
+    added = add_group_columns(tmp_path, study.name, study.group_label)
+    assert add_group_columns(tmp_path, study.name, study.group_label) == {}  # once
+    expected = {
+        c.trial_id: {"group_id": groups.group_id(c), "group_label": study.group_label(c)}
+        for c in study.trials
+    }
+    assert added == expected
+    for config in study.trials:
+        after = pq.read_table(
+            table_path(tmp_path, study.name, "trials", config.trial_id), partitioning=None
+        ).to_pylist()[0]
+        assert after == {**before[config.trial_id], **expected[config.trial_id]}
+    with open_results(tmp_path, study.name) as con:
+        viewed = run_query(con, "select trial_id, group_id, group_label from groups").to_pylist()
+    assert {
+        r["trial_id"]: {"group_id": r["group_id"], "group_label": r["group_label"]} for r in viewed
+    } == expected
+
+
+# --- a real study ---------------------------------------------------------------------------
+
+
+def test_a_real_study_writes_the_columns_its_mlflow_tags_repeat(
+    study_file: Path, tmp_path: Path
+) -> None:
+    study_file.write_text(STUDY.replace("seeds.weight: [0, 1]", "seeds.weight: [0]"))  # 2 trials
+    results = tmp_path / "results"
+    try:
+        outcome = runner.invoke(app, ["run", str(study_file), "--results", str(results)])
+    finally:
+        ray.shutdown()
+    assert outcome.exit_code == 0, outcome.output
+    study = load_study(study_file)
+    with open_results(results, study.name) as con:
+        rows = run_query(con, "select trial_id, group_id, group_label from trials").to_pylist()
+    assert {r["trial_id"]: (r["group_id"], r["group_label"]) for r in rows} == {
+        c.trial_id: (groups.group_id(c), study.group_label(c)) for c in study.trials
+    }
+    client = mlflow.MlflowClient(f"sqlite:///{results.resolve()}/mlflow.db")
+    runs = client.search_runs([client.get_experiment_by_name(study.name).experiment_id])
+    columns = {r["trial_id"]: r for r in rows}
+    assert len(runs) == len(rows) == 2
+    for run in runs:
+        row = columns[run.data.tags["trial_id"]]
+        assert (run.data.tags["group"], run.data.tags["group_label"]) == (
+            row["group_id"],
+            row["group_label"],
+        )
+    assert sorted({r["group_label"] for r in rows}) == [
+        "successor/alibi/tiny/uniform_length train.lr=0.001",
+        "successor/alibi/tiny/uniform_length train.lr=0.003",
+    ]
