@@ -13,10 +13,16 @@ import hashlib
 import json
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from lengthgen.config import TrialConfig
+
+class TrialConfig(Protocol):
+    """What a group needs of lengthgen's TrialConfig (analysis does not import lengthgen)."""
+
+    def identity_json(self) -> str: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
 
 #: the seeds that trials of one group differ by (the eval seed is part of the group)
 SEEDS_APART = ("weight", "data")
