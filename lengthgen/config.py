@@ -12,9 +12,12 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field, fields
-from typing import Literal
+from functools import lru_cache
+from typing import Literal, NamedTuple
 
-from lengthgen.distributions import DISTRIBUTIONS, TEST_QUESTIONS
+from lengthgen.distributions import DISTRIBUTIONS, TEST_QUESTIONS, Distribution
+from lengthgen.formats import check_format, input_layout, sequence_length
+from lengthgen.layout import InputLayout
 from lengthgen.model import ARCHITECTURES
 from lengthgen.model.abacus import Abacus
 from lengthgen.model.attention_bias import ATTENTION_BIASES, WINDOW_CENTRES
@@ -23,7 +26,7 @@ from lengthgen.model.pe import POSITIONAL_ENCODINGS
 from lengthgen.model.positions import COUPLED_ANSWERS, POSITION_SAMPLERS
 from lengthgen.model.sizes import SIZES
 from lengthgen.precision import PRECISIONS
-from lengthgen.tasks import TASKS, build_task
+from lengthgen.tasks import TASKS, Task, build_task
 
 TaskName = Literal[tuple(TASKS)]
 DistributionName = Literal[tuple(DISTRIBUTIONS)]
@@ -278,13 +281,10 @@ class TrialConfig:
     seeds: SeedConfig = field(default_factory=SeedConfig)
 
     def __post_init__(self) -> None:
-        from lengthgen.formats import check_format, sequence_length
-
-        task = build_task(self.task)
-        distribution = DISTRIBUTIONS[self.data.distribution]()
+        task, distribution, longest_digits, layout = derive(self)
         distribution.check(task, self)
         TEST_QUESTIONS[self.eval.questions]().check(task, self)
-        check_format(self.format, task, self.longest_digits)
+        check_format(self.format, task, longest_digits)
         architecture = ARCHITECTURES[self.model.arch]
         architecture.check(self, task)
         ATTENTION_BIASES[self.model.attention_bias].check(self, task, architecture)
@@ -292,25 +292,25 @@ class TrialConfig:
         sampler.check(self, task)
         if self.model.abacus:
             Abacus.check(self, task)
-        if POSITIONAL_ENCODINGS[self.model.pe].needs_uniform_columns and not self.input_layout.uniform_columns:
+        if POSITIONAL_ENCODINGS[self.model.pe].needs_uniform_columns and not layout.uniform_columns:
             raise ValueError(
                 f"model.pe {self.model.pe} gives each digit of the fixed operand (the multiplier) its own "
                 f"key vector (003 eq. 3.3); it needs format.fixed_length, where those digits have fixed "
                 f"columns, and a task with a fixed operand (multiplication, n_by_1), not task.name {self.task.name}"
             )
         longest = max(
-            sequence_length(task, max(self.eval.digits), self.format, width=self.longest_digits),
+            sequence_length(task, max(self.eval.digits), self.format, width=longest_digits),
             sequence_length(
                 task, distribution.longest_digits(task, self.task.train_digits), self.format,
-                training=True, width=self.longest_digits,
+                training=True, width=longest_digits,
             ),
         )
-        needed = sampler.indices_needed(longest, self.longest_digits)
+        needed = sampler.indices_needed(longest, longest_digits)
         if needed > self.model.max_positions:
             what = (
                 f"the longest sequence ({longest} tokens)" if needed == longest else
                 f"the {needed} position IDs that model.positions {self.model.positions} gives "
-                f"{self.longest_digits}-digit operands"
+                f"{longest_digits}-digit operands"
             )
             raise ValueError(
                 f"model.max_positions = {self.model.max_positions} is shorter than {what}; "
@@ -321,17 +321,12 @@ class TrialConfig:
     def longest_digits(self) -> int:
         """W, the longest question length of the trial, tested or trained (the field
         width of format.fixed_length, the shift bound of format.shift_zeros)."""
-        trained = DISTRIBUTIONS[self.data.distribution]().longest_digits(
-            build_task(self.task), self.task.train_digits
-        )
-        return max(max(self.eval.digits), trained)
+        return derive(self).longest_digits
 
     @property
-    def input_layout(self):
+    def input_layout(self) -> InputLayout:
         """Where the digits of a question sit, for the model (lengthgen.formats.input_layout)."""
-        from lengthgen.formats import input_layout
-
-        return input_layout(build_task(self.task), self.format, self.longest_digits)
+        return derive(self).input_layout
 
     def to_dict(self) -> dict:
         return json.loads(json.dumps(asdict(self)))
@@ -357,6 +352,30 @@ class TrialConfig:
     def in_distribution(self, n_digits: int) -> bool:
         low, high = self.task.train_digits
         return low <= n_digits <= high
+
+
+class Derived(NamedTuple):
+    """What a trial's config implies beyond its fields, built once per config (`derive`)."""
+
+    #: the task of task.name with its options (lengthgen.tasks)
+    task: Task
+    #: the training distribution data.distribution (lengthgen.distributions)
+    distribution: Distribution
+    #: W, the longest question length, tested or trained (TrialConfig.longest_digits)
+    longest_digits: int
+    #: where the digits of a question sit, for the model (TrialConfig.input_layout)
+    input_layout: InputLayout
+
+
+@lru_cache(maxsize=256)
+def derive(config: TrialConfig) -> Derived:
+    """The derived state of `config`, computed on its first use and then looked up (a
+    config is frozen, so it is its own cache key): the trainer reads the longest length
+    at every step and the layout at every model it builds."""
+    task = build_task(config.task)
+    distribution = DISTRIBUTIONS[config.data.distribution]()
+    longest = max(max(config.eval.digits), distribution.longest_digits(task, config.task.train_digits))
+    return Derived(task, distribution, longest, input_layout(task, config.format, longest))
 
 
 def _without_defaults(values: dict, defaults: dict) -> dict:

@@ -20,7 +20,8 @@ import numpy as np
 
 from lengthgen import digits
 from lengthgen.complexity import MAX_CASCADE_DIGITS
-from lengthgen.tasks import Operands, Task
+from lengthgen.formats import leading_zeros
+from lengthgen.tasks import TASKS, Operands, Task
 
 if TYPE_CHECKING:
     from lengthgen.config import TrialConfig
@@ -131,8 +132,6 @@ class CascadeUniform(Distribution):
                 f"{MAX_CASCADE_DIGITS} digits: lower task.train_digits"
             )
         if not task.constructible_complexity:
-            from lengthgen.tasks import TASKS
-
             able = [name for name, t in TASKS.items() if t.constructible_complexity]
             raise ValueError(
                 f"data.distribution {config.data.distribution} needs questions of a chosen "
@@ -274,8 +273,6 @@ class UniformOperands(Distribution):
                 f"data.distribution uniform_operands draws from [0, 2^B], B = round(train_digits "
                 f"high * log2(base)) = {bits} > {MAX_POOL_BITS}: lower task.train_digits"
             )
-        from lengthgen.formats import leading_zeros
-
         for n in config.eval.digits:
             try:
                 self.eval_operands(task, np.random.default_rng(0), 1, n, (low, high), leading_zeros(config.format))

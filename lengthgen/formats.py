@@ -69,14 +69,17 @@ array operations, not a loop over questions; rows that differ in written length
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from lengthgen import digits
-from lengthgen.config import FormatConfig
-from lengthgen.model.base import InputLayout
+from lengthgen.layout import InputLayout
 from lengthgen.tasks import Operands, Task
 from lengthgen.tokenizer import FILL, N_HINTS, SPACE, CharTokenizer
+
+if TYPE_CHECKING:
+    from lengthgen.config import FormatConfig
 
 RANDOM_SPACE_RATE = 0.5
 

@@ -24,8 +24,8 @@ import torch
 import torch.nn.functional as F
 
 from lengthgen.calibration import mean_attention_logits
-from lengthgen.config import TrialConfig
-from lengthgen.distributions import DISTRIBUTIONS, Distribution
+from lengthgen.config import TrialConfig, derive
+from lengthgen.distributions import Distribution
 from lengthgen.evaluation import LengthResult, SampleRecord, build_eval_sets, evaluate, summarize
 from lengthgen.formats import answer_width, encode_questions, leading_zeros
 from lengthgen.model import build_model, count_parameters
@@ -33,7 +33,7 @@ from lengthgen.model.attention_bias import ATTENTION_BIASES
 from lengthgen.model.base import Architecture, Batch, Positions, rows_of
 from lengthgen.model.positions import build_position_sampler
 from lengthgen.precision import autocast
-from lengthgen.tasks import Task, build_task
+from lengthgen.tasks import Task
 from lengthgen.tokenizer import CharTokenizer
 
 
@@ -274,8 +274,8 @@ def train(
     on_report = on_report or (lambda report: None)
     target_device = resolve_device(device)
     tokenizer = CharTokenizer()
-    task = build_task(config.task)
-    distribution = DISTRIBUTIONS[config.data.distribution]()
+    derived = derive(config)  # the task, distribution, longest length and layout, built once
+    task, distribution = derived.task, derived.distribution
     positions = build_position_sampler(config.model)
     eval_sets = build_eval_sets(config, task, tokenizer)
     phase_steps = config.train.steps
@@ -293,7 +293,7 @@ def train(
     last_finite_loss: float | None = None
     final_samples: list[SampleRecord] = []
     for phase in range(state.get("phase", 0), phases):
-        model = build_model(config.model, len(tokenizer), config.seeds.weight, config.input_layout)
+        model = build_model(config.model, len(tokenizer), config.seeds.weight, derived.input_layout)
         if phase > 0:
             model.structure.calibrate(extracted)
         model.to(target_device)

@@ -11,8 +11,8 @@ from lengthgen import TrialConfig, train
 from lengthgen.config import EvalConfig, FormatConfig, ModelConfig, TaskConfig, TrainConfig
 from lengthgen.evaluation import build_eval_sets, eval_generator
 from lengthgen.formats import input_layout
+from lengthgen.layout import InputLayout
 from lengthgen.model import build_model
-from lengthgen.model.base import InputLayout
 from lengthgen.model.encoder import EncoderLM
 from lengthgen.model.pe import POSITIONAL_ENCODINGS
 from lengthgen.model.pe.relative_keys import UniformRelativeKeys

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from lengthgen.model.base import Architecture, InputLayout, initialize
+from lengthgen.layout import InputLayout
+from lengthgen.model.base import Architecture, initialize
 from lengthgen.model.decoder import DecoderLM
 from lengthgen.model.encoder import EncoderLM
 from lengthgen.model.encoder_decoder import EncoderDecoder

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from lengthgen.formats import pairs_places
 from lengthgen.model.places import is_digit
 
 if TYPE_CHECKING:
@@ -44,8 +45,6 @@ class Abacus(nn.Module):
     @staticmethod
     def check(config: TrialConfig, task: Task) -> None:
         """Refuse a trial whose digits have no place to read (ValueError naming the field)."""
-        from lengthgen.formats import pairs_places
-
         fmt = config.format
         if pairs_places(task, fmt):
             raise ValueError(

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from lengthgen.layout import InputLayout
 from lengthgen.model.abacus import Abacus
 from lengthgen.model.attention_bias import ATTENTION_BIASES
 from lengthgen.model.base import (
     Architecture,
     Batch,
-    InputLayout,
     Positions,
     rotation_of,
     shared_rows,

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from lengthgen.layout import InputLayout
 from lengthgen.model.abacus import Abacus
 from lengthgen.model.attention import (
     CrossAttention,
@@ -36,7 +37,6 @@ from lengthgen.model.attention_bias import ATTENTION_BIASES, Geometry
 from lengthgen.model.base import (
     Architecture,
     Batch,
-    InputLayout,
     Positions,
     combine,
     rotation_of,

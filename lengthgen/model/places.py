@@ -46,7 +46,7 @@ import torch
 from lengthgen.tokenizer import N_HINTS, SPACE, CharTokenizer
 
 if TYPE_CHECKING:
-    from lengthgen.model.base import InputLayout
+    from lengthgen.layout import InputLayout
 
 #: the one vocabulary of every trial (lengthgen.tokenizer)
 TOKENS = CharTokenizer()

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 import torch
 
+from lengthgen.formats import pairs_places
+
 if TYPE_CHECKING:
     from lengthgen.config import ModelConfig, TrialConfig
     from lengthgen.tasks import Task
@@ -190,8 +192,6 @@ class CoupledPositions(PositionSampler):
 
     @classmethod
     def check(cls, config, task):
-        from lengthgen.formats import pairs_places
-
         fmt = config.format
         if fmt.fixed_length:
             raise ValueError(

@@ -10,7 +10,8 @@ from torch import nn
 
 if TYPE_CHECKING:
     from lengthgen.config import ModelConfig, TrialConfig
-    from lengthgen.model.base import Architecture, InputLayout
+    from lengthgen.layout import InputLayout
+    from lengthgen.model.base import Architecture
     from lengthgen.tasks import Task
 
 #: the kind of attention at each site: it picks ABC's dropoff factor kappa (002 §5)

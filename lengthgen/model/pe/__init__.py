@@ -29,7 +29,7 @@ from lengthgen.model.sizes import Dimensions
 
 if TYPE_CHECKING:
     from lengthgen.config import ModelConfig
-    from lengthgen.model.base import InputLayout
+    from lengthgen.layout import InputLayout
 
 
 @dataclass

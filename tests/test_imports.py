@@ -1,0 +1,168 @@
+"""lengthgen's modules form a graph without cycles: every module imports alone, no
+two modules import each other (not even from inside a function, which is how
+cycles used to be hidden), and the data side (digits, tasks, formats,
+distributions) loads neither torch nor the trainer."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import lengthgen
+
+PACKAGE = Path(lengthgen.__file__).parent
+
+#: modules that must not load torch: the questions and their token rows
+TORCH_FREE = (
+    "lengthgen.digits",
+    "lengthgen.complexity",
+    "lengthgen.tokenizer",
+    "lengthgen.layout",
+    "lengthgen.tasks",
+    "lengthgen.formats",
+    "lengthgen.distributions",
+)
+
+
+def module_names() -> dict[str, Path]:
+    """{dotted name: file} of every module of the package (a package by its __init__)."""
+    names = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return names
+
+
+def _is_type_checking(node: ast.stmt) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    )
+
+
+def imported_names(tree: ast.Module) -> set[str]:
+    """Every lengthgen module named by an import that runs: at module level or inside
+    a function, not under `if TYPE_CHECKING:` (annotations only)."""
+    names: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.stmt) and _is_type_checking(child):
+                continue
+            if isinstance(child, ast.Import):
+                names.update(alias.name for alias in child.names)
+            elif isinstance(child, ast.ImportFrom) and child.module and not child.level:
+                # `from a import b` names a.b when b is a module, else a
+                names.update(f"{child.module}.{alias.name}" for alias in child.names)
+                names.add(child.module)
+            visit(child)
+
+    visit(tree)
+    return {name for name in names if name.split(".")[0] == "lengthgen"}
+
+
+def import_graph() -> dict[str, set[str]]:
+    """{module: the lengthgen modules importing it runs}. Importing a.b.c also runs the
+    packages a and a.b, except those the importer already sits in (they are being
+    imported when it runs)."""
+    modules = module_names()
+    graph = {}
+    for name, path in modules.items():
+        own_packages = {name.rsplit(".", i)[0] for i in range(name.count(".") + 1)}
+        targets = set()
+        for imported in imported_names(ast.parse(path.read_text())):
+            parts = imported.split(".")
+            runs = {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+            targets |= {m for m in runs if m in modules and m not in own_packages}
+        graph[name] = targets
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of `graph` as [a, b, ..., a], or None."""
+    state: dict[str, str] = {}
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = "open"
+        path.append(node)
+        for target in sorted(graph[node]):
+            if state.get(target) == "open":
+                return path[path.index(target) :] + [target]
+            if target not in state and (cycle := visit(target)):
+                return cycle
+        state[node] = "done"
+        path.pop()
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def run_python(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_the_graph_reader_sees_cycles():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
+    hidden = ast.parse("def f():\n    from lengthgen.formats import x\n")
+    typing_only = ast.parse("if TYPE_CHECKING:\n    from lengthgen.config import TrialConfig\n")
+    assert imported_names(hidden) == {"lengthgen.formats", "lengthgen.formats.x"}
+    assert imported_names(typing_only) == set()
+
+
+def test_no_two_modules_import_each_other():
+    graph = import_graph()
+    assert "lengthgen.digits" in graph and "lengthgen.model.decoder" in graph
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_every_module_imports_alone():
+    """Each module imported first, into an interpreter holding no lengthgen module
+    (torch, once loaded, stays: it is not part of any cycle of ours)."""
+    code = f"""
+import importlib, sys, traceback
+failed = []
+for name in {sorted(module_names())!r}:
+    for loaded in [m for m in sys.modules if m == "lengthgen" or m.startswith("lengthgen.")]:
+        del sys.modules[loaded]
+    try:
+        importlib.import_module(name)
+    except Exception:
+        failed.append(name + ": " + traceback.format_exc(limit=-3))
+print("\\n".join(failed))
+sys.exit(1 if failed else 0)
+"""
+    result = run_python(code)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_data_side_loads_neither_torch_nor_the_trainer():
+    code = f"""
+import importlib, sys
+for name in {TORCH_FREE!r}:
+    importlib.import_module(name)
+    loaded = [m for m in ("torch", "lengthgen.training", "lengthgen.model") if m in sys.modules]
+    assert not loaded, f"importing {{name}} loaded {{loaded}}"
+"""
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+
+
+def test_the_package_still_exports_the_trainer():
+    result = run_python(
+        "import sys, lengthgen\n"
+        "assert 'lengthgen.training' not in sys.modules\n"
+        "from lengthgen import Report, TrialConfig, TrialResult, train\n"
+        "assert train.__module__ == 'lengthgen.training' and TrialConfig.__module__ == 'lengthgen.config'\n"
+    )
+    assert result.returncode == 0, result.stderr
