@@ -51,9 +51,11 @@ def build_report(
     study: str,
     out_dir: Path | None = None,
     params: dict[str, str] | None = None,
+    seeds: tuple[str, list[dict[str, Any]]] | None = None,
 ) -> Report:
     """Run the analysis files over ``study`` and write ``index.html`` plus PNGs to
-    ``out_dir`` (default ``<results_root>/<study>/report``).
+    ``out_dir`` (default ``<results_root>/<study>/report``). ``seeds``: a `seeds.until`
+    study's target in words and where each group stands (orchestrator.seed_target).
 
     ``params`` go to the files that take them (e.g. ``threshold`` to lucky_tickets.sql);
     a parameter no file takes is refused. Raises LookupError for an unknown study and
@@ -79,11 +81,24 @@ def build_report(
     out_dir.mkdir(parents=True, exist_ok=True)
     report = Report(page=out_dir / "index.html", tables=tables)
     sections = _sections(tables, out_dir, report)
+    if seeds is not None:
+        sections.insert(0, _seeds_section(*seeds))
     report.page.write_text(rendering.page(study, results_root, tables, sections, params))
     return report
 
 
 # --- the sections ---------------------------------------------------------------------
+
+
+def _seeds_section(target: str, rows: list[dict[str, Any]]) -> str:
+    """Where each group of a `seeds.until` study stopped, and why."""
+    return ("<h2 id='seeds'>Seeds until a precision target</h2>" + rendering.table(
+        rows, [(key, key) for key in rows[0]] if rows else [],
+        f"The study adds {target}. Per group: its weight seeds, the trials measured, the "
+        "estimate, its interval and half width, and whether it stopped because the target "
+        "held, because it reached the most seeds, or is still adding seeds "
+        "(orchestrator/seed_target.py over the SQL file named).",
+    ))
 
 
 def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> list[str]:

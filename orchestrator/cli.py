@@ -198,16 +198,21 @@ def status(
     top: Annotated[int, typer.Option("--top", help="Best points of a search to list.", min=1)] = 5,
 ):
     """Trials by status, progress, failures with their reasons, and a search's best points."""
+    import pyarrow as pa
+
     from analysis.query import open_results, run_sql_file
     from orchestrator.render import arrow_table, search_points
     from orchestrator.search_store import search_name, search_states
+    from orchestrator.seed_target import planned_trials, seed_states, state_rows
 
-    total, only, points = None, None, None
+    total, only, points, spec = None, None, None, None
     if study.endswith((".yaml", ".yml")):
         spec = _load(Path(study), profile)
         study, total = spec.name, spec.trial_count
         if spec.spec.search:
             only, points = search_name(spec), spec.spec.search.points
+        if spec.spec.seeds.until:  # its design, and the seeds added so far
+            total = len(planned_trials(spec, results))
     try:
         with _results_warnings():
             con = open_results(results, study)
@@ -225,6 +230,10 @@ def status(
         out.print(arrow_table(failures, "failed and diverged trials"))
     for state in search_states(results, study, only):
         out.print(search_points(state, top, points))
+    targeted = seed_states(results, study, spec)
+    if targeted:
+        target, states = targeted
+        out.print(arrow_table(pa.Table.from_pylist(state_rows(states)), target.words()))
 
 
 @app.command()
@@ -325,10 +334,13 @@ def report(
     """One HTML page of the study's analysis: seed variance, lucky tickets, cascades, errors, training."""
     from analysis.query import QueryError
     from analysis.report import build_report
+    from orchestrator.seed_target import seed_states, state_rows
 
     try:
         with _results_warnings():
-            built = build_report(results, study, out_dir, _params(param))
+            targeted = seed_states(results, study)
+            seeds = (targeted[0].words(), state_rows(targeted[1])) if targeted else None
+            built = build_report(results, study, out_dir, _params(param), seeds)
     except (QueryError, LookupError) as error:
         raise _bad_input(str(error)) from None
     err.print(f"{len(built.figures)} plots beside it")

@@ -46,6 +46,7 @@ from orchestrator.search_spec import (
     profiled_search,
     search_key_problem,
 )
+from orchestrator.seed_spec import SeedsSpec, is_until_key, profiled_seeds, until_key_problem
 
 DEFAULT_CONFIG = TrialConfig().to_dict()
 
@@ -81,6 +82,8 @@ class StudyFile(BaseModel):
     #: an Optuna search instead of axes (SearchSpec); null for a grid study
     search: SearchSpec | None = None
     resources: Resources = Resources()
+    #: seeds added as the study runs: `until` a precision target holds (SeedsSpec)
+    seeds: SeedsSpec = SeedsSpec()
     #: profile name -> {dotted config path: value}, applied to base with --profile
     profiles: dict[str, dict[str, Any]] = {}
 
@@ -177,6 +180,9 @@ def load_study(path: Path, profile: str | None = None) -> Study:
         base, spec = _apply_profile(path, lines, spec, profile)
 
     trials, axis_values = [], []
+    if spec.search is not None and spec.seeds.until is not None:
+        raise StudyError(path, "seeds.until", "applies to grid studies only; a search runs each "
+                         "point over the seeds of search.repeat", lines.find(("seeds", "until")))
     if spec.search is not None:
         check_search(path, lines, spec, profile, base)  # its trials are made as it runs
         _check_other_profiles(path, lines, written, profile)
@@ -195,8 +201,21 @@ def load_study(path: Path, profile: str | None = None) -> Study:
             seen.add(trial.trial_id)
             trials.append(trial)
             axis_values.append(settings)
+    _check_seed_target(path, lines, spec, trials)
     _check_other_profiles(path, lines, written, profile)
     return Study(path, spec, profile, trials, axis_values, base)
+
+
+def _check_seed_target(path: Path, lines, spec: StudyFile, trials: list[TrialConfig]) -> None:
+    """`seeds.until` reads its interval at a length every trial tests."""
+    until = spec.seeds.until
+    if until is None:
+        return
+    for trial in trials:
+        if until.digits not in trial.eval.digits:
+            tested = ", ".join(map(str, trial.eval.digits))
+            raise StudyError(path, "seeds.until.digits", f"{until.digits} is not a tested length "
+                             f"(eval.digits: {tested})", lines.find(("seeds", "until", "digits")))
 
 
 RESOURCES = "resources."
@@ -212,6 +231,8 @@ def _profile_key_problem(spec: StudyFile, key: str) -> str | None:
         return f"no such config field; resources fields: {', '.join(Resources.model_fields)}"
     if key == EXCLUDE:
         return None  # checked with the study's own rules
+    if is_until_key(key):
+        return until_key_problem(key)
     if key.startswith(SEARCH):
         return search_key_problem(spec.search, key)
     return None if fields_path_exists(key.removeprefix(AXES)) else "no such config field"
@@ -223,7 +244,10 @@ def _apply_profile(path: Path, lines, spec: StudyFile, profile: str) -> tuple[di
     resources = spec.resources.model_dump()
     axes = dict(spec.axes)
     exclude = spec.exclude
+    until = {k: v for k, v in spec.profiles[profile].items() if is_until_key(k)}
     for key, value in spec.profiles[profile].items():
+        if is_until_key(key):
+            continue  # below, all together
         if _is_resource(key):
             resources[key.removeprefix(RESOURCES)] = value
         elif key == EXCLUDE:
@@ -245,7 +269,16 @@ def _apply_profile(path: Path, lines, spec: StudyFile, profile: str) -> tuple[di
         first = error.errors()[0]
         where = ("profiles", profile, RESOURCES + ".".join(str(p) for p in first["loc"]))
         raise StudyError(path, ".".join(where), reason(first, Resources), lines.find(where)) from None
-    return base, spec.model_copy(update={"resources": resources, "axes": axes, "search": search, "exclude": exclude})
+    seeds = spec.seeds
+    if until:
+        try:
+            seeds = profiled_seeds(spec.seeds, until)
+        except pydantic.ValidationError as error:
+            first = error.errors()[0]
+            where = ("profiles", profile, next(reversed(until)))
+            raise StudyError(path, ".".join(where), reason(first, SeedsSpec), lines.find(where)) from None
+    return base, spec.model_copy(update={"resources": resources, "axes": axes, "search": search,
+                                         "exclude": exclude, "seeds": seeds})
 
 
 def _is_resource(key: str) -> bool:

@@ -231,6 +231,23 @@ def run_study(
     console: Console | None = None,
     restart: bool = False,
 ) -> RunSummary:
+    """Run a grid study: its trials (run_trials), in rounds that add seeds while it has a
+    `seeds.until` target (orchestrator.seed_target)."""
+    if study.spec.seeds.until is not None:
+        from orchestrator.seed_target import run_until_target  # it imports this module
+
+        return run_until_target(study, results_root, tracking_uri, address, console, restart)
+    return run_trials(study, results_root, tracking_uri, address, console, restart)
+
+
+def run_trials(
+    study: Study,
+    results_root: Path,
+    tracking_uri: str,
+    address: str | None = None,
+    console: Console | None = None,
+    restart: bool = False,
+) -> RunSummary:
     """Run the study's unfinished trials; see docs/reliability.md for what survives what.
 
     Trials done or diverged in `trials` are skipped; the others (never started,

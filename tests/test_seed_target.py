@@ -1,0 +1,334 @@
+"""Seeds until a precision target (issue 14): the `seeds.until` block of a study file,
+the seeds it adds, the stopping rule on the interval the report shows, and a real
+study that stops adding seeds once the target holds and, interrupted, resumes without
+training any seed twice."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timezone
+from pathlib import Path
+
+import mlflow
+import pytest
+import ray
+from typer.testing import CliRunner
+
+from analysis import groups
+from analysis.mlflow_ui import default_store_uri
+from analysis.query import open_results, run_query, run_sql_file
+from orchestrator import seed_target
+from orchestrator.cli import app
+from orchestrator.config_paths import StudyError
+from orchestrator.results_store import write_trial_table
+from orchestrator.seed_spec import SeedTarget
+from orchestrator.seed_target import ADDING, MAX_REACHED, TARGET_HELD, GroupDesign
+from orchestrator.study import load_study
+from orchestrator.trial_rows import trials_row
+from orchestrator.tune_runner import run_study
+
+STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+Z2 = 1.959963984540054**2  # z² of success.sql's 95 % level
+runner = CliRunner()
+
+# Two groups whose stopping is decided by arithmetic, not by what the models learn:
+# with threshold 0 every trial succeeds, so the Wilson interval of the success share is
+# [n / (n + z²), 1] and its half width z² / (2 (n + z²)) depends on n alone: 0.397 for
+# one trial, 0.281 for three, 0.217 for five, against a target of 0.24. nope runs one
+# weight seed with five data seeds (n = 5: the target holds at once); alibi one weight
+# seed with data seed 0 only (n = 1), so it gets two more weight seeds in one round
+# (step 2) and stops at max = 3 seeds with the target still unmet (n = 3).
+STUDY = """\
+name: until
+base:
+  task: {name: successor, train_digits: [1, 2]}
+  model: {arch: decoder, size: tiny, pe: nope}
+  train: {steps: 10, batch_size: 8, lr: 3.0e-3, warmup: 2, log_every: 5}
+  eval: {digits: [2, 3], samples: 4}
+axes:
+  model.pe: [nope, alibi]
+  seeds.data: [0, 1, 2, 3, 4]
+exclude:
+  - {model.pe: alibi, seeds.data: 1}
+  - {model.pe: alibi, seeds.data: 2}
+  - {model.pe: alibi, seeds.data: 3}
+  - {model.pe: alibi, seeds.data: 4}
+seeds:
+  until: {metric: success, threshold: 0.0, digits: 3, half_width: 0.24, max: 3, step: 2}
+resources: {cpus_per_trial: 1}
+"""
+
+
+def wilson_half_width(n: int) -> float:
+    """Half width of the 95 % Wilson interval when all n trials succeed."""
+    return Z2 / (2 * (n + Z2))
+
+
+@pytest.fixture
+def study_file(tmp_path: Path) -> Path:
+    path = tmp_path / "until.yaml"
+    path.write_text(STUDY)
+    return path
+
+
+# --- the study file -----------------------------------------------------------------------
+
+
+UNTIL = "  until: {metric: success, threshold: 0.0, digits: 3, half_width: 0.24, max: 3, step: 2}"
+
+
+@pytest.mark.parametrize(
+    ("until", "field", "words"),
+    [
+        (
+            "{metric: median, digits: 3, half_width: 0.2, max: 3}",
+            "seeds.until.metric",
+            "'median' is not one of mean_accuracy, success",
+        ),
+        (
+            "{metric: success, digits: 7, half_width: 0.2, max: 3}",
+            "seeds.until.digits",
+            "7 is not a tested length (eval.digits: 2, 3)",
+        ),
+        (
+            "{metric: success, digits: 3, half_width: 0.2, max: 3, most: 4}",
+            "seeds.until.most",
+            "unknown field; valid fields here: metric, digits, half_width, max, step, threshold",
+        ),
+        (
+            "{metric: success, digits: 3, half_width: 0, max: 3}",
+            "seeds.until.half_width",
+            "0 is not > 0",
+        ),
+    ],
+)
+def test_a_bad_target_names_the_file_the_field_and_the_choices(
+    study_file: Path, until: str, field: str, words: str
+) -> None:
+    study_file.write_text(STUDY.replace(UNTIL, f"  until: {until}"))
+    with pytest.raises(StudyError) as error:
+        load_study(study_file)
+    assert str(error.value).startswith(str(study_file))
+    assert f"{field}: {words}" in str(error.value)
+
+
+def test_threshold_belongs_to_success_and_a_search_has_no_target(study_file: Path) -> None:
+    study_file.write_text(STUDY.replace("metric: success", "metric: mean_accuracy"))
+    with pytest.raises(StudyError, match="threshold applies to metric success only"):
+        load_study(study_file)
+    study_file.write_text(
+        "name: searched\n"
+        "base: {task: {name: successor, train_digits: [1, 2]}, eval: {digits: [2, 3]}}\n"
+        "search: {points: 2, metric: acc/digits_003, params: {train.lr: {low: 0.001, high: 0.01}}}\n"
+        "seeds: {until: {metric: success, digits: 3, half_width: 0.2, max: 3}}\n"
+    )
+    with pytest.raises(StudyError, match="seeds.until: applies to grid studies only"):
+        load_study(study_file)
+
+
+def test_a_profile_changes_the_target(study_file: Path) -> None:
+    study_file.write_text(
+        STUDY + "profiles:\n  more: {seeds.until.max: 8, seeds.until.step: 1}\n"
+        "  fixed: {seeds.until: null}\n"
+    )
+    assert load_study(study_file).spec.seeds.until.max == 3
+    more = load_study(study_file, "more").spec.seeds.until
+    assert (more.max, more.step, more.metric, more.threshold) == (8, 1, "success", 0.0)
+    assert load_study(study_file, "fixed").spec.seeds.until is None
+    study_file.write_text(STUDY + "profiles:\n  bad: {seeds.until.most: 8}\n")
+    with pytest.raises(
+        StudyError, match="profiles.bad.seeds.until.most: no such field of seeds.until"
+    ):
+        load_study(study_file)
+
+
+# --- which seeds ----------------------------------------------------------------------------
+
+
+def test_added_seeds_follow_the_design_with_its_data_seeds(study_file: Path) -> None:
+    study = load_study(study_file)
+    crossed = [c for c in study.trials if c.model.pe == "nope"][:2]  # data seeds 0 and 1
+    crossed += [
+        dataclasses.replace(c, seeds=dataclasses.replace(c.seeds, weight=4)) for c in crossed
+    ]
+    design = GroupDesign(crossed)  # weight seeds 0 and 4 x data seeds 0 and 1
+    target = SeedTarget(metric="mean_accuracy", digits=3, half_width=0.1, max=6, step=3)
+    assert design.rounds(target) == [2, 5, 6]
+    assert design.order(6) == [0, 4, 5, 6, 7, 8]
+    added = design.configs(5)[len(crossed) :]
+    assert [(c.seeds.weight, c.seeds.data) for c in added] == [
+        (5, 0),
+        (5, 1),
+        (6, 0),
+        (6, 1),
+        (7, 0),
+        (7, 1),
+    ]
+    assert {groups.group_id(c) for c in design.configs(6)} == {groups.group_id(crossed[0])}
+    # a round found half done is planned whole again: the seeds with rows, rounded up
+    assert design.planned(target, {0, 4}) == 2
+    assert design.planned(target, {0, 4, 5}) == 5
+    assert design.planned(target, {0, 4, 5, 6, 7, 8}) == 6
+    assert design.next_round(target, 5) == 6 and design.next_round(target, 6) == 6
+
+
+# --- the rule, on the report's interval -------------------------------------------------------
+
+
+def write(root: Path, study, config, accuracy: float) -> None:
+    row = trials_row(
+        study.name, config, "done", "cpu", STARTED, group_label=study.group_label(config)
+    )
+    write_trial_table(root, study.name, "trials", config.trial_id, [row])
+    write_trial_table(
+        root,
+        study.name,
+        "eval",
+        config.trial_id,
+        [
+            {
+                "step": 10,
+                "digits": 3,
+                "n": 4,
+                "correct": round(4 * accuracy),
+                "accuracy": accuracy,
+                "in_distribution": False,
+            }
+        ],
+    )
+
+
+def test_states_read_the_interval_of_the_reports_sql_file(study_file: Path, tmp_path: Path) -> None:
+    """mean_accuracy: variance.sql's bootstrap interval, half width (high - low) / 2."""
+    study_file.write_text(
+        STUDY.replace("threshold: 0.0, ", "").replace("metric: success", "metric: mean_accuracy")
+    )
+    study = load_study(study_file)
+    nope = [c for c in study.trials if c.model.pe == "nope"]
+    for config in nope:  # five trials, all at 0.5: no spread at all
+        write(tmp_path, study, config, 0.5)
+    (alibi,) = [c for c in study.trials if c.model.pe == "alibi"]
+    for weight, accuracy in ((0, 0.0), (1, 1.0), (2, 0.5)):
+        write(
+            tmp_path,
+            study,
+            dataclasses.replace(alibi, seeds=dataclasses.replace(alibi.seeds, weight=weight)),
+            accuracy,
+        )
+    target, states = seed_target.seed_states(tmp_path, study.name, study)
+    by_pe = {s.group_label.split("/")[1]: s for s in states}
+    assert by_pe["nope"].state == TARGET_HELD and by_pe["nope"].half_width == 0
+    assert (by_pe["nope"].seeds, by_pe["nope"].trials, by_pe["nope"].estimate) == (1, 5, 0.5)
+    with open_results(tmp_path, study.name) as con:
+        rows = run_sql_file(con, Path(seed_target._sql("variance.sql"))).to_pylist()
+    (row,) = [r for r in rows if r["group_id"] == by_pe["alibi"].group_id and r["digits"] == 3]
+    assert by_pe["alibi"].half_width == pytest.approx(
+        (row["mean_boot_high"] - row["mean_boot_low"]) / 2
+    )
+    assert by_pe["alibi"].half_width > 0.24 and by_pe["alibi"].state == MAX_REACHED  # 3 seeds = max
+    assert seed_target.state_of(target, 2, by_pe["alibi"].half_width) == ADDING
+    assert seed_target.state_of(target, 2, None) == ADDING  # one trial: no interval yet
+
+
+# --- a real study ---------------------------------------------------------------------------
+
+
+def trials_by_group(results: Path) -> dict[str, list[dict]]:
+    with open_results(results, "until") as con:
+        rows = run_query(
+            con,
+            "select trial_id, group_label, weight_seed, data_seed, status, started_at "
+            "from trials order by weight_seed, data_seed",
+        ).to_pylist()
+    found: dict[str, list[dict]] = {}
+    for row in rows:
+        found.setdefault(row["group_label"].split("/")[1], []).append(row)
+    return found
+
+
+@pytest.mark.slow  # about 2 minutes on 2 shared cores: three Tune runs of 8 trials, a report
+def test_a_real_study_stops_adding_seeds_and_resumes_without_training_twice(
+    study_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    results = tmp_path / "results"
+    study = load_study(study_file)
+    real_round = seed_target.run_trials
+    rounds: list[list[str]] = []
+
+    def interrupted_in_round_two(round_study, *args, **kwargs):
+        """The second round trains one of its two new trials, then stops as an
+        interrupted Tune run does (the other never started: it has no row)."""
+        rounds.append([t.trial_id for t in round_study.trials])
+        if len(rounds) < 2:
+            return real_round(round_study, *args, **kwargs)
+        new = [t for t in round_study.trials if t.trial_id not in rounds[0]]
+        kept = [t for t in round_study.trials if t.trial_id in rounds[0]] + new[:1]
+        summary = real_round(dataclasses.replace(round_study, trials=kept), *args, **kwargs)
+        summary.interrupted = [t.trial_id for t in new[1:]]
+        return summary
+
+    try:
+        monkeypatch.setattr(seed_target, "run_trials", interrupted_in_round_two)
+        first = run_study(study, results, default_store_uri(results))
+        monkeypatch.undo()
+        after_first = trials_by_group(results)
+        # the nope group met its target with its design: no seed added, ever
+        assert len(rounds) == 2 and len(rounds[0]) == 6 and len(rounds[1]) == 8
+        assert [(r["weight_seed"], r["data_seed"]) for r in after_first["nope"]] == [
+            (0, d) for d in range(5)
+        ]
+        assert [(r["weight_seed"], r["status"]) for r in after_first["alibi"]] == [
+            (0, "done"),
+            (1, "done"),
+        ]
+        assert len(first.interrupted) == 1 and first.ran == 7
+
+        again = runner.invoke(app, ["run", str(study_file), "--results", str(results)])
+        assert again.exit_code == 0, again.output
+        words = " ".join(again.output.split())
+        assert "7 of 8 trials had already finished" in words and "ran 1 trials" in words
+    finally:
+        ray.shutdown()
+
+    final = trials_by_group(results)
+    assert [(r["weight_seed"], r["data_seed"]) for r in final["nope"]] == [(0, d) for d in range(5)]
+    assert [(r["weight_seed"], r["data_seed"]) for r in final["alibi"]] == [(0, 0), (1, 0), (2, 0)]
+    assert {r["status"] for rows in final.values() for r in rows} == {"done"}
+    for name, rows in after_first.items():  # trained once: each row kept its start time
+        kept = {r["trial_id"]: r["started_at"] for r in final[name]}
+        assert all(kept[r["trial_id"]] == r["started_at"] for r in rows)
+    client = mlflow.MlflowClient(default_store_uri(results))
+    runs = client.search_runs([client.get_experiment_by_name("until").experiment_id])
+    assert len(runs) == 8 and len({r.data.tags["trial_id"] for r in runs}) == 8
+    assert {r.info.status for r in runs} == {"FINISHED"}
+    ids = {r["trial_id"]: r for rows in final.values() for r in rows}
+    assert all(
+        run.data.tags["group_label"] == ids[run.data.tags["trial_id"]]["group_label"]
+        for run in runs
+    )
+
+    target, states = seed_target.seed_states(results, "until")  # what the run left
+    by_pe = {s.group_label.split("/")[1]: s for s in states}
+    assert (by_pe["nope"].state, by_pe["nope"].seeds, by_pe["nope"].trials) == (TARGET_HELD, 1, 5)
+    assert by_pe["nope"].half_width == pytest.approx(wilson_half_width(5))
+    assert (by_pe["alibi"].state, by_pe["alibi"].seeds, by_pe["alibi"].trials) == (
+        MAX_REACHED,
+        3,
+        3,
+    )
+    assert by_pe["alibi"].half_width == pytest.approx(wilson_half_width(3))
+    assert by_pe["alibi"].half_width > target.half_width
+
+    status = runner.invoke(app, ["status", str(study_file), "--results", str(results)])
+    assert status.exit_code == 0, status.output
+    assert "8 of 8 finished, 0 not started" in status.output
+    assert "target held" in status.output and "max reached" in status.output
+    assert (
+        f"{wilson_half_width(5):.3f}" in status.output
+        and f"{wilson_half_width(3):.3f}" in status.output
+    )
+    report = runner.invoke(app, ["report", "until", "--results", str(results)])
+    assert report.exit_code == 0, report.output
+    page = (results / "until" / "report" / "index.html").read_text()
+    assert "Seeds until a precision target" in page
+    assert page.count("target held") >= 1 and page.count("max reached") >= 1
