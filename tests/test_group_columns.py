@@ -21,8 +21,9 @@ from lengthgen.config import EvalConfig, SeedConfig, TaskConfig, TrainConfig, Tr
 from orchestrator.cli import app
 from orchestrator.results_store import table_path, write_trial_table
 from orchestrator.study import load_study
+from orchestrator.tracking import StudyTracker, default_tracking_uri
 from orchestrator.trial_rows import add_group_columns, trials_row
-from orchestrator.tune_runner import describe_trial, trial_params
+from orchestrator.tune_runner import describe_trial, run_study, trial_params
 
 STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 STUDY = """\
@@ -215,6 +216,42 @@ def test_legacy_rows_read_and_a_run_adds_their_columns(study_file: Path, tmp_pat
     assert {
         r["trial_id"]: {"group_id": r["group_id"], "group_label": r["group_label"]} for r in viewed
     } == expected
+
+
+def test_a_run_regroups_legacy_rows_and_retags_their_mlflow_runs(
+    study_file: Path, tmp_path: Path
+) -> None:
+    """A study whose finished trials were written before the group columns: run again,
+    it trains nothing (so starts no Ray) but gives the rows their columns and the MLflow
+    runs the same group tags, before any new row could join them."""
+    study = load_study(study_file)
+    uri = default_tracking_uri(tmp_path)
+    tracker = StudyTracker(uri, study.name)
+    for config in study.trials:
+        write(tmp_path, study, config, 0.25, legacy=True)
+        trial_id, tags, params = describe_trial(trial_params(config, study, tmp_path))
+        old = {
+            **tags,
+            "group": "0123456789ab",
+            "group_label": "successor/alibi/tiny/uniform_length",
+        }
+        tracker.finish(tracker.run_for_trial(trial_id, old, params), "FINISHED", {}, {})
+
+    summary = run_study(study, tmp_path, uri)
+    assert (summary.ran, summary.skipped) == (0, 4)
+    client = mlflow.MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name(study.name).experiment_id])
+    assert len(runs) == 4
+    by_trial = {c.trial_id: c for c in study.trials}
+    for run in runs:
+        config = by_trial[run.data.tags["trial_id"]]
+        assert run.data.tags["group"] == groups.group_id(config)
+        assert run.data.tags["group_label"] == study.group_label(config)
+    with open_results(tmp_path, study.name) as con:
+        rows = run_query(con, "select trial_id, group_id from trials").to_pylist()
+    assert {r["trial_id"]: r["group_id"] for r in rows} == {
+        t: groups.group_id(c) for t, c in by_trial.items()
+    }
 
 
 # --- a real study ---------------------------------------------------------------------------
