@@ -111,6 +111,11 @@ def design_groups(trials: list[TrialConfig]) -> dict[str, GroupDesign]:
     return {gid: GroupDesign(members) for gid, members in by_group.items()}
 
 
+def design_labels(study: Study) -> dict[str, str]:
+    """group_id -> group_label of the study's design groups, in the design's order."""
+    return {groups.group_id(t): study.group_label(t) for t in study.trials}
+
+
 def planned_counts(study: Study, results_root: Path) -> dict[str, int]:
     """group_id -> the weight seeds a `seeds.until` study has planned for it so far: the
     round that the group's seeds with trials rows reach (its design's, at least)."""
@@ -177,13 +182,14 @@ def _read(results_root: Path, study: str, target: SeedTarget | None = None) -> t
 
 
 def group_states(
-    results_root: Path, study: str, target: SeedTarget, group_ids: list[str]
+    results_root: Path, study: str, target: SeedTarget, labels: dict[str, str]
 ) -> list[GroupState]:
-    """Where each of ``group_ids`` stands, from the same analysis file as the report."""
+    """Where each group of ``labels`` (group_id -> group_label) stands, from the same
+    analysis file as the report."""
     metric = SEED_METRICS[target.metric]
     counts, intervals = _read(results_root, study, target)
     states = []
-    for gid in group_ids:
+    for gid, label in labels.items():
         count, interval = counts.get(gid, {}), intervals.get(gid, {})
         low, high = interval.get(metric.low), interval.get(metric.high)
         half = (high - low) / 2 if low is not None and high is not None else None
@@ -191,7 +197,7 @@ def group_states(
         states.append(
             GroupState(
                 gid,
-                count.get("group_label") or interval.get("group_label") or gid,
+                count.get("group_label") or label,
                 seeds,
                 count.get("unfinished", 0),
                 interval.get("n_trials", 0),
@@ -205,13 +211,14 @@ def group_states(
     return states
 
 
-def save_target(results_root: Path, study: str, target: SeedTarget, group_ids: list[str]) -> None:
-    """Leave the target and the design's groups in the study folder (atomically)."""
+def save_target(results_root: Path, study: str, target: SeedTarget, labels: dict[str, str]) -> None:
+    """Leave the target and the design's groups (id -> label) in the study folder
+    (atomically)."""
     check_path_component(study, "study")
     path = Path(results_root) / study / SAVED
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{SAVED}.tmp-{os.getpid()}")
-    temporary.write_text(json.dumps({"target": target.model_dump(), "groups": group_ids}, indent=1))
+    temporary.write_text(json.dumps({"target": target.model_dump(), "groups": labels}, indent=1))
     os.replace(temporary, path)
 
 
@@ -233,7 +240,7 @@ def seed_states(
     target and design when it has one, else by what its last run left; None if none."""
     if loaded is not None and loaded.spec.seeds.until is not None:
         target = loaded.spec.seeds.until
-        return target, group_states(results_root, study, target, list(design_groups(loaded.trials)))
+        return target, group_states(results_root, study, target, design_labels(loaded))
     return saved_states(results_root, study)
 
 
@@ -283,7 +290,8 @@ def run_until_target(
                 console,
                 restart=True,
             )
-        save_target(results_root, study.name, target, list(designs))
+        labels = design_labels(study)
+        save_target(results_root, study.name, target, labels)
         before = read_trial_statuses(results_root, study.name)
         counts = planned_counts(study, results_root)
         summary = RunSummary(total=0, skipped=0)
@@ -299,7 +307,7 @@ def run_until_target(
             _add(summary, batch)
             if batch.interrupted or batch.failed:
                 break
-            states = group_states(results_root, study.name, target, list(designs))
+            states = group_states(results_root, study.name, target, labels)
             grown = {
                 s.group_id: designs[s.group_id].next_round(target, counts[s.group_id])
                 for s in states
