@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from functools import lru_cache
 from typing import Literal, NamedTuple
@@ -43,14 +44,31 @@ NormPlacementName = Literal[NORM_PLACEMENTS]
 AttentionBiasName = Literal[tuple(ATTENTION_BIASES)]
 WindowCentreName = Literal[WINDOW_CENTRES]
 
-#: ModelConfig fields that only a structural bias reads (StructuralBias.options)
-_BIAS_OPTIONS = ("window", "window_centre", "abc_kappa_cross", "abc_kappa_self", "abc_samples")
-#: ModelConfig fields that only some position samplers read (PositionSampler.options)
-_SAMPLER_OPTIONS = ("coupled_at_eval", "coupled_answer")
-#: ModelConfig fields that only Abacus embeddings read (model.abacus)
-_ABACUS_OPTIONS = ("abacus_max_offset",)
-
 _STRICT = {"extra": "forbid"}
+
+
+#: options that only some entries of their registry read but that are not refused yet:
+#: studies/symmetry.yaml sets model.shaw_clip in its base over a model.pe axis that
+#: includes learned, so refusing it there would refuse those trials, and moving it onto
+#: the axis would change their trial ids
+UNREFUSED_OPTIONS = ("shaw_clip",)
+
+
+def refuse_unread_options(section: str, values: object, axis: str, registry: Mapping[str, object]) -> None:
+    """Refuse a field of `values` (the config's `section`) that some entries of `registry`
+    read (`options`, declared by each entry) but the entry its field `axis` names does
+    not, when it differs from its default: it would change the trial id and nothing
+    else. The error names the field and the entries that read it."""
+    chosen = getattr(values, axis)
+    for option in fields(values):
+        readers = [name for name, entry in registry.items() if option.name in entry.options]
+        if option.name in UNREFUSED_OPTIONS or not readers or chosen in readers:
+            continue
+        if getattr(values, option.name) != option.default:
+            raise ValueError(
+                f"{section}.{option.name} does not apply to {section}.{axis} {chosen}, only to "
+                f"{', '.join(readers)}; remove it"
+            )
 
 
 @dataclass(frozen=True)
@@ -69,10 +87,7 @@ class TaskConfig:
             raise ValueError(f"task.train_digits must satisfy 1 <= low <= high, got {low}, {high}")
         if not 1 <= self.multiplier_digits <= 17:
             raise ValueError(f"task.multiplier_digits must be in 1..17, got {self.multiplier_digits}")
-        reads = ("name", "train_digits", *TASKS[self.name].options)
-        for option in fields(self):
-            if option.name not in reads and getattr(self, option.name) != option.default:
-                raise ValueError(f"task.{option.name} does not apply to task.name {self.name}; remove it")
+        refuse_unread_options("task", self, "name", TASKS)
 
 
 @dataclass(frozen=True)
@@ -119,8 +134,9 @@ class ModelConfig:
     pe: PositionalEncodingName = "rope"
     #: how position indices are assigned to tokens (lengthgen.model.positions)
     positions: PositionSamplerName = "plain"
-    #: largest position index + 1 the model supports (learned tables are this long;
-    #: randomized positions are drawn from [0, max_positions))
+    #: largest position index + 1 the model supports, checked against the longest sequence
+    #: of every trial (learned tables and Abacus tables are this long; randomized positions
+    #: are drawn from [0, max_positions); coupled start IDs stay below it)
     max_positions: int = 512
     dropout: float = 0.0
     #: feed-forward variant (lengthgen.model.layers): gelu MLP, or geglu as in 001 E.2
@@ -180,17 +196,11 @@ class ModelConfig:
             raise ValueError("model.window must be >= 0 and model.abc_samples >= 1")
         if self.abacus_max_offset < 0:
             raise ValueError(f"model.abacus_max_offset must be >= 0, got {self.abacus_max_offset}")
-        reads = ATTENTION_BIASES[self.attention_bias].options
-        sampler_reads = POSITION_SAMPLERS[self.positions].options
+        refuse_unread_options("model", self, "pe", POSITIONAL_ENCODINGS)
+        refuse_unread_options("model", self, "positions", POSITION_SAMPLERS)
+        refuse_unread_options("model", self, "attention_bias", ATTENTION_BIASES)
         for option in fields(self):
-            changed = getattr(self, option.name) != option.default
-            if option.name in _BIAS_OPTIONS and option.name not in reads and changed:
-                raise ValueError(
-                    f"model.{option.name} does not apply to model.attention_bias {self.attention_bias}; remove it"
-                )
-            if option.name in _SAMPLER_OPTIONS and option.name not in sampler_reads and changed:
-                raise ValueError(f"model.{option.name} does not apply to model.positions {self.positions}; remove it")
-            if option.name in _ABACUS_OPTIONS and not self.abacus and changed:
+            if option.name in Abacus.options and not self.abacus and getattr(self, option.name) != option.default:
                 raise ValueError(f"model.{option.name} does not apply without model.abacus: true; remove it")
 
 

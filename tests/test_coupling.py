@@ -319,7 +319,7 @@ def test_eval_start_is_the_lowest_unless_coupled_at_eval(answer):
 @pytest.mark.parametrize("name", ["plain", "randomized", "cyclic"])
 def test_samplers_that_read_no_rows_give_the_numbers_they_gave(name):
     """sample_positions hands them the lengths alone, as before coupling existed."""
-    cfg = ModelConfig(positions=name, max_positions=64, randomized_at_eval=True)
+    cfg = ModelConfig(positions=name, max_positions=64, randomized_at_eval=name == "randomized")
     model = build_model(cfg, len(tokenizer), 0)
     tokens = torch.randint(3, len(tokenizer), (5, 12), generator=torch.Generator().manual_seed(0))
     sampler = build_position_sampler(cfg)

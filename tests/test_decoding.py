@@ -25,7 +25,7 @@ tokenizer = CharTokenizer()
 
 
 def model_config(pe: str, positions: str = "plain") -> ModelConfig:
-    return ModelConfig(pe=pe, positions=positions, max_positions=64, randomized_at_eval=True)
+    return ModelConfig(pe=pe, positions=positions, max_positions=64, randomized_at_eval=positions == "randomized")
 
 
 @pytest.mark.parametrize("positions", sorted(POSITION_SAMPLERS))

@@ -40,7 +40,7 @@ SEQUENTIAL_PES = sorted(pe for pe, encoding in POSITIONAL_ENCODINGS.items() if n
 
 def model_config(pe: str, positions: str = "plain", **options) -> ModelConfig:
     return ModelConfig(arch="encoder_decoder", pe=pe, positions=positions, max_positions=64,
-                       randomized_at_eval=True, **options)
+                       randomized_at_eval=positions == "randomized", **options)
 
 
 def random_rows(rows: int = 5, question: int = 6, answer: int = 8) -> tuple[torch.Tensor, int]:

@@ -76,7 +76,8 @@ def test_rope_rotation_built_once_per_forward_equals_one_built_per_layer(sampler
     """The model builds one rotation per forward pass and hands it to every layer; the
     logits equal those of layers that each rotate by the real form from their own
     positions, on a full pass and on KV-cached decoding (new tokens at an offset)."""
-    cfg = ModelConfig(pe="rope", size="tiny", positions=sampler, max_positions=64, randomized_at_eval=True)
+    cfg = ModelConfig(pe="rope", size="tiny", positions=sampler, max_positions=64,
+                      randomized_at_eval=sampler == "randomized")
     model = build_model(cfg, vocab_size=16, weight_seed=0).eval()
     tokens = torch.randint(0, 16, (3, 12), generator=torch.Generator().manual_seed(0))
     positions = model.sample_positions(tokens, torch.full((3,), 5), build_position_sampler(cfg),
@@ -249,7 +250,8 @@ def test_every_position_sampler_trains_a_model(sampler):
 
     config = TrialConfig(
         task=TaskConfig(name="successor", train_digits=(1, 2)),
-        model=ModelConfig(pe="rope", positions=sampler, max_positions=64, randomized_at_eval=True),
+        model=ModelConfig(pe="rope", positions=sampler, max_positions=64,
+                          randomized_at_eval=sampler == "randomized"),
         train=TrainConfig(steps=3, batch_size=4, warmup=1, log_every=1),
         eval=EvalConfig(digits=(2, 4), samples=3),
     )

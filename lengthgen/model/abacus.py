@@ -37,6 +37,9 @@ class Abacus(nn.Module):
     has max_places + max_offset rows (max_places = model.max_positions: no number is
     longer than its row)."""
 
+    #: ModelConfig fields only Abacus embeddings read (refused without model.abacus)
+    options = ("abacus_max_offset",)
+
     def __init__(self, d_model: int, max_places: int, max_offset: int) -> None:
         super().__init__()
         self.table = nn.Embedding(max_places + max_offset, d_model)  # row i: index i + 1

@@ -49,7 +49,8 @@ class PositionSampler(ABC):
     name: ClassVar[str]
     #: reads the places of the digits in the token rows (`sample`'s `places`)
     reads_places: ClassVar[bool] = False
-    #: ModelConfig fields that only this sampler reads (lengthgen.config._SAMPLER_OPTIONS)
+    #: ModelConfig fields this sampler reads that some others do not; set under another
+    #: sampler they are refused (lengthgen.config.refuse_unread_options)
     options: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
@@ -100,6 +101,7 @@ class RandomizedPositions(PositionSampler):
     positions are what a test sequence shorter than max_positions would otherwise get."""
 
     name = "randomized"
+    options = ("randomized_at_eval",)
 
     def __init__(self, max_positions: int, at_eval: bool = False) -> None:
         self.max_positions, self.at_eval = max_positions, at_eval
@@ -122,6 +124,7 @@ class CyclicPositions(PositionSampler):
     """Cyclic Position Indexing, 000 §4.1: position i becomes i mod T."""
 
     name = "cyclic"
+    options = ("cyclic_period",)
 
     def __init__(self, period: int) -> None:
         self.period = period

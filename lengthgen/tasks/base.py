@@ -33,8 +33,9 @@ class Task(ABC):
     operator: ClassVar[str] = ""
     #: per operand in written order: True when it has the question's length n
     scales: ClassVar[tuple[bool, ...]]
-    #: TaskConfig fields (besides name and train_digits) the task reads; the others
-    #: must keep their defaults, so two configs of the same science share a trial id
+    #: TaskConfig fields (besides name and train_digits) the task reads; set for a task
+    #: that does not read them they are refused (lengthgen.config.refuse_unread_options),
+    #: so two configs of the same science share a trial id
     options: ClassVar[tuple[str, ...]] = ()
     #: answers shift with the operands when zeros are appended to the scaled operands
     #: (003 A3, M3: the premise of the shift-by-zeros augmentation)

@@ -54,7 +54,8 @@ class Geometry:
 class StructuralBias(nn.Module):
     #: the bias is extracted from a trained model and needs a second training phase (abc)
     calibrated: ClassVar[bool] = False
-    #: ModelConfig fields this bias reads; the others must keep their defaults
+    #: ModelConfig fields this bias reads; set under another bias they are refused
+    #: (lengthgen.config.refuse_unread_options)
     options: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, cfg: ModelConfig, layout: InputLayout, n_heads: int) -> None:

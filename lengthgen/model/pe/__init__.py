@@ -49,6 +49,9 @@ class Encoding(NamedTuple):
     #: acts on the fixed operand's digit columns (InputLayout.uniform_columns), which
     #: only the aligned layout fixes
     needs_uniform_columns: bool = False
+    #: ModelConfig fields this encoding reads; set under another encoding they are
+    #: refused (lengthgen.config.refuse_unread_options)
+    options: tuple[str, ...] = ()
 
 
 POSITIONAL_ENCODINGS: dict[str, Encoding] = {
@@ -70,17 +73,20 @@ POSITIONAL_ENCODINGS: dict[str, Encoding] = {
     "t5": Encoding(
         lambda dims, cfg, layout, bidirectional: PositionalParts(
             attention_bias=T5Bias(dims.n_heads, cfg.t5_buckets, cfg.t5_max_distance, bidirectional)
-        )
+        ),
+        options=("t5_buckets", "t5_max_distance"),
     ),
     "shaw": Encoding(
         lambda dims, cfg, layout, bidirectional: PositionalParts(
             relative_keys=lambda: ShawRelativeKeys(dims.head_dim, cfg.shaw_clip)
-        )
+        ),
+        options=("shaw_clip",),
     ),
     "upe": Encoding(
         lambda dims, cfg, layout, bidirectional: PositionalParts(
             relative_keys=lambda: UniformRelativeKeys(dims.head_dim, cfg.shaw_clip, layout.uniform_columns)
         ),
         needs_uniform_columns=True,
+        options=("shaw_clip",),
     ),
 }
