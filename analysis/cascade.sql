@@ -41,8 +41,7 @@ finished as (
         trial_id,
         train_min_digits,
         train_max_digits
-    from trials
-    where status in ('done', 'diverged')
+    from finished_trials
 ),
 
 last_steps as (

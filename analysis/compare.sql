@@ -97,8 +97,7 @@ finished as (
     select
         study,
         trial_id
-    from trials
-    where status in ('done', 'diverged')
+    from finished_trials
 ),
 
 -- one value per group, seed pair and length: the mean of its trials (one per study)

@@ -26,9 +26,8 @@ finished as (
         trials.trial_id,
         trials.status,
         trials.error
-    from trials
+    from finished_trials as trials
     inner join groups using (study, trial_id)
-    where trials.status in ('done', 'diverged')
 ),
 
 evaluated as (

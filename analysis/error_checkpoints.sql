@@ -18,8 +18,7 @@ finished as (
         trial_id,
         train_min_digits,
         train_max_digits
-    from trials
-    where status in ('done', 'diverged')
+    from finished_trials
 ),
 
 answers as materialized (

@@ -38,8 +38,7 @@ finished as (
         study,
         trial_id,
         status
-    from trials
-    where status in ('done', 'diverged')
+    from finished_trials
 ),
 
 measured as (

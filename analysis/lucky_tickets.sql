@@ -114,9 +114,11 @@ design as (
         groups.trial_id,
         groups.weight_seed,
         groups.data_seed,
-        trials.status
+        trials.status,
+        finished_trials.trial_id is not null as finished
     from groups
     inner join trials using (study, trial_id)
+    left join finished_trials using (study, trial_id)
 ),
 
 measured as (
@@ -131,7 +133,7 @@ measured as (
     inner join design using (study, trial_id)
     cross join params
     where
-        design.status in ('done', 'diverged')
+        design.finished
         and case
             when params.digits is null then not eval.in_distribution
             else list_contains(params.digits, eval.digits)
@@ -197,7 +199,7 @@ trial_reasons as (
         case
             when trial_values.y is not null then null
             when design.status = 'failed' then 'failed'
-            when design.status not in ('done', 'diverged') then 'not finished'
+            when not design.finished then 'not finished'
             when evaluated.trial_id is null and design.status = 'diverged'
                 then 'diverged before its first evaluation'
             when evaluated.trial_id is null then 'no evaluation'

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 TABLES = ("trials", "train", "eval", "samples")
-DERIVED_VIEWS = ("groups", "final_eval")  # defined in views.sql over the tables, in this order
+DERIVED_VIEWS = ("finished_trials", "groups", "final_eval")  # defined in views.sql over the tables, in this order
 ROOT_VARIABLE = "results_glob_root"  # the DuckDB variable views.sql reads
 
 _VIEW_NAME = re.compile(r"create\s+(?:or\s+replace\s+)?view\s+(\w+)", re.IGNORECASE)

@@ -12,9 +12,10 @@ final as (
         any_value(groups.group_label) as group_label,
         list_sort(list(distinct trials.weight_seed)) as weight_seeds,
         count(*) as trials,
-        count(*) filter (where trials.status not in ('done', 'diverged')) as unfinished
+        count(*) - count(finished_trials.trial_id) as unfinished
     from groups
     inner join trials using (study, trial_id)
+    left join finished_trials using (study, trial_id)
     group by groups.group_id
 )
 

@@ -54,8 +54,7 @@ finished as (
     select
         study,
         trial_id
-    from trials
-    where status in ('done', 'diverged')
+    from finished_trials
 ),
 
 measured as (

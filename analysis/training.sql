@@ -23,8 +23,7 @@ finished as (
     select
         study,
         trial_id
-    from trials
-    where status in ('done', 'diverged')
+    from finished_trials
 ),
 
 evaluations as (

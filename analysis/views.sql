@@ -1,6 +1,7 @@
 -- The results views `trials`, `train`, `eval` and `samples` over one study's Parquet
--- files, or over every study's, and the derived views `groups` (configuration groups:
--- trials that differ only by their seeds) and `final_eval` (defined at the end).
+-- files, or over every study's, and the derived views `finished_trials` (the trials
+-- the analysis compares), `groups` (configuration groups: trials that differ only by
+-- their seeds) and `final_eval` (defined at the end).
 --
 -- Set the root first, then run this file. In the DuckDB command-line client:
 --
@@ -83,6 +84,18 @@ select
     null::varchar as carry_in,
     null::varchar as wrong_places
 where false;
+
+-- finished_trials: the trials whose results are final, the only ones the analysis files
+-- compare. A trial is finished when it is done, or diverged: a diverged trial keeps what
+-- it measured before its loss went non-finite, and dropping it would flatter its group
+-- (orchestrator/trial_status.py, FINISHED; `lg-study run` skips the same trials).
+-- Running (or interrupted) and failed trials are not.
+
+create or replace view finished_trials as
+select *
+from trials
+where status in ('done', 'diverged');
+
 
 -- `groups`: which configuration group is each trial in? A group is the set of trials
 -- whose resolved configs are equal except for the weight and the data seed (the eval

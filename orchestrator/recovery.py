@@ -29,7 +29,7 @@ import pydantic
 from ray import tune
 
 from lengthgen import TrialConfig
-from lengthgen.evaluation import LengthResult, summarize
+from orchestrator.metric_names import eval_metrics, length_results, train_metrics
 from orchestrator.results_store import (
     check_path_component,
     read_trial_row,
@@ -37,6 +37,7 @@ from orchestrator.results_store import (
     write_trial_table,
 )
 from orchestrator.trial_rows import trials_row
+from orchestrator.trial_status import TrialStatus
 
 ERROR_CHARS = 4000  # the end of a worker's error text kept in `trials.error`
 TRIAL_CONFIG = pydantic.TypeAdapter(TrialConfig)
@@ -134,17 +135,17 @@ class TrialFailureCallback(tune.Callback):
         params = trial.config["trial"]
         trial_id = params["trial_id"]
         row = read_trial_row(self.root, self.study, trial_id)
-        if row is not None and row["status"] == "failed":
+        if row is not None and row["status"] == TrialStatus.FAILED:
             return
         attempts = getattr(trial, "num_failures", 1)
         message = f"gave up after {attempts} failed attempt(s); last error: {_last_error(trial)}"
         now = datetime.now(timezone.utc)
         if row is None:  # the worker died before writing anything
             config = TRIAL_CONFIG.validate_python(params["config"])
-            row = trials_row(self.study, config, "failed", params.get("device", "cpu"), now,
+            row = trials_row(self.study, config, TrialStatus.FAILED, params.get("device", "cpu"), now,
                              group_label=params.get("group_label"))
         started = row["started_at"]
-        row.update(status="failed", finished_at=now, error=message,
+        row.update(status=TrialStatus.FAILED, finished_at=now, error=message,
                    wall_s=(now - started).total_seconds() if started else None)
         write_trial_table(self.root, self.study, "trials", trial_id, [row])
 
@@ -188,15 +189,13 @@ def sync_mlflow(
         _, run_id = callback._run_id(trial)
         last: dict[str, Any] = {"step": 0}
         for row in _rows(root, study, "train", trial_id):
-            tracker.log_metrics(run_id, {"loss": row["loss"], "lr": row["lr"]}, row["step"])
+            tracker.log_metrics(run_id, train_metrics(row), row["step"])
             last["step"] = max(last["step"], row["step"])
-        evals: dict[int, list[LengthResult]] = {}
+        evals: dict[int, list[dict[str, Any]]] = {}
         for row in _rows(root, study, "eval", trial_id):
-            evals.setdefault(row["step"], []).append(LengthResult(
-                row["digits"], row["n"], row["correct"], row["accuracy"], row["in_distribution"]))
-        for step, results in sorted(evals.items()):
-            metrics = {f"acc/digits_{r.digits:03d}": r.accuracy for r in results}
-            metrics.update({f"summary/{k}": v for k, v in summarize(results).items()})
+            evals.setdefault(row["step"], []).append(row)
+        for step, rows in sorted(evals.items()):
+            metrics = eval_metrics(length_results(rows))
             tracker.log_metrics(run_id, metrics, step)
             last = {"step": step, **metrics}
         if status == "diverged":

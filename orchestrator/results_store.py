@@ -20,8 +20,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from orchestrator.trial_status import TrialStatus
+
 TABLES = ("trials", "train", "eval", "samples")
-TRIAL_STATUSES = ("done", "failed", "diverged", "running")
 FILE_NAME = "part-0.parquet"
 
 # Fixed schemas, so that files from different trials union cleanly in DuckDB even when
@@ -227,9 +228,9 @@ def _trials_row(row: dict[str, Any]) -> dict[str, Any]:
     missing = [f.name for f in TRIALS_CORE_SCHEMA if not f.nullable and row.get(f.name) is None]
     if missing:
         raise ValueError(f"trials row is missing required columns {missing}")
-    if row["status"] not in TRIAL_STATUSES:
+    if row["status"] not in {s.value for s in TrialStatus}:
         raise ValueError(
-            f"trials status {row['status']!r} is not one of {', '.join(TRIAL_STATUSES)}"
+            f"trials status {row['status']!r} is not one of {', '.join(TrialStatus)}"
         )
     # Nested settings (e.g. train_digits [1, 40]) become JSON text, one column each.
     return {

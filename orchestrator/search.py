@@ -27,8 +27,8 @@ import pydantic
 from optuna.trial import TrialState
 from rich.console import Console
 
-from lengthgen import Report, TrialConfig
-from lengthgen.evaluation import LengthResult, summarize
+from lengthgen import TrialConfig
+from orchestrator.metric_names import eval_metrics, length_results
 from orchestrator.recovery import SEARCH_LOCK, check_not_busy, study_lock
 from orchestrator.results_store import read_trial_rows, read_trial_statuses
 from orchestrator.search_store import (
@@ -40,8 +40,8 @@ from orchestrator.search_store import (
 )
 from orchestrator.study import Study
 from orchestrator.tracking import StudyTracker
-from orchestrator.trainable import report_metrics
-from orchestrator.tune_runner import FINISHED, RunSummary, check_resources, run_study, start_ray
+from orchestrator.trial_status import FINISHED, TrialStatus
+from orchestrator.tune_runner import RunSummary, check_resources, run_study, start_ray
 
 #: the score of a diverged seed-trial
 DIVERGED_SCORE = 0.0
@@ -65,17 +65,15 @@ def point_trials(study: Study, params: dict[str, Any]) -> list[TrialConfig]:
 
 def seed_score(results_root: Path, study_name: str, trial_id: str, status: str, metric: str) -> float:
     """A finished seed-trial's score: ``metric`` at its final evaluation, computed from
-    its `eval` rows as the trainable computes what it logs; DIVERGED_SCORE if it diverged."""
-    if status == "diverged":
+    its `eval` rows by orchestrator.metric_names, as MLflow has it; DIVERGED_SCORE if it diverged."""
+    if status == TrialStatus.DIVERGED:
         return DIVERGED_SCORE
     rows = read_trial_rows(results_root, study_name, "eval", trial_id)
     if not rows:
         raise RuntimeError(f"trial {trial_id} is {status} but has no readable eval rows under "
                            f"{Path(results_root) / study_name}")
     final = max(r["step"] for r in rows)
-    results = [LengthResult(r["digits"], r["n"], r["correct"], r["accuracy"], r["in_distribution"])
-               for r in rows if r["step"] == final]
-    return float(report_metrics(Report(step=final, eval=results, summary=summarize(results)))[metric])
+    return float(eval_metrics(length_results(r for r in rows if r["step"] == final))[metric])
 
 
 def run_search(

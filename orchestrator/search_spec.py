@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +19,6 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
 from lengthgen.config import TrialConfig
-from lengthgen.evaluation import LengthResult, summarize
 from orchestrator.config_paths import (
     TRIAL_CONFIG,
     StudyError,
@@ -30,6 +28,7 @@ from orchestrator.config_paths import (
     validate_trial,
     with_settings,
 )
+from orchestrator.metric_names import metric_names
 
 if TYPE_CHECKING:
     from orchestrator.study import StudyFile
@@ -102,8 +101,9 @@ class SearchSpec(BaseModel):
     points: int = Field(ge=1, le=100_000)
     #: points proposed at once and run side by side (with TPE's constant liar)
     parallel_points: int = Field(1, ge=1)
-    #: a point's score: this metric at each seed-trial's final evaluation, named as
-    #: MLflow logs it (acc/digits_NNN, summary/...), averaged over the seeds; maximized
+    #: a point's score: this metric at each seed-trial's final evaluation (a name of
+    #: orchestrator.metric_names: acc/digits_NNN, summary/...), averaged over the
+    #: seeds; maximized
     metric: str
     #: dotted config path -> range or choices
     params: dict[str, SearchParam] = Field(min_length=1)
@@ -205,17 +205,6 @@ def check_search(path: Path, lines, spec: StudyFile, profile: str | None, base: 
         where = _search_where(spec, profile, "metric")
         raise StudyError(path, ".".join(where), f"{search.metric!r} is not a metric of these trials; "
                          f"metrics: {', '.join(names)}", lines.find(where))
-
-
-def metric_names(config: TrialConfig) -> list[str]:
-    """The metrics a trial of ``config`` logs at its final evaluation that have a value
-    (as orchestrator.trainable.report_metrics names them): the accuracy at each test
-    length, and the summary metrics (the out-of-distribution mean needs a length
-    outside the training range, and the in-distribution one a length inside it)."""
-    results = [LengthResult(d, 1, 1, 1.0, config.in_distribution(d)) for d in config.eval.digits]
-    return [f"acc/digits_{d:03d}" for d in config.eval.digits] + [
-        f"summary/{key}" for key, value in summarize(results).items() if not math.isnan(value)
-    ]
 
 
 def config_field_type(key: str) -> Any:

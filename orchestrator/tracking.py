@@ -30,10 +30,10 @@ from mlflow.utils.validation import (
 from ray.tune import Callback
 
 from analysis.plots import accuracy_vs_length
+from orchestrator.metric_names import ACCURACY_PREFIX, LOSS, LR, SUMMARY_PREFIX, digits_of
 
 # Result keys forwarded to MLflow; everything else is Tune bookkeeping.
-METRIC_PREFIXES = ("loss", "lr", "acc/", "summary/")
-ACC_PREFIX = "acc/digits_"
+METRIC_PREFIXES = (LOSS, LR, ACCURACY_PREFIX, SUMMARY_PREFIX)
 RUN_NAME_TAG = "mlflow.runName"  # MLflow's own tag for a run's name
 # The MLflow 3 UI opens an experiment in its "model training" views (runs, metrics)
 # rather than its GenAI ones (traces) when it carries this tag.
@@ -406,7 +406,7 @@ class MlflowTuneCallback(Callback):
     def _finish(self, trial: Any, status: str, outcome: str) -> None:
         trial_id, run_id = self._run_id(trial)
         last = trial.last_result or {}
-        summary = {k: v for k, v in _metrics(last).items() if k.startswith("summary/")}
+        summary = {k: v for k, v in _metrics(last).items() if k.startswith(SUMMARY_PREFIX)}
         config = self.resolved_config(trial.config)
         with tempfile.TemporaryDirectory() as tmp:
             artifacts: dict[str, Path] = {}
@@ -442,9 +442,7 @@ def _metrics(result: dict) -> dict[str, float]:
 
 def _accuracy_plot(trial_id: str, config: Any, last: dict, out_dir: Path) -> Path | None:
     points = {
-        int(k[len(ACC_PREFIX) :]): float(v)
-        for k, v in last.items()
-        if k.startswith(ACC_PREFIX) and k[len(ACC_PREFIX) :].isdigit() and v is not None
+        digits_of(k): float(v) for k, v in last.items() if digits_of(k) is not None and v is not None
     }
     if not points:
         return None

@@ -23,6 +23,7 @@ import pickle
 import socket
 import sys
 import traceback
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from ray import tune
 from lengthgen import Report, TrialConfig, train
 from lengthgen.evaluation import LengthResult, summarize
 from lengthgen.training import TrainLog, resolve_device
+from orchestrator.metric_names import eval_metrics, train_metrics
 from orchestrator.results_store import check_path_component, write_trial_table
 from orchestrator.trial_rows import result_rows, trials_row
 
@@ -46,11 +48,9 @@ def report_metrics(report: Report) -> dict[str, Any]:
     """A lengthgen report as the flat metrics dict Tune and MLflow receive."""
     metrics: dict[str, Any] = {"step": report.step, "status": report.status}
     if report.train is not None:
-        metrics.update(loss=report.train.loss, lr=report.train.lr, tokens=report.train.tokens)
-    for result in report.eval:
-        metrics[f"acc/digits_{result.digits:03d}"] = result.accuracy
-    for key, value in report.summary.items():
-        metrics[f"summary/{key}"] = value
+        metrics.update(train_metrics(asdict(report.train)), tokens=report.train.tokens)
+    if report.eval:
+        metrics.update(eval_metrics(report.eval))
     return metrics
 
 

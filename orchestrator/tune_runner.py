@@ -47,8 +47,7 @@ from orchestrator.study import Study
 from orchestrator.tracking import RUN_NAME_TAG, MlflowTuneCallback, StudyTracker
 from orchestrator.trainable import artifact_folder, run_trial
 from orchestrator.trial_rows import add_group_columns, config_columns, flatten_config
-
-FINISHED = ("done", "diverged")
+from orchestrator.trial_status import FINISHED, TrialStatus
 
 
 @dataclass
@@ -303,7 +302,7 @@ def run_trials(
             with contextlib.suppress(Exception):
                 summary.killed_runs += tracker.end_running_runs("KILLED")
         after = read_trial_statuses(results_root, study.name)
-        summary.interrupted = [t.trial_id for t in pending if after.get(t.trial_id) not in (*FINISHED, "failed")]
+        summary.interrupted = [t.trial_id for t in pending if after.get(t.trial_id) not in (*FINISHED, TrialStatus.FAILED)]
         summary.ran = len(pending) - len(summary.interrupted)
     return summary
 

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from analysis.query import QueryError, open_results, run_query, run_sql_file
 from orchestrator.cli import app
 from orchestrator.results_store import write_trial_table
+from orchestrator.trial_status import FINISHED, TrialStatus
 
 STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 SQL = files("analysis")
@@ -246,6 +247,18 @@ def test_views_sql_with_groups_loads_as_the_cli_client_runs_it(study) -> None:
     column = [c[0] for c in result.description].index("threshold")
     rows = result.fetchall()
     assert rows and all(row[column] == 0.4 for row in rows)
+
+
+def test_finished_trials_are_the_finished_statuses(tmp_path: Path) -> None:
+    """The view the analysis files read holds the trials of TrialStatus.FINISHED, the
+    statuses `lg-study run` skips; the SQL files repeat no status list of their own."""
+    ids = {status: write_trial(tmp_path, "statuses", config("fire", i, 0), None, status=status)
+           for i, status in enumerate(TrialStatus)}
+    with open_results(tmp_path, "statuses") as con:
+        rows = run_query(con, "select trial_id from finished_trials").to_pylist()
+    assert {r["trial_id"] for r in rows} == {ids[s] for s in FINISHED}
+    for name in ANALYSIS_FILES:
+        assert "'done'" not in (SQL / f"{name}.sql").read_text(), name
 
 
 # --- variance -----------------------------------------------------------------------------

@@ -141,7 +141,7 @@ def test_bad_fixed_rows_are_refused(tmp_path: Path, row: dict, message: str) -> 
 @pytest.mark.parametrize(
     ("row", "message"),
     [
-        (trials_row(status="finished"), "not one of done, failed, diverged, running"),
+        (trials_row(status="finished"), "not one of running, done, diverged, failed"),
         ({**trials_row(), "device": None}, "missing required columns"),
         (trials_row(seed={1, 2}), "cannot store"),
     ],

@@ -1,0 +1,30 @@
+"""A trial's status, the `status` column of `trials`, and which statuses are finished.
+
+The members are strings ("done", ...): a member is written to Parquet, compared in
+SQL and equal to its text, so tables written before this enum read the same.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class TrialStatus(StrEnum):
+    #: written by the worker when an attempt starts; stays when a run is interrupted,
+    #: and the next run resumes the trial from its checkpoint
+    RUNNING = "running"
+    #: trained to the last step; every table has the trial's rows
+    DONE = "done"
+    #: a non-finite loss ended it (trials.diverged_at); its rows up to then stand
+    DIVERGED = "diverged"
+    #: it raised, or its worker died with no retries left; the next run runs it again
+    FAILED = "failed"
+
+    @property
+    def finished(self) -> bool:
+        """Not run again: its results are final (analysis/views.sql, finished_trials)."""
+        return self in FINISHED
+
+
+#: the statuses of trials that a run skips and the analysis compares
+FINISHED = frozenset({TrialStatus.DONE, TrialStatus.DIVERGED})
