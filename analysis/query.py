@@ -50,6 +50,33 @@ _PARTITION = re.compile(r"trial_id=[^/]+")
 _TABLE_GLOB = re.compile(r"getvariable\(\s*'results_glob_root'\s*\)\s*\|\|\s*'/\w+/\*\*/\*\.parquet'")
 
 
+#: a profile's results root under the results root: ``<root>/_profiles/<profile>/<study>/``
+#: (a study name cannot start with '_', so no study folder is taken for it). The default
+#: (unprofiled) run of a study keeps ``<root>/<study>/``; the MLflow store stays at the root.
+PROFILES = "_profiles"
+
+
+def profile_root(root: Path, profile: str | None) -> Path:
+    """The results root a study's trials under ``profile`` live in (``root`` for none):
+    every reader and writer takes it as its root, so each profile is kept apart."""
+    return Path(root) if profile is None else Path(root) / PROFILES / profile
+
+
+def list_profiles(root: Path) -> list[str]:
+    """Profiles with a results root under ``root`` (one or more studies run with them)."""
+    folder = Path(root) / PROFILES
+    return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+
+
+def results_roots(root: Path) -> list[Path]:
+    """Every results root that shares ``root``'s results folder: the folder itself, then
+    each profile's root (``root`` may be either kind)."""
+    top = Path(root).resolve()
+    if top.parent.name == PROFILES:
+        top = top.parent.parent
+    return [top, *(profile_root(top, name) for name in list_profiles(top))]
+
+
 def list_studies(root: Path) -> list[str]:
     """Studies under ``root``: folders holding at least one results table folder."""
     root = Path(root)
@@ -70,7 +97,9 @@ def open_results(root: Path, study: str | None = None) -> duckdb.DuckDBPyConnect
     studies = list_studies(root)
     if study is not None and study not in studies:
         known = ", ".join(studies) or "none"
-        raise LookupError(f"no study {study!r} under {root}; studies there: {known}")
+        profiles = [p for p in list_profiles(root) if study in list_studies(profile_root(root, p))]
+        hint = f"; it has results under --profile {', '.join(profiles)}" if profiles else ""
+        raise LookupError(f"no study {study!r} under {root}; studies there: {known}{hint}")
     # Every study is the glob root/*; the folder names then only reach SQL via trials.study.
     glob_root = root / study if study is not None else root / "*"
     file_glob = "{table}/**/*.parquet" if study is not None else "*/{table}/**/*.parquet"

@@ -52,10 +52,13 @@ def build_report(
     out_dir: Path | None = None,
     params: dict[str, str] | None = None,
     seeds: tuple[str, list[dict[str, Any]]] | None = None,
+    profile: str | None = None,
 ) -> Report:
     """Run the analysis files over ``study`` and write ``index.html`` plus PNGs to
     ``out_dir`` (default ``<results_root>/<study>/report``). ``seeds``: a `seeds.until`
     study's target in words and where each group stands (orchestrator.seed_target).
+    ``results_root`` is the profile's when the study ran under one (analysis.query.
+    profile_root); ``profile`` names it on the page.
 
     ``params`` go to the files that take them (e.g. ``threshold`` to lucky_tickets.sql);
     a parameter no file takes is refused. Raises LookupError for an unknown study and
@@ -83,7 +86,7 @@ def build_report(
     sections = _sections(tables, out_dir, report)
     if seeds is not None:
         sections.insert(0, _seeds_section(*seeds))
-    report.page.write_text(rendering.page(study, results_root, tables, sections, params))
+    report.page.write_text(rendering.page(study, results_root, tables, sections, params, profile))
     return report
 
 
@@ -468,7 +471,8 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
         [("trial_id", "trial"), ("status", "status"), ("task", "task"), ("pe", "pe"),
          ("weight_seed", "weight seed"), ("data_seed", "data seed"), ("error", "error")],
         "Trials whose status is failed or diverged (failures.sql), with their error; "
-        "`lg-study trial ID` shows one in full.",
+        "`lg-study trial STUDY.yaml --trial ID` trains one again in this process, printing "
+        "its loss and accuracies as it goes (no Ray, no MLflow).",
     ))
     return out
 

@@ -41,11 +41,14 @@ code { background: #f4f4f4; padding: 0 3px; }
 """
 
 
-def page(study: str, root: Path, tables: dict, sections: list[str], params: dict) -> str:
+def page(study: str, root: Path, tables: dict, sections: list[str], params: dict,
+         profile: str | None = None) -> str:
     counts = ", ".join(f"{r['status']} {r['trials']}" for r in tables["status_counts"])
     n_groups = len({r["group_id"] for r in tables["final_accuracy"]})
     given = ", ".join(f"{k}={v}" for k, v in sorted(params.items())) or "none (defaults)"
     generated = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    profiled = f", profile <code>{html.escape(profile)}</code>" if profile else ""
+    option = f" --profile {html.escape(profile)}" if profile else ""
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -54,14 +57,14 @@ def page(study: str, root: Path, tables: dict, sections: list[str], params: dict
 <style>{STYLE}</style>
 </head>
 <body>
-<h1>Study <code>{html.escape(study)}</code></h1>
+<h1>Study <code>{html.escape(study)}</code>{profiled}</h1>
 <p>Results: <code>{html.escape(str(Path(root).resolve() / study))}</code>; generated
 {generated}.<br>
 Trials: {html.escape(counts or "none")}; configuration groups with finished trials:
 {n_groups}. Parameters: {html.escape(given)}.</p>
 <p>Every number and plot comes from the SQL files in <code>analysis/</code>; run one
 yourself with <code>lg-study query --file analysis/variance.sql --study
-{html.escape(study)}</code>. Accuracies are exact match at each trial's final evaluation
+{html.escape(study)}{option}</code>. Accuracies are exact match at each trial's final evaluation
 unless said otherwise; "trained" marks test lengths inside the training range.</p>
 <p><a href="#coverage">which trials count</a> · <a href="#variance">seed variance</a> · <a href="#lucky">lucky tickets</a> ·
 <a href="#success">success and best of N</a> · <a href="#compare">comparisons</a> ·

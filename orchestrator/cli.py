@@ -1,14 +1,17 @@
 """The `lg-study` command line: parses options and calls library functions, nothing more.
 
-Exit codes: 0 success, 1 a study that ran but had failed trials, 2 bad input.
+Exit codes: 0 success, 1 a study that ran but had failed trials, 2 bad input (nothing
+run), 130 a run stopped by Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 import warnings
 from collections.abc import Iterator
+from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -26,11 +29,31 @@ out = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
 ResultsOption = Annotated[Path, typer.Option("--results", help="Results root folder.")]
-ProfileOption = Annotated[str | None, typer.Option("--profile", "-p", help="Named override set from the study file.")]
+ProfileOption = Annotated[str | None, typer.Option(
+    "--profile", "-p", help="Named override set from the study file; its trials live apart, in "
+    "RESULTS/_profiles/PROFILE/STUDY and MLflow experiment STUDY/PROFILE.")]
 TrackingOption = Annotated[
     str | None, typer.Option("--tracking-uri", help="MLflow tracking URI (default: SQLite beside the results).")
 ]
+ParamOption = Annotated[list[str] | None, typer.Option(
+    "--param", metavar="NAME=VALUE", help="A value for $NAME or getvariable('NAME') in the SQL (repeatable).")]
 DEFAULT_RESULTS = Path("results")
+
+
+class OutputFormat(str, Enum):
+    """What `query` prints or writes: a rich table, or a file format."""
+
+    table = "table"
+    csv = "csv"
+    json = "json"
+    markdown = "markdown"
+    parquet = "parquet"
+
+
+#: the keys of orchestrator.bench.BENCHMARKS (a test checks), named here so that `--help`
+#: lists them without loading torch
+Benchmark = Enum("Benchmark", {name: name for name in (
+    "evaluation", "training", "bucketing", "flops", "data", "overhead", "report", "gpu")}, type=str)
 
 
 def _bad_input(message: str) -> typer.Exit:
@@ -65,7 +88,11 @@ def _load(study_file: Path, profile: str | None):
 
 
 @app.command()
-def validate(study_file: Annotated[Path, typer.Argument(help="Study YAML file.")], profile: ProfileOption = None):
+def validate(
+    study_file: Annotated[Path, typer.Argument(help="Study YAML file.")],
+    profile: ProfileOption = None,
+    trials: Annotated[bool, typer.Option("--trials", help="List every trial: index, trial id, axis values.")] = False,
+):
     """Check a study file; print the number of trials and what varies."""
     study = _load(study_file, profile)
     search = study.spec.search
@@ -85,6 +112,10 @@ def validate(study_file: Annotated[Path, typer.Argument(help="Study YAML file.")
             out.print(f"  {key}: {param}", highlight=False)
         for key, values in search.repeat.items():
             out.print(f"  {key} (at every point): {', '.join(map(str, values))}", highlight=False)
+    if trials:
+        from orchestrator.render import trial_list
+
+        out.print(trial_list(study))
 
 
 @app.command()
@@ -95,46 +126,53 @@ def run(
     results: ResultsOption = DEFAULT_RESULTS,
     tracking_uri: TrackingOption = None,
     restart: Annotated[bool, typer.Option(
-        "--restart", help="Delete the study's results and MLflow runs, then run every trial afresh.")] = False,
+        "--restart", help="Delete the study's results and MLflow runs, then train every trial afresh.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before --restart deletes.")] = False,
+    reuse: Annotated[bool, typer.Option(
+        "--reuse/--no-reuse", help="Reuse trials already finished in another study or profile under "
+        "--results (their rows and MLflow run are copied, not retrained).")] = True,
     verbose: Annotated[bool, typer.Option(
         "--verbose", "-v", help="Print Ray's, Tune's and MLflow's own messages here, not in the run's log file.")] = False,
 ):
     """Run a study; re-running resumes it (finished trials are not run again, interrupted
-    ones continue from their last checkpoint). Ctrl-C or SIGTERM stops it cleanly (exit 130).
+    ones continue from their last checkpoint, trials finished in another study or profile
+    are reused). Ctrl-C or SIGTERM stops it cleanly (exit 130).
     Ray's, Tune's and MLflow's messages go to a log file under the study's results folder."""
     from analysis.mlflow_ui import default_store_uri  # the same URI, without importing MLflow
     from orchestrator.terminal import quiet_terminal, run_log_path
 
-    study = _load(study_file, profile)
+    study = dataclasses.replace(_load(study_file, profile), reuse=reuse and not restart)
+    root = study.results_root(results)
     uri = tracking_uri or default_store_uri(results)
     if restart and not yes and not typer.confirm(
-        f"--restart deletes {results / study.name} and the MLflow runs of study {study.name!r} "
-        f"in {uri}, then runs all {study.trial_count} trials again. Go on?", err=True,
+        f"--restart deletes {root / study.name} and the MLflow runs of experiment {study.experiment!r} "
+        f"in {uri}, then trains all {study.trial_count} trials again. Go on?", err=True,
     ):
         err.print("not restarted; nothing was changed")
         raise typer.Exit(1)
-    err.print(f"study [bold]{study.name}[/bold]: {study.trial_count} trials -> {results / study.name}, MLflow {uri}")
+    err.print(f"study [bold]{study.name}[/bold]: {study.trial_count} trials -> {root / study.name}, "
+              f"MLflow {uri} (experiment {study.experiment})", highlight=False)
     if verbose:
-        _run(study, study_file, results, uri, address, restart, log=None)
+        _run(study, study_file, root, uri, address, restart, log=None)
         return
-    log = run_log_path(results, study.name)
+    log = run_log_path(root, study.name)
     with quiet_terminal(log, [out, err], say_on=err) as quiet:
         err.print(f"Ray's, Tune's and MLflow's messages: {log} (--verbose prints them here)", highlight=False)
         try:
-            _run(study, study_file, results, uri, address, restart, log)
+            _run(study, study_file, root, uri, address, restart, log)
         except typer.Exit as stop:
             if stop.exit_code == 2:  # refused before anything ran
                 quiet.discard = True
             raise
 
 
-def _run(study, study_file: Path, results: Path, uri: str, address: str | None, restart: bool,
+def _run(study, study_file: Path, root: Path, uri: str, address: str | None, restart: bool,
          log: Path | None) -> None:
-    """The body of `run`: the study's trials (or its search), then what became of them."""
+    """The body of `run`: the study's trials (or its search) under the results root
+    ``root`` (its profile's), what became of them, and the exit code."""
     from analysis.query import list_studies, open_results, run_sql_file
     from orchestrator.recovery import StudyBusy
-    from orchestrator.render import best_point, search_points
+    from orchestrator.render import best_point, interrupted_line, run_summary, search_points
     from orchestrator.run_table import run_table
     from orchestrator.search import run_search
     from orchestrator.search_store import SearchChanged
@@ -143,10 +181,10 @@ def _run(study, study_file: Path, results: Path, uri: str, address: str | None, 
     searched = None
     try:
         if study.spec.search:
-            searched = run_search(study, results, uri, address=address, console=err, restart=restart)
+            searched = run_search(study, root, uri, address=address, console=err, restart=restart)
             summary = searched.run
         else:
-            summary = run_study(study, results, uri, address=address, console=err, restart=restart)
+            summary = run_study(study, root, uri, address=address, console=err, restart=restart)
     except ResourceError as error:
         raise _bad_input(f"{study_file}: {error}") from None
     except (StudyBusy, SearchChanged) as error:
@@ -155,17 +193,8 @@ def _run(study, study_file: Path, results: Path, uri: str, address: str | None, 
         err.print("[yellow]interrupted[/yellow]: run the same command again to resume "
                   "(unfinished trials continue from their last checkpoint)")
         raise typer.Exit(130) from None
-    if summary.skipped:
-        err.print(f"{summary.skipped} of {summary.total} trials had already finished and were not run again")
-    if summary.resumed:
-        err.print(f"{len(summary.resumed)} trials had been interrupted or had failed and were run again "
-                  "(from their last checkpoint where they had one)")
-    if summary.killed_runs:
-        err.print(f"{len(summary.killed_runs)} MLflow runs of interrupted trials were ended as KILLED")
-    if summary.repaired_runs:
-        err.print(f"{len(summary.repaired_runs)} MLflow runs of finished trials were completed from the results")
-    if summary.ran:
-        err.print(f"ran {summary.ran} trials in {summary.wall_s:.0f} s, {len(summary.failed)} failed")
+    for line in run_summary(summary):
+        err.print(line, highlight=False)
     if searched:
         state = searched.state
         err.print(f"search {state.name}: {searched.scored} points scored by this run, "
@@ -173,13 +202,12 @@ def _run(study, study_file: Path, results: Path, uri: str, address: str | None, 
         out.print(search_points(state, top=5, total=study.spec.search.points))
         if state.points:
             out.print(best_point(state), highlight=False)
-    elif study.name in list_studies(results):
-        with _results_warnings(), open_results(results, study.name) as con:
+    elif study.name in list_studies(root):
+        with _results_warnings(), open_results(root, study.name) as con:
             rows = run_sql_file(con, _sql("run_table.sql"))
         out.print(run_table(study, rows))
     if summary.interrupted:
-        err.print(f"[yellow]interrupted[/yellow]: {len(summary.interrupted)} of {summary.total} trials not "
-                  "finished; run the same command again to resume them")
+        err.print(interrupted_line(summary))
         raise typer.Exit(130)
     if summary.failed:
         err.print("[red]failed trials:[/red]")
@@ -200,37 +228,42 @@ def status(
     """Trials by status, progress, failures with their reasons, and a search's best points."""
     import pyarrow as pa
 
-    from analysis.query import open_results, run_sql_file
-    from orchestrator.render import arrow_table, search_points
+    from analysis.query import open_results, profile_root, run_sql_file
+    from orchestrator.render import arrow_table, progress_line, search_points
+    from orchestrator.results_store import read_trial_statuses
     from orchestrator.search_store import search_name, search_states
     from orchestrator.seed_target import planned_trials, seed_states, state_rows
 
-    total, only, points, spec = None, None, None, None
+    root = profile_root(results, profile)
+    planned, total, only, points, spec = None, None, None, None, None
     if study.endswith((".yaml", ".yml")):
         spec = _load(Path(study), profile)
-        study, total = spec.name, spec.trial_count
+        study = spec.name
         if spec.spec.search:
-            only, points = search_name(spec), spec.spec.search.points
-        if spec.spec.seeds.until:  # its design, and the seeds added so far
-            total = len(planned_trials(spec, results))
+            only, points, total = search_name(spec), spec.spec.search.points, spec.trial_count
+        elif spec.spec.seeds.until:  # its design, and the seeds added so far
+            planned = [t.trial_id for t in planned_trials(spec, root)]
+        else:
+            planned = [t.trial_id for t in spec.trials]
     try:
         with _results_warnings():
-            con = open_results(results, study)
+            con = open_results(root, study)
     except LookupError as error:
         raise _bad_input(str(error)) from None
     with con:
         counts = {r["status"]: r["trials"] for r in run_sql_file(con, _sql("status_counts.sql")).to_pylist()}
         failures = run_sql_file(con, _sql("failures.sql"))
-    finished = counts.get("done", 0) + counts.get("diverged", 0)
+    with _results_warnings():
+        statuses = read_trial_statuses(root, study)
     line = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "no trials yet"
-    if total is not None:
-        line += f"; {finished} of {total} finished, {total - sum(counts.values())} not started"
-    out.print(f"study [bold]{study}[/bold]: {line}")
+    progress = progress_line(statuses, planned, total)
+    where = f" (profile {profile})" if profile else ""
+    out.print(f"study [bold]{study}[/bold]{where}: {line}{'; ' + progress if progress else ''}", highlight=False)
     if failures.num_rows:
         out.print(arrow_table(failures, "failed and diverged trials"))
-    for state in search_states(results, study, only):
+    for state in search_states(root, study, only):
         out.print(search_points(state, top, points))
-    targeted = seed_states(results, study, spec)
+    targeted = seed_states(root, study, spec)
     if targeted:
         target, states = targeted
         out.print(arrow_table(pa.Table.from_pylist(state_rows(states)), target.words()))
@@ -238,15 +271,21 @@ def status(
 
 @app.command()
 def trial(
-    config_file: Annotated[Path, typer.Argument(help="One trial config (a study's `base` block) as YAML.")],
+    config_file: Annotated[Path, typer.Argument(
+        help="A study file (with --trial), or one trial config (a study's `base` block) as YAML.")],
+    trial_id: Annotated[str | None, typer.Option(
+        "--trial", "-t", help="Which trial of the study file: its trial id, or its index from "
+        "`lg-study validate --trials` (0-based); not needed for a study of one trial.")] = None,
+    profile: ProfileOption = None,
     device: Annotated[str | None, typer.Option("--device", help="cpu or cuda (default: cuda if available).")] = None,
 ):
-    """Train and evaluate one trial in this process, without Ray or MLflow (for debugging)."""
+    """Train and evaluate one trial in this process, without Ray or MLflow (for debugging);
+    nothing is written under the results folder."""
     from lengthgen import train
-    from orchestrator.study import StudyError, load_trial_config
+    from orchestrator.study import StudyError, load_trial
 
     try:
-        config = load_trial_config(config_file)
+        config = load_trial(config_file, trial_id, profile)
     except StudyError as error:
         raise _bad_input(str(error)) from None
     out.print(f"trial {config.trial_id}: {config.task.name}, {config.model.arch} {config.model.size}, pe {config.model.pe}")
@@ -266,16 +305,19 @@ def trial(
 def query(
     sql: Annotated[str | None, typer.Argument(help="SQL over the views trials, train, eval, samples.")] = None,
     study: Annotated[str | None, typer.Option("--study", help="Study name (default: every study).")] = None,
+    profile: ProfileOption = None,
     file: Annotated[Path | None, typer.Option("--file", "-f", help="Run a .sql file instead.")] = None,
-    output_format: Annotated[str, typer.Option("--format", help="table, csv, json, markdown or parquet.")] = "table",
-    param: Annotated[list[str] | None, typer.Option("--param", help="name=value for $name in the SQL.")] = None,
+    output_format: Annotated[OutputFormat, typer.Option("--format", help="How to print or write the result.")]
+    = OutputFormat.table,
+    param: ParamOption = None,
     out_file: Annotated[Path | None, typer.Option("--out", help="Output file (required for parquet).")] = None,
     results: ResultsOption = DEFAULT_RESULTS,
 ):
-    """Ask DuckDB SQL over the study's Parquet results."""
+    """Ask DuckDB SQL over the study's Parquet results (a profile's: --profile)."""
     from analysis.query import (
         QueryError,
         open_results,
+        profile_root,
         run_query,
         to_csv,
         to_json,
@@ -284,36 +326,29 @@ def query(
     )
     from orchestrator.render import arrow_table
 
-    formats = {"table": None, "csv": to_csv, "json": to_json, "markdown": to_markdown, "parquet": None}
-    if output_format not in formats:
-        raise _bad_input(f"--format {output_format!r}: choose one of {', '.join(formats)}")
     if (sql is None) == (file is None):
         raise _bad_input("give either SQL or --file, not both and not neither")
-    if output_format == "parquet" and out_file is None:
+    if output_format is OutputFormat.parquet and out_file is None:
         raise _bad_input("--format parquet needs --out FILE")
-    params = {}
-    for item in param or []:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise _bad_input(f"--param {item!r}: expected name=value")
-        params[name] = value
+    params = _params(param)
     try:
         text = file.read_text() if file else sql
     except OSError as error:
         raise _bad_input(f"{file}: {error.strerror}") from None
     try:
-        with _results_warnings(), open_results(results, study) as con:
+        with _results_warnings(), open_results(profile_root(results, profile), study) as con:
             table = run_query(con, text, params)
     except (QueryError, LookupError) as error:
         raise _bad_input(str(error)) from None
-    if output_format == "table":
+    if output_format is OutputFormat.table:
         out.print(arrow_table(table))
         return
-    if output_format == "parquet":
+    if output_format is OutputFormat.parquet:
         write_parquet(table, out_file)
         err.print(f"wrote {table.num_rows} rows to {out_file}")
         return
-    text = formats[output_format](table)
+    writers = {OutputFormat.csv: to_csv, OutputFormat.json: to_json, OutputFormat.markdown: to_markdown}
+    text = writers[output_format](table)
     if out_file:
         out_file.write_text(text)
     else:
@@ -323,24 +358,25 @@ def query(
 @app.command()
 def report(
     study: Annotated[str, typer.Argument(help="Study name (its folder under --results).")],
+    profile: ProfileOption = None,
     out_dir: Annotated[
-        Path | None, typer.Option("--out", help="Output folder (default: RESULTS/STUDY/report).")
+        Path | None, typer.Option("--out", help="Output folder (default: the study's results folder/report).")
     ] = None,
-    param: Annotated[
-        list[str] | None, typer.Option("--param", help="name=value for the analysis files, e.g. threshold=0.8.")
-    ] = None,
+    param: ParamOption = None,
     results: ResultsOption = DEFAULT_RESULTS,
 ):
     """One HTML page of the study's analysis: seed variance, lucky tickets, cascades, errors, training."""
-    from analysis.query import QueryError
+    params = _params(param)
+    from analysis.query import QueryError, profile_root
     from analysis.report import build_report
     from orchestrator.seed_target import seed_states, state_rows
 
+    root = profile_root(results, profile)
     try:
         with _results_warnings():
-            targeted = seed_states(results, study)
+            targeted = seed_states(root, study)
             seeds = (targeted[0].words(), state_rows(targeted[1])) if targeted else None
-            built = build_report(results, study, out_dir, _params(param), seeds)
+            built = build_report(root, study, out_dir, params, seeds, profile=profile)
     except (QueryError, LookupError) as error:
         raise _bad_input(str(error)) from None
     err.print(f"{len(built.figures)} plots beside it")
@@ -350,16 +386,20 @@ def report(
 @app.command()
 def ui(
     study: Annotated[str | None, typer.Option("--study", help="Print this study's experiment URL too.")] = None,
+    profile: ProfileOption = None,
     port: Annotated[int, typer.Option("--port", help="Port on 127.0.0.1.")] = 5000,
     results: ResultsOption = DEFAULT_RESULTS,
     tracking_uri: TrackingOption = None,
 ):
     """The MLflow UI on 127.0.0.1 over the study's tracking store (Ctrl-C stops it)."""
-    from analysis.mlflow_ui import UiError, default_store_uri, serve, start
+    from analysis.mlflow_ui import UiError, default_store_uri, experiment_name, serve, start
 
+    if profile is not None and study is None:
+        raise _bad_input("--profile names a study's experiment (STUDY/PROFILE): give --study too")
+    experiment = experiment_name(study, profile) if study is not None else None
     uri = tracking_uri or default_store_uri(results)
     try:
-        server = start(uri, port, study)
+        server = start(uri, port, experiment)
     except UiError as error:
         raise _bad_input(str(error)) from None
     if server.process is not None:
@@ -367,34 +407,33 @@ def ui(
                   " Ctrl-C stops it", highlight=False)
     out.print(f"MLflow UI: {server.url}", highlight=False, soft_wrap=True)
     if server.experiment_url:
-        out.print(f"experiment {study}: {server.experiment_url}", highlight=False, soft_wrap=True)
+        out.print(f"experiment {experiment}: {server.experiment_url}", highlight=False, soft_wrap=True)
     sys.stdout.flush()
     raise typer.Exit(serve(server))
 
 
 def _params(items: list[str] | None) -> dict[str, str]:
+    """The --param NAME=VALUE options of `query` and `report` as a mapping."""
     params = {}
     for item in items or []:
         name, sep, value = item.partition("=")
         if not sep or not name:
-            raise _bad_input(f"--param {item!r}: expected name=value")
+            raise _bad_input(f"--param {item!r}: expected NAME=VALUE")
         params[name] = value
     return params
 
 
 @app.command()
 def bench(
-    only: Annotated[list[str] | None, typer.Option("--only", help="Run only these benchmarks (repeatable).")] = None,
+    only: Annotated[list[Benchmark] | None, typer.Option("--only", help="Run only these benchmarks (repeatable).")]
+    = None,
 ):
     """Speed ratios, each measured against its reference in the same run."""
     from rich.table import Table
 
-    from orchestrator.bench import BENCHMARKS, machine
+    from orchestrator.bench import machine
     from orchestrator.bench import run as run_benchmarks
 
-    unknown = sorted(set(only or []) - set(BENCHMARKS))
-    if unknown:
-        raise _bad_input(f"--only {', '.join(unknown)}: choose from {', '.join(BENCHMARKS)}")
     table = Table(title=f"lg-study bench: {machine()}")
     for column in ("measurement", "ratio", "target", "met", "measured"):
         table.add_column(column, overflow="fold")
@@ -404,7 +443,7 @@ def bench(
         err.print(f"{m.name}: {ratio} ({m.detail})", highlight=False)
         table.add_row(m.name, ratio, m.target, {True: "yes", False: "no", None: "-"}[m.met], m.detail)
 
-    run_benchmarks(only, on_result=show)
+    run_benchmarks([b.value for b in only] if only else None, on_result=show)
     out.print(table)
 
 

@@ -27,6 +27,67 @@ def _cell(value) -> str:
     return str(value)
 
 
+def run_summary(summary) -> list[str]:
+    """What became of a run's trials (orchestrator.tune_runner.RunSummary), one line
+    each, in rich markup; `lg-study run` prints them before its table."""
+    lines = []
+    if summary.skipped:
+        lines.append(f"{summary.skipped} of {summary.total} trials had already finished and were not run again")
+    if summary.reused:
+        sources = sorted(set(summary.reused.values()))
+        lines.append(f"{len(summary.reused)} of {summary.total} trials were reused, not trained: they had "
+                     f"finished in {', '.join(sources)} under the same results folder (--no-reuse trains them)")
+    if summary.resumed:
+        lines.append(f"{len(summary.resumed)} trials had been interrupted or had failed and were run again "
+                     "(from their last checkpoint where they had one)")
+    if summary.killed_runs:
+        lines.append(f"{len(summary.killed_runs)} MLflow runs of interrupted trials were ended as KILLED")
+    repaired = [trial_id for trial_id in summary.repaired_runs if trial_id not in summary.reused]
+    if repaired:  # a reused trial's run is made from its rows too, and said above
+        lines.append(f"{len(repaired)} MLflow runs of finished trials were completed from the results")
+    if summary.ran:
+        lines.append(f"ran {summary.ran} trials in {summary.wall_s:.0f} s, {len(summary.failed)} failed")
+    return lines
+
+
+#: statuses of a trial that will not run again (orchestrator.tune_runner)
+FINISHED = ("done", "diverged")
+
+
+def progress_line(statuses: dict[str, str], planned: list[str] | None, total: int | None) -> str:
+    """How far a study is, for `lg-study status`: its planned trials (``planned``: a grid's
+    trial ids) finished and not started, and the trials in its folder that are not
+    among them (another design's); a search gives only its ``total``. Empty when neither
+    is known (the study given by name)."""
+    if planned is not None:
+        finished = sum(statuses.get(trial_id) in FINISHED for trial_id in planned)
+        not_started = sum(trial_id not in statuses for trial_id in planned)
+        line = f"{finished} of {len(planned)} finished, {not_started} not started"
+        others = len(set(statuses) - set(planned))
+        return line + (f"; {others} trials in the folder are not in this study's design" if others else "")
+    if total is not None:
+        finished = sum(status in FINISHED for status in statuses.values())
+        return f"{finished} of {total} finished, {max(0, total - len(statuses))} not started"
+    return ""
+
+
+def trial_list(study) -> Table:
+    """The trials of a study (orchestrator.study.Study) with their index, as
+    `lg-study trial STUDY.yaml --trial INDEX` takes it, and their axis values."""
+    axes = list(study.spec.axes)
+    out = Table(title=f"{study.name}: {len(study.trials)} trials")
+    for name in ("index", "trial id", *axes):
+        out.add_column(name, overflow="fold")
+    for index, (config, values) in enumerate(zip(study.trials, study.axis_values, strict=True)):
+        out.add_row(str(index), config.trial_id, *(_value(values.get(axis)) for axis in axes))
+    return out
+
+
+def interrupted_line(summary) -> str:
+    return (f"[yellow]interrupted[/yellow]: {len(summary.interrupted)} of {summary.total} trials not "
+            "finished; run the same command again to resume them")
+
+
 def search_points(state, top: int, total: int | None = None) -> Table:
     """The best scored points of a search (orchestrator.search.SearchState): the values
     of each point and its metric's mean, spread and range over its seed-trials."""

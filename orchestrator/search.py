@@ -103,7 +103,7 @@ def run_search(
             run_study(dataclasses.replace(study, trials=[], axis_values=[]), results_root, tracking_uri,
                       address, console, restart=True)
         store = SearchStore(study, results_root)
-        tracker = StudyTracker(tracking_uri, study.name)
+        tracker = StudyTracker(tracking_uri, study.experiment)
         seeds = len(search.repeat_settings())
         told = len(store.trials(TOLD))
         summary = SearchSummary(RunSummary(total=study.trial_count, skipped=min(told, search.points) * seeds))
@@ -168,3 +168,4 @@ def _add(total: RunSummary, batch: RunSummary) -> None:
     total.wall_s += batch.wall_s
     for name in ("failed", "resumed", "interrupted", "killed_runs", "repaired_runs"):
         getattr(total, name).extend(getattr(batch, name))
+    total.reused.update(batch.reused)

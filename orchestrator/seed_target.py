@@ -327,6 +327,7 @@ def _add(total: RunSummary, batch: RunSummary) -> None:
     total.wall_s += batch.wall_s
     for name in ("failed", "resumed", "interrupted", "killed_runs", "repaired_runs"):
         getattr(total, name).extend(getattr(batch, name))
+    total.reused.update(batch.reused)
 
 
 def _sql(name: str) -> Path:

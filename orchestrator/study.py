@@ -23,6 +23,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from analysis import groups
+from analysis.mlflow_ui import experiment_name
+from analysis.query import profile_root
 from lengthgen.config import TrialConfig
 from orchestrator.config_paths import (
     AXES,
@@ -90,12 +92,23 @@ class StudyFile(BaseModel):
     @pydantic.field_validator("name")
     @classmethod
     def _one_folder_name(cls, name: str) -> str:
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
-            raise ValueError(
-                f"{name!r} cannot name the study's results folder: use letters, digits, '_', '-' "
-                "and '.', starting with a letter or digit (no '/', no leading '.')"
-            )
-        return name
+        return _folder_name(name, "the study's results folder")
+
+    @pydantic.field_validator("profiles")
+    @classmethod
+    def _profile_folder_names(cls, profiles: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        for name in profiles:  # each names its results root (analysis.query.profile_root)
+            _folder_name(name, "a profile's results folder")
+        return profiles
+
+
+def _folder_name(name: str, what: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+        raise ValueError(
+            f"{name!r} cannot name {what}: use letters, digits, '_', '-' "
+            "and '.', starting with a letter or digit (no '/', no leading '.')"
+        )
+    return name
 
 
 @dataclass
@@ -109,10 +122,24 @@ class Study:
     axis_values: list[dict[str, Any]]
     #: the base config with the profile applied (a search builds its trials from it)
     base: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: a trial already finished under the same results root, in another study or
+    #: profile, is reused rather than trained (orchestrator.reuse); `run --no-reuse`
+    #: and `run --restart` set it False
+    reuse: bool = True
 
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def experiment(self) -> str:
+        """Its MLflow experiment: the study's name, ``<study>/<profile>`` under a profile."""
+        return experiment_name(self.name, self.profile)
+
+    def results_root(self, results: Path) -> Path:
+        """Where its trials live under the results folder ``results``: the folder itself,
+        or the profile's own root (``<results>/_profiles/<profile>``)."""
+        return profile_root(results, self.profile)
 
     @property
     def trial_count(self) -> int:
@@ -313,6 +340,41 @@ def _check_exclude(path: Path, lines, rules: list[dict[str, Any]]) -> None:
         for key in rule:
             if not fields_path_exists(key):
                 raise StudyError(path, f"exclude.{i}.{key}", "no such config field", lines.find(("exclude", i, key)))
+
+
+def load_trial(path: Path, trial: str | None = None, profile: str | None = None) -> TrialConfig:
+    """The config `lg-study trial` trains: one trial of a study file, chosen by its trial
+    id or by its index in the study's order (0-based, as `lg-study validate --trials`
+    lists them; a study of one trial needs neither), or a bare trial config file."""
+    path = Path(path)
+    if not _is_study_file(path):
+        if trial is not None or profile is not None:
+            option = "--trial" if trial is not None else "--profile"
+            raise StudyError(path, option, "applies to a study file; this file is one trial config")
+        return load_trial_config(path)
+    study = load_study(path, profile)
+    if study.spec.search is not None:
+        raise StudyError(path, "--trial", "a search makes its trials as it runs; give one trial "
+                         "config (its `base` with the searched values) instead")
+    ids = [t.trial_id for t in study.trials]
+    if trial is None and len(ids) == 1:
+        return study.trials[0]
+    if trial in ids:
+        return study.trials[ids.index(trial)]
+    if trial is not None and trial.isdigit() and int(trial) < len(ids):
+        return study.trials[int(trial)]
+    given = "no trial given" if trial is None else f"no trial {trial!r}"
+    raise StudyError(path, "--trial", f"{given}; the study has {len(ids)} trials: give a trial id or an "
+                     f"index 0-{len(ids) - 1} (`lg-study validate {path} --trials` lists them)")
+
+
+def _is_study_file(path: Path) -> bool:
+    """A study file is a mapping with a `base` block (a trial config has no such field)."""
+    try:
+        raw = yaml.safe_load(_read(path))
+    except yaml.YAMLError:
+        return False  # load_trial_config says what is wrong
+    return isinstance(raw, dict) and "base" in raw
 
 
 def load_trial_config(path: Path) -> TrialConfig:

@@ -43,6 +43,7 @@ from orchestrator.recovery import (
     wipe_study,
 )
 from orchestrator.results_store import read_trial_statuses, remove_temp_files
+from orchestrator.reuse import REUSED_FROM, finished_elsewhere, reuse_trials
 from orchestrator.study import Study
 from orchestrator.tracking import RUN_NAME_TAG, MlflowTuneCallback, StudyTracker
 from orchestrator.trainable import artifact_folder, run_trial
@@ -65,6 +66,9 @@ class RunSummary:
     killed_runs: list[str] = field(default_factory=list)
     #: finished trials whose MLflow run was completed from the Parquet files
     repaired_runs: list[str] = field(default_factory=list)
+    #: trials finished in another study or profile under the same results folder, taken
+    #: from there rather than trained (orchestrator.reuse): trial_id -> experiment trained in
+    reused: dict[str, str] = field(default_factory=dict)
 
 
 def describe_trial(params: dict[str, Any]) -> tuple[str, dict[str, str], dict[str, object]]:
@@ -251,27 +255,31 @@ def run_trials(
 
     Trials done or diverged in `trials` are skipped; the others (never started,
     `running` when a run was interrupted, `failed`) run, each continuing from its
-    checkpoint when it has one. ``restart`` deletes the study's results and MLflow
-    runs first. Raises StudyBusy when another driver runs the study.
+    checkpoint when it has one, or is reused when it finished in another study or
+    profile under the same results folder (orchestrator.reuse; not with
+    ``study.reuse`` False). ``restart`` deletes the study's results and MLflow runs
+    first and trains every trial. Raises StudyBusy when another driver runs the study.
     """
     console = console or Console(stderr=True)
     results_root = Path(results_root).resolve()
     check_not_busy(results_root, study.name)
     statuses = {} if restart else read_trial_statuses(results_root, study.name)
     pending = [t for t in study.trials if statuses.get(t.trial_id) not in FINISHED]
+    reuse = study.reuse and not restart  # --restart trains every trial again
+    reusable = finished_elsewhere(results_root, study.name, [t.trial_id for t in pending]) if reuse else {}
     resources = study.spec.resources
-    if pending:
+    if len(pending) > len(reusable):
         # checkpoints at every evaluation are intended; Tune's warning about them is noise here
         os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
         # a failed attempt is one line from ProgressCallback, its error goes to `trials.error`
         os.environ.setdefault("TUNE_PRINT_ALL_TRIAL_ERRORS", "0")
         start_ray(address)
         check_resources(resources)  # refused before anything is written
-    elif not (results_root / study.name).is_dir():
+    elif not reusable and not (results_root / study.name).is_dir():
         return RunSummary(total=len(study.trials), skipped=len(study.trials))
 
     with study_lock(results_root, study.name):
-        tracker = StudyTracker(tracking_uri, study.name)
+        tracker = StudyTracker(tracking_uri, study.experiment)
         if restart:
             wipe_study(results_root, study.name)
             tracker.delete_runs()
@@ -283,14 +291,22 @@ def run_trials(
                                     for trial_id, columns in regrouped.items()})
         # re-read under the lock: the statuses a previous driver left are final now
         statuses = read_trial_statuses(results_root, study.name)
+        unfinished = [t.trial_id for t in study.trials if statuses.get(t.trial_id) not in FINISHED]
+        reused = reuse_trials(results_root, study, {k: v for k, v in reusable.items() if k in unfinished})
+        for trial_id, source in reused.items():
+            console.print(f"trial {trial_id} reused: finished in {source} (--no-reuse trains it again)",
+                          highlight=False)
+        statuses = read_trial_statuses(results_root, study.name)
         pending = [t for t in study.trials if statuses.get(t.trial_id) not in FINISHED]
-        summary = RunSummary(total=len(study.trials), skipped=len(study.trials) - len(pending))
+        summary = RunSummary(total=len(study.trials), skipped=len(study.trials) - len(pending) - len(reused),
+                             reused=reused)
         params = {c.trial_id: trial_params(c, study, results_root) for c in study.trials}
         summary.killed_runs = tracker.end_running_runs("KILLED")  # left by a killed driver
         summary.repaired_runs = sync_mlflow(
             tracker, lambda: mlflow_callback(tracker), results_root, study.name,
             {k: v for k, v in statuses.items() if v in FINISHED}, params,
         )
+        tracker.tag_trial_runs({trial_id: {REUSED_FROM: source} for trial_id, source in reused.items()})
         if not pending:
             return summary
         summary.resumed = [t.trial_id for t in pending if statuses.get(t.trial_id) is not None]

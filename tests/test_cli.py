@@ -1,0 +1,89 @@
+"""The command line's own parsing (no Ray): enum options list their choices, one
+--param parser, `trial` picks one trial of a study file, `status` counts that never go
+negative, and every `lg-study COMMAND` the code tells a user about exists."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from orchestrator.cli import Benchmark, OutputFormat, app
+from orchestrator.render import progress_line
+from orchestrator.study import StudyError, load_study, load_trial
+
+runner = CliRunner()
+ROOT = Path(__file__).parent.parent
+STUDY = Path(__file__).parent / "study_files" / "good_two_trials.yaml"
+
+
+def test_bench_choices_are_the_benchmark_registry() -> None:
+    from orchestrator.bench import BENCHMARKS
+
+    assert [b.value for b in Benchmark] == list(BENCHMARKS)
+
+
+@pytest.mark.parametrize(("args", "choices"), [
+    (["query", "select 1", "--format", "xml"], [f.value for f in OutputFormat]),
+    (["bench", "--only", "nope"], [b.value for b in Benchmark]),
+])
+def test_an_unknown_choice_is_bad_input_listing_the_choices(args: list[str], choices: list[str]) -> None:
+    outcome = runner.invoke(app, args)
+    assert outcome.exit_code == 2
+    assert all(choice in outcome.output for choice in choices)
+
+
+@pytest.mark.parametrize("command", [["query", "select 1"], ["report", "some_study"]])
+def test_one_param_parser(command: list[str], tmp_path: Path) -> None:
+    outcome = runner.invoke(app, [*command, "--param", "no_value", "--results", str(tmp_path)])
+    assert outcome.exit_code == 2 and "expected NAME=VALUE" in outcome.output
+
+
+def test_trial_of_a_study_by_index_or_id() -> None:
+    trials = load_study(STUDY).trials
+    assert load_trial(STUDY, "1") == trials[1]
+    assert load_trial(STUDY, trials[0].trial_id) == trials[0]
+    assert load_trial(STUDY, "0", "longer") == load_study(STUDY, "longer").trials[0]
+    with pytest.raises(StudyError, match=r"--trial: no trial '7'; the study has 2 trials"):
+        load_trial(STUDY, "7")
+    with pytest.raises(StudyError, match="validate .* --trials"):
+        load_trial(STUDY)
+
+
+def test_trial_options_refused_for_a_bare_config(tmp_path: Path) -> None:
+    config = tmp_path / "trial.yaml"
+    config.write_text("model: {size: tiny}\n")
+    assert load_trial(config).model.size == "tiny"
+    outcome = runner.invoke(app, ["trial", str(config), "--trial", "0"])
+    assert outcome.exit_code == 2 and "applies to a study file" in outcome.output
+
+
+def test_validate_lists_the_trials_trial_takes() -> None:
+    outcome = runner.invoke(app, ["validate", str(STUDY), "--trials"])
+    assert outcome.exit_code == 0
+    for index, config in enumerate(load_study(STUDY).trials):
+        assert re.search(rf"{index}\s+│\s+{config.trial_id}", outcome.output)
+
+
+def test_progress_counts_never_go_negative() -> None:
+    # the folder holds more trials than the design (another profile's, from before
+    # profiles were kept apart): they are named, not subtracted
+    statuses = {"a": "done", "b": "running", "x": "done", "y": "done"}
+    assert progress_line(statuses, ["a", "b", "c"], None) == (
+        "1 of 3 finished, 1 not started; 2 trials in the folder are not in this study's design")
+    assert progress_line(statuses, None, 2) == "3 of 2 finished, 0 not started"
+    assert progress_line(statuses, None, None) == ""
+
+
+def test_every_command_named_to_a_user_exists() -> None:
+    """Commands quoted to a user (`lg-study X` in messages, docstrings and docs,
+    <code>lg-study X</code> in the report) are commands of the CLI."""
+    commands = {c.name or c.callback.__name__ for c in app.registered_commands}
+    sources = [*ROOT.glob("orchestrator/*.py"), *ROOT.glob("analysis/*.py"), ROOT / "README.md",
+               *ROOT.glob("docs/*.md")]
+    named = {(name, path.name) for path in sources
+             for name in re.findall(r"(?:`|<code>)lg-study ([a-z][a-z_-]*)", path.read_text())}
+    assert sorted((name, where) for name, where in named if name not in commands) == []
+    assert "`lg-study trial STUDY.yaml --trial ID`" in (ROOT / "analysis" / "report.py").read_text()
