@@ -219,6 +219,36 @@ def _run(study, study_file: Path, root: Path, uri: str, address: str | None, res
 
 
 @app.command()
+def migrate(
+    study_file: Annotated[Path, typer.Argument(help="Study YAML file.")],
+    profile: Annotated[str, typer.Option("--profile", "-p", help="The profile whose trials to move.")],
+    results: ResultsOption = DEFAULT_RESULTS,
+    tracking_uri: TrackingOption = None,
+):
+    """Move a profile's trials that an earlier lg-study wrote into RESULTS/STUDY (before
+    profiles were kept apart) into the profile's own folder, with their checkpoints; their
+    MLflow runs leave experiment STUDY, and the next `lg-study run --profile` makes them in
+    STUDY/PROFILE (training only what was unfinished)."""
+    from analysis.mlflow_ui import default_store_uri
+    from orchestrator.migrate import migrate_profile
+    from orchestrator.recovery import StudyBusy
+    from orchestrator.study import StudyError
+
+    profiled, unprofiled = _load(study_file, profile), _load(study_file, None)
+    try:
+        done = migrate_profile(profiled, unprofiled, results, tracking_uri or default_store_uri(results))
+    except (StudyError, StudyBusy) as error:
+        raise _bad_input(str(error)) from None
+    target = profiled.results_root(results) / profiled.name
+    out.print(f"{len(done.moved)} trials moved and {len(done.copied)} copied (the unprofiled design has them "
+              f"too) to {target}; {len(done.dropped)} already there removed from {results / profiled.name}; "
+              f"{done.deleted_runs} MLflow runs deleted from experiment {unprofiled.experiment!r}", highlight=False)
+    if done.moved or done.copied:
+        out.print(f"next: lg-study run {study_file} --profile {profile} --results {results} makes their runs in "
+                  f"experiment {profiled.experiment!r} and trains only the unfinished ones", highlight=False)
+
+
+@app.command()
 def status(
     study: Annotated[str, typer.Argument(help="Study name, or its YAML file (to count trials not started).")],
     profile: ProfileOption = None,

@@ -87,3 +87,41 @@ def test_every_command_named_to_a_user_exists() -> None:
              for name in re.findall(r"(?:`|<code>)lg-study ([a-z][a-z_-]*)", path.read_text())}
     assert sorted((name, where) for name, where in named if name not in commands) == []
     assert "`lg-study trial STUDY.yaml --trial ID`" in (ROOT / "analysis" / "report.py").read_text()
+
+
+def test_migrate_moves_a_profiles_trials_out_of_the_unprofiled_folder(tmp_path: Path) -> None:
+    """As an earlier version left them: both designs' trials in RESULTS/STUDY and its
+    experiment; the profile's move out with their checkpoint, the other's stay."""
+    from datetime import datetime, timezone
+
+    import mlflow
+
+    from analysis.query import profile_root
+    from orchestrator.results_store import read_trial_statuses, write_trial_table
+    from orchestrator.trainable import checkpoint_path
+    from orchestrator.trial_rows import trials_row
+
+    results = tmp_path / "results"
+    default, smoke = load_study(STUDY).trials[0], load_study(STUDY, "longer").trials[0]
+    for config, status in ((default, "done"), (smoke, "running")):
+        row = trials_row("two_trials", config, status, "cpu", datetime(2025, 1, 1, tzinfo=timezone.utc))
+        write_trial_table(results, "two_trials", "trials", config.trial_id, [row])
+    checkpoint_path(results, "two_trials", smoke.trial_id).parent.mkdir(parents=True)
+    checkpoint_path(results, "two_trials", smoke.trial_id).write_bytes(b"state")
+    uri = f"sqlite:///{results.resolve()}/mlflow.db"
+    client = mlflow.MlflowClient(uri)
+    experiment = client.create_experiment("two_trials")
+    for config in (default, smoke):
+        client.create_run(experiment, tags={"trial_id": config.trial_id})
+
+    outcome = runner.invoke(app, ["migrate", str(STUDY), "--profile", "longer", "--results", str(results)])
+    assert outcome.exit_code == 0, outcome.output
+    assert "1 trials moved and 0 copied" in " ".join(outcome.output.split())
+    moved = profile_root(results, "longer")
+    assert read_trial_statuses(results, "two_trials") == {default.trial_id: "done"}
+    assert read_trial_statuses(moved, "two_trials") == {smoke.trial_id: "running"}
+    assert checkpoint_path(moved, "two_trials", smoke.trial_id).read_bytes() == b"state"
+    runs = client.search_runs([experiment])
+    assert [r.data.tags["trial_id"] for r in runs] == [default.trial_id]
+    status = runner.invoke(app, ["status", str(STUDY), "--profile", "longer", "--results", str(results)])
+    assert "0 of 2 finished, 1 not started" in status.output
