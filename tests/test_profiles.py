@@ -64,9 +64,8 @@ def runs(tmp_path_factory):
     outcomes["smoke"] = run(str(first), "--profile", "smoke")
     after = _snapshot(results, client, "apart")
     outcomes["reused"] = run(str(second))
-    outcomes["no_reuse"] = run(str(second), "--profile", "smoke", "--no-reuse")
     yield {"results": results, "client": client, "first": first, "second": second,
-           "outcomes": outcomes, "before": before, "after": after}
+           "outcomes": outcomes, "before": before, "after": after, "run": run}
     ray.shutdown()
 
 
@@ -124,8 +123,9 @@ def test_a_study_whose_trials_finished_elsewhere_trains_nothing(runs) -> None:
     assert reused[0].data.metrics == original[0].data.metrics
 
 
+@pytest.mark.slow
 def test_no_reuse_trains_again(runs) -> None:
-    outcome = runs["outcomes"]["no_reuse"]
+    outcome = runs["run"](str(runs["second"]), "--profile", "smoke", "--no-reuse")
     assert outcome.exit_code == 0, outcome.output
     assert "reused" not in outcome.output and "ran 1 trials" in outcome.output
     with open_results(profile_root(runs["results"], "smoke"), "elsewhere") as con:
