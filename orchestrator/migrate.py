@@ -22,10 +22,10 @@ from pathlib import Path
 from analysis.query import TABLES
 from orchestrator.recovery import study_lock
 from orchestrator.results_store import read_trial_statuses, table_path
-from orchestrator.reuse import FINISHED
 from orchestrator.study import Study, StudyError
 from orchestrator.tracking import StudyTracker
 from orchestrator.trainable import artifact_folder, checkpoint_path
+from orchestrator.trial_status import FINISHED
 
 
 @dataclass

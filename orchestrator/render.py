@@ -7,6 +7,8 @@ import math
 import pyarrow as pa
 from rich.table import Table
 
+from orchestrator.trial_status import FINISHED
+
 
 def arrow_table(table: pa.Table, title: str | None = None, max_rows: int = 200) -> Table:
     out = Table(title=title, show_lines=False)
@@ -48,10 +50,6 @@ def run_summary(summary) -> list[str]:
     if summary.ran:
         lines.append(f"ran {summary.ran} trials in {summary.wall_s:.0f} s, {len(summary.failed)} failed")
     return lines
-
-
-#: statuses of a trial that will not run again (orchestrator.tune_runner)
-FINISHED = ("done", "diverged")
 
 
 def progress_line(statuses: dict[str, str], planned: list[str] | None, total: int | None) -> str:

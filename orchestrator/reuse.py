@@ -32,8 +32,8 @@ from orchestrator.results_store import (
 from orchestrator.study import Study
 from orchestrator.trainable import artifact_folder
 from orchestrator.trial_rows import config_columns
+from orchestrator.trial_status import FINISHED
 
-FINISHED = ("done", "diverged")
 #: the trials column (and MLflow tag) naming the experiment a reused trial trained in
 REUSED_FROM = "reused_from"
 ROW_TABLES = ("train", "eval", "samples")
