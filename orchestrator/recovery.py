@@ -5,8 +5,9 @@
 - `stop_on_sigterm`: SIGTERM stops a run the way Ctrl-C does.
 - `TrialFailureCallback`: a trial whose worker died and that has no retries left is
   written to `trials` as `failed` by the driver (the worker cannot write it).
-- `sync_mlflow`: a finished trial whose MLflow run is missing or not ended (the
-  driver died between the two writes) gets its run completed from the Parquet files.
+- the MLflow runs are a function of the Parquet files (orchestrator.mlflow_sync): at
+  start-up the driver brings the run of every trial that a killed driver left behind
+  its rows up to date (mlflow_sync.sync_study).
 """
 
 from __future__ import annotations
@@ -18,29 +19,23 @@ import shutil
 import signal
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
-import pyarrow.parquet as pq
-import pydantic
 from ray import tune
 
-from lengthgen import TrialConfig
-from orchestrator.metric_names import eval_metrics, length_results, train_metrics
+from orchestrator.config_paths import TRIAL_CONFIG
 from orchestrator.results_store import (
     check_path_component,
     read_trial_row,
-    table_path,
     write_trial_table,
 )
 from orchestrator.trial_rows import trials_row
 from orchestrator.trial_status import TrialStatus
 
 ERROR_CHARS = 4000  # the end of a worker's error text kept in `trials.error`
-TRIAL_CONFIG = pydantic.TypeAdapter(TrialConfig)
 
 
 class StudyBusy(RuntimeError):
@@ -159,56 +154,3 @@ def _last_error(trial: Any) -> str:
             text = text[text.rfind("Failure #"):] if "Failure #" in text else text
     text = " ".join(text.split()) or "unknown (Tune recorded no error text)"
     return text if len(text) <= ERROR_CHARS else "..." + text[-ERROR_CHARS:]
-
-
-def sync_mlflow(
-    tracker: Any,
-    callback_factory: Callable[[], Any],
-    root: Path,
-    study: str,
-    finished: dict[str, str],
-    params_by_trial: dict[str, dict[str, Any]],
-) -> list[str]:
-    """Complete the MLflow run of every finished trial whose run is missing or was not
-    ended as it should be, from the trial's Parquet files; return those trial ids.
-
-    ``finished`` maps trial_id -> done/diverged; ``params_by_trial`` holds the Tune
-    params of the study's trials (trials no longer in the study file are left alone);
-    ``callback_factory`` builds the MlflowTuneCallback whose ending code is reused.
-    """
-    expected = {"done": "FINISHED", "diverged": "FAILED"}
-    runs = tracker.runs_by_trial()
-    repaired = []
-    for trial_id, status in sorted(finished.items()):
-        if trial_id not in params_by_trial or status not in expected:
-            continue
-        if any(r["status"] == expected[status] for r in runs.get(trial_id, [])):
-            continue
-        callback = callback_factory()
-        trial = SimpleNamespace(config={"trial": params_by_trial[trial_id]}, last_result={})
-        _, run_id = callback._run_id(trial)
-        last: dict[str, Any] = {"step": 0}
-        for row in _rows(root, study, "train", trial_id):
-            tracker.log_metrics(run_id, train_metrics(row), row["step"])
-            last["step"] = max(last["step"], row["step"])
-        evals: dict[int, list[dict[str, Any]]] = {}
-        for row in _rows(root, study, "eval", trial_id):
-            evals.setdefault(row["step"], []).append(row)
-        for step, rows in sorted(evals.items()):
-            metrics = eval_metrics(length_results(rows))
-            tracker.log_metrics(run_id, metrics, step)
-            last = {"step": step, **metrics}
-        if status == "diverged":
-            last["status"] = "diverged"
-            callback._finish(SimpleNamespace(config=trial.config, last_result=last), "FAILED", "diverged")
-        else:
-            callback._finish(SimpleNamespace(config=trial.config, last_result=last), "FINISHED", "done")
-        repaired.append(trial_id)
-    return repaired
-
-
-def _rows(root: Path, study: str, table: str, trial_id: str) -> list[dict[str, Any]]:
-    try:
-        return pq.read_table(table_path(root, study, table, trial_id), partitioning=None).to_pylist()
-    except (OSError, ValueError):
-        return []

@@ -157,22 +157,27 @@ def read_trial_statuses(root: Path, study: str) -> dict[str, str]:
     return statuses
 
 
-def read_trial_row(root: Path, study: str, trial_id: str) -> dict[str, Any] | None:
-    """The trial's row of ``trials`` as a dict (JSON columns stay text), or None."""
-    path = table_path(root, study, "trials", trial_id)
-    try:
-        rows = pq.read_table(path, partitioning=None).to_pylist()
-    except (OSError, pa.ArrowException):
-        return None
-    return rows[0] if rows else None
-
-
 def read_trial_rows(root: Path, study: str, table: str, trial_id: str) -> list[dict[str, Any]]:
-    """One trial's rows of ``table`` as dicts; [] when it has none (or they cannot be read)."""
+    """One trial's rows of ``table`` as dicts (JSON columns stay text); [] when it has
+    none, or they cannot be read. The one reader of a single trial's file."""
     try:
+        # partitioning=None: read the file alone, without the folder's hive key.
         return pq.read_table(table_path(root, study, table, trial_id), partitioning=None).to_pylist()
     except (OSError, pa.ArrowException):
         return []
+
+
+def read_trial_row(root: Path, study: str, trial_id: str) -> dict[str, Any] | None:
+    """The trial's row of ``trials``, or None."""
+    rows = read_trial_rows(root, study, "trials", trial_id)
+    return rows[0] if rows else None
+
+
+def artifact_folder(root: Path, study: str, trial_id: str) -> Path:
+    """Files a trial's worker leaves for its MLflow run (e.g. ABC's bias matrices)."""
+    check_path_component(study, "study")
+    check_path_component(trial_id, "trial_id")
+    return Path(root) / study / "_artifacts" / trial_id
 
 
 def remove_temp_files(root: Path, study: str) -> list[Path]:

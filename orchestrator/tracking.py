@@ -1,46 +1,35 @@
-"""Every MLflow call of the project (MLflow's API churns, so it is kept in one place).
+"""A study's MLflow experiment and its runs, one per trial (tag ``trial_id``).
 
-Only the Ray driver process uses this module: a local SQLite store breaks with
-several writers, and Tune callbacks run in the driver.
+What a run holds is written by orchestrator.mlflow_sync from the trial's rows; this
+module only knows MLflow's runs, metrics, tags and artifacts. The client and its store
+are orchestrator.mlflow_store's.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import numbers
-import os
-import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlparse
 
-import yaml
 from mlflow.entities import Metric, Param, RunTag
-from mlflow.tracking import MlflowClient
 from mlflow.utils.validation import (
     MAX_METRICS_PER_BATCH,
     MAX_PARAM_VAL_LENGTH,
     MAX_PARAMS_TAGS_PER_BATCH,
     MAX_TAG_VAL_LENGTH,
 )
-from ray.tune import Callback
 
-from analysis.plots import accuracy_vs_length
-from orchestrator.metric_names import ACCURACY_PREFIX, LOSS, LR, SUMMARY_PREFIX, digits_of
+from orchestrator.mlflow_store import SerializedClient, artifact_location
 
-# Result keys forwarded to MLflow; everything else is Tune bookkeeping.
-METRIC_PREFIXES = (LOSS, LR, ACCURACY_PREFIX, SUMMARY_PREFIX)
 RUN_NAME_TAG = "mlflow.runName"  # MLflow's own tag for a run's name
 # The MLflow 3 UI opens an experiment in its "model training" views (runs, metrics)
 # rather than its GenAI ones (traces) when it carries this tag.
 EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
+#: how a run can end, and the run's `status` tag each gives unless told otherwise
 OUTCOME = {"FINISHED": "done", "FAILED": "failed", "KILLED": "killed"}
 
-Describe = Callable[[dict[str, Any]], tuple[str, dict[str, str], dict[str, object]]]
 T = TypeVar("T")
 
 
@@ -54,10 +43,6 @@ def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
         yield items[start : start + size]
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class StudyTracker:
     """One MLflow experiment per study, exactly one run per trial (tag ``trial_id``)."""
 
@@ -65,6 +50,8 @@ class StudyTracker:
         self.client = SerializedClient(tracking_uri)
         self.study = study
         self._run_ids: dict[str, str] = {}
+        #: run_id -> its status as this tracker last set or found it
+        self._status: dict[str, str] = {}
         #: run_id -> metric -> last step logged (metrics are never logged twice at a step)
         self._last_step: dict[str, dict[str, int]] = {}
         experiment = self.client.get_experiment_by_name(study)
@@ -76,7 +63,7 @@ class StudyTracker:
         else:
             self.experiment_id = self.client.create_experiment(
                 study,
-                artifact_location=_artifact_location(tracking_uri, study),
+                artifact_location=artifact_location(tracking_uri, study),
                 tags=EXPERIMENT_TAGS,
             )
 
@@ -92,12 +79,16 @@ class StudyTracker:
         params: dict[str, object],
         run_name: str | None = None,
     ) -> str:
-        """The trial's run, created or re-attached and left RUNNING (the trial is starting).
+        """The trial's run, created or re-attached and left RUNNING.
 
         The run is named ``run_name``, else the tag ``mlflow.runName``, else the trial id.
         """
         if trial_id in self._run_ids:
-            return self._run_ids[trial_id]
+            run_id = self._run_ids[trial_id]
+            if self._status.get(run_id) != "RUNNING":
+                self.client.update_run(run_id, status="RUNNING")
+                self._status[run_id] = "RUNNING"
+            return run_id
         run_name = run_name or tags.get(RUN_NAME_TAG) or trial_id
         tags = {**tags, RUN_NAME_TAG: run_name}
         found = self.client.search_runs(
@@ -126,25 +117,35 @@ class StudyTracker:
         for chunk in _chunks(missing, MAX_PARAMS_TAGS_PER_BATCH):
             self.client.log_batch(run_id, params=chunk)
         if found:
-            self._set_tags(run_id, {**tags, "trial_id": trial_id})
+            self.set_tags(run_id, {**tags, "trial_id": trial_id})
         self._last_step[run_id] = self._logged_steps(run) if found else {}
         self._run_ids[trial_id] = run_id
+        self._status[run_id] = "RUNNING"
         return run_id
 
     def log_metrics(self, run_id: str, metrics: Mapping[str, float | None], step: int) -> None:
-        """NaN is logged on purpose (divergence must show); MLflow clamps inf to +-max float.
+        """Log ``metrics`` at ``step`` (log_steps)."""
+        self.log_steps(run_id, [(step, metrics)])
+
+    def log_steps(self, run_id: str, steps: Iterable[tuple[int, Mapping[str, float | None]]]) -> None:
+        """Log each (step, metrics) in as few calls as MLflow allows. NaN is logged on
+        purpose; MLflow clamps inf to +-max float; None is left out.
 
         A metric is not logged at a step at or before the last one it has in the run:
         a trial resumed from its checkpoint repeats the steps after the checkpoint,
         which the run may have logged before the interruption.
         """
-        last = self._last_step.setdefault(run_id, {})
-        fresh = {k: v for k, v in metrics.items() if v is not None and step > last.get(k, -1)}
-        ts = _now_ms()
-        batch = [Metric(k, float(v), ts, step) for k, v in fresh.items()]
+        last = dict(self._last_step.get(run_id, {}))
+        ts = int(time.time() * 1000)
+        batch = []
+        for step, metrics in sorted(steps, key=lambda item: item[0]):
+            for key, value in metrics.items():
+                if value is not None and step > last.get(key, -1):
+                    batch.append(Metric(key, float(value), ts, step))
+                    last[key] = step
         for chunk in _chunks(batch, MAX_METRICS_PER_BATCH):
             self.client.log_batch(run_id, metrics=chunk)
-        last.update(dict.fromkeys(fresh, step))
+        self._last_step[run_id] = last
 
     def finish(
         self,
@@ -155,7 +156,8 @@ class StudyTracker:
         outcome: str | None = None,
         step: int = 0,
     ) -> None:
-        """Log the summary and artifacts, tag ``status`` (done/diverged/failed), then end the run.
+        """Log the summary and artifacts, tag ``status`` (done/diverged/failed/killed),
+        then end the run as ``status`` (FINISHED/FAILED/KILLED).
 
         ``artifacts`` maps a file name in the run to a local file; ``outcome`` overrides
         the ``status`` tag (e.g. ``diverged`` for a FAILED run).
@@ -173,10 +175,13 @@ class StudyTracker:
                     renamed = Path(tmp) / name
                     renamed.write_bytes(local.read_bytes())
                     self.client.log_artifact(run_id, str(renamed))
-        self._set_tags(run_id, {"status": outcome or OUTCOME[status]})
+        self.set_tags(run_id, {"status": outcome or OUTCOME[status]})
         self.client.set_terminated(run_id, status)
+        self._status[run_id] = status
 
     def runs_by_trial(self) -> dict[str, list[dict[str, str]]]:
+        """trial_id -> its runs: run_id, status (RUNNING, FINISHED, ...) and outcome
+        (the `status` tag: done, diverged, failed, killed; "" while it has none)."""
         runs: dict[str, list[dict[str, str]]] = {}
         page_token = None
         while True:
@@ -185,9 +190,11 @@ class StudyTracker:
             )
             for run in page:
                 trial_id = run.data.tags.get("trial_id", "")
-                runs.setdefault(trial_id, []).append(
-                    {"run_id": run.info.run_id, "status": run.info.status}
-                )
+                runs.setdefault(trial_id, []).append({
+                    "run_id": run.info.run_id,
+                    "status": run.info.status,
+                    "outcome": run.data.tags.get("status", ""),
+                })
             page_token = page.token
             if not page_token:
                 return runs
@@ -198,7 +205,7 @@ class StudyTracker:
         runs = self.runs_by_trial()
         for trial_id, tags in tags_by_trial.items():
             for run in runs.get(trial_id, []):
-                self._set_tags(run["run_id"], dict(tags))
+                self.set_tags(run["run_id"], dict(tags))
 
     def end_running_runs(self, status: str = "KILLED") -> list[str]:
         """End every run of the study that is still RUNNING; return their trial ids.
@@ -211,9 +218,9 @@ class StudyTracker:
         for trial_id, runs in self.runs_by_trial().items():
             for run in runs:
                 if run["status"] == "RUNNING":
-                    self._set_tags(run["run_id"], {"status": OUTCOME[status]})
+                    self.set_tags(run["run_id"], {"status": OUTCOME[status]})
                     self.client.set_terminated(run["run_id"], status)
-                    self._run_ids.pop(trial_id, None)  # re-attaching must set it RUNNING again
+                    self._status[run["run_id"]] = status
                     ended.append(trial_id)
         return ended
 
@@ -223,238 +230,17 @@ class StudyTracker:
         for run_id in run_ids:
             self.client.delete_run(run_id)
         self._run_ids.clear()
+        self._status.clear()
         self._last_step.clear()
         return len(run_ids)
+
+    def set_tags(self, run_id: str, tags: Mapping[str, str]) -> None:
+        batch = [RunTag(k, str(v)[:MAX_TAG_VAL_LENGTH]) for k, v in tags.items()]
+        for chunk in _chunks(batch, MAX_PARAMS_TAGS_PER_BATCH):
+            self.client.log_batch(run_id, tags=chunk)
 
     def _logged_steps(self, run: Any) -> dict[str, int]:
         return {
             key: max((m.step for m in self.client.get_metric_history(run.info.run_id, key)), default=-1)
             for key in run.data.metrics
         }
-
-    def _set_tags(self, run_id: str, tags: dict[str, str]) -> None:
-        batch = [RunTag(k, str(v)[:MAX_TAG_VAL_LENGTH]) for k, v in tags.items()]
-        for chunk in _chunks(batch, MAX_PARAMS_TAGS_PER_BATCH):
-            self.client.log_batch(run_id, tags=chunk)
-
-
-class SerializedClient:
-    """An MlflowClient whose calls on a local SQLite store take turns between processes.
-
-    Two drivers (two studies) sharing ``results/mlflow.db`` otherwise race: both run
-    the schema migrations of a new store and crash ("table _alembic_tmp_... already
-    exists"), and later writes fail with "database is locked". Each call here holds an
-    exclusive lock on ``mlflow.db.lock`` beside the database, and a call that still
-    meets "database is locked" (a reader such as the MLflow UI) is retried for up to
-    LOCKED_RETRY_S. Calls on a tracking server go straight through.
-    """
-
-    LOCKED_RETRY_S = 120.0
-
-    def __init__(self, tracking_uri: str) -> None:
-        parsed = urlparse(tracking_uri)
-        self._lock_path = Path(parsed.path + ".lock") if parsed.scheme == "sqlite" else None
-        self._fd: int | None = None
-        with self._turn():
-            database = _sqlite_database(tracking_uri)
-            if database is not None and not database.exists():
-                _create_sqlite_store(database)
-            self._client = MlflowClient(tracking_uri)
-
-    @property
-    def tracking_uri(self) -> str:
-        return self._client.tracking_uri
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._client, name)
-        if not callable(attr) or self._lock_path is None:
-            return attr
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            delay, deadline = 0.2, time.monotonic() + self.LOCKED_RETRY_S
-            while True:
-                with self._turn():
-                    try:
-                        return attr(*args, **kwargs)
-                    except Exception as error:  # re-raised unless SQLite was busy
-                        if "database is locked" not in str(error) or time.monotonic() > deadline:
-                            raise
-                time.sleep(delay)
-                delay = min(2 * delay, 5.0)
-
-        return call
-
-    @contextlib.contextmanager
-    def _turn(self) -> Iterator[None]:
-        if self._lock_path is None:
-            yield
-            return
-        if self._fd is None:
-            self._lock_path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-
-
-def _sqlite_database(tracking_uri: str) -> Path | None:
-    """The file of a SQLite store, None for anything else. SQLAlchemy's form: the path
-    follows ``sqlite:///`` (so ``sqlite:////abs/mlflow.db`` is absolute)."""
-    if not tracking_uri.startswith("sqlite:///"):
-        return None
-    database = tracking_uri.removeprefix("sqlite:///").partition("?")[0]
-    return None if database in ("", ":memory:") else Path(database)
-
-
-def _create_sqlite_store(database: Path) -> None:
-    """Set a new SQLite store up in memory (/dev/shm) and move the file into place.
-
-    MLflow sets a store up by running its schema migrations one by one, each committed
-    with an fsync: 3-5 s on this machine's disk for 1.2-1.8 s of CPU, which the first
-    study in every results folder waited for. The finished file is copied beside
-    `database` and hard-linked to its name, so that a store another process made
-    meanwhile (`mlflow ui` takes no lock of ours) is kept, never overwritten.
-    """
-    memory = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
-    with tempfile.TemporaryDirectory(dir=memory) as folder:
-        built = Path(folder) / database.name
-        MlflowClient(f"sqlite:///{built}").search_experiments(max_results=1)  # runs the migrations
-        database.parent.mkdir(parents=True, exist_ok=True)
-        staged = database.with_name(f".{database.name}.{os.getpid()}.tmp")
-        try:
-            shutil.copyfile(built, staged)
-            with open(staged, "rb") as file:
-                os.fsync(file.fileno())
-            os.link(staged, database)
-        except OSError:
-            pass  # made meanwhile (kept), or no hard links here: MLflow sets it up in place
-        finally:
-            staged.unlink(missing_ok=True)
-
-
-def _artifact_location(tracking_uri: str, study: str) -> str | None:
-    """Keep a local store's artifacts beside its database.
-
-    MLflow's default for a SQLite store is ``./mlruns`` under the current directory,
-    which scatters artifacts wherever the command happened to run.
-    """
-    parsed = urlparse(tracking_uri)
-    if parsed.scheme != "sqlite":
-        return None  # a server decides its own artifact root
-    db = Path(parsed.path)
-    return (db.parent / "mlartifacts" / study).resolve().as_uri()
-
-
-class MlflowTuneCallback(Callback):
-    """Mirrors Tune trials into MLflow runs; runs in the Ray driver.
-
-    ``trial.config`` is given to ``describe`` for (trial_id, tags, params); its
-    ``config`` key, when present, is the resolved config (saved as YAML and read
-    for ``task.train_digits``). Results carry ``step``, metrics named ``loss*``,
-    ``lr*``, ``acc/digits_NNN`` (0..1), ``summary/*``, and optionally
-    ``status="diverged"``.
-    """
-
-    def __init__(
-        self,
-        tracker: StudyTracker,
-        describe: Describe,
-        resolved_config: Callable[[dict[str, Any]], Any] | None = None,
-        extra_artifacts: Callable[[dict[str, Any]], list[Path]] | None = None,
-    ) -> None:
-        self.tracker = tracker
-        self.describe = describe
-        self.resolved_config = resolved_config or _config_entry
-        #: trial.config -> files the trial left to attach to its run (e.g. ABC biases)
-        self.extra_artifacts = extra_artifacts
-        self._diverged: set[str] = set()
-
-    def _run_id(self, trial: Any) -> tuple[str, str]:
-        trial_id, tags, params = self.describe(trial.config)
-        return trial_id, self.tracker.run_for_trial(trial_id, tags, params)
-
-    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._run_id(trial)
-
-    def on_trial_result(
-        self, iteration: int, trials: list, trial: Any, result: dict, **info: Any
-    ) -> None:
-        # Tune may deliver results of a restored trial without a fresh start event.
-        trial_id, run_id = self._run_id(trial)
-        if result.get("status") == "diverged":
-            self._diverged.add(trial_id)
-        self.tracker.log_metrics(run_id, _metrics(result), _step(result))
-
-    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        trial_id, _ = self._run_id(trial)
-        last = trial.last_result or {}
-        if trial_id in self._diverged or last.get("status") == "diverged":
-            self._finish(trial, "FAILED", "diverged")
-        else:
-            self._finish(trial, "FINISHED", "done")
-
-    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._finish(trial, "FAILED", "failed")
-
-    def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        # the worker died and Tune retries the trial from its checkpoint, in the same run
-        _, run_id = self._run_id(trial)
-        self.tracker._set_tags(run_id, {"worker_failures": str(getattr(trial, "num_failures", ""))})
-
-    def _finish(self, trial: Any, status: str, outcome: str) -> None:
-        trial_id, run_id = self._run_id(trial)
-        last = trial.last_result or {}
-        summary = {k: v for k, v in _metrics(last).items() if k.startswith(SUMMARY_PREFIX)}
-        config = self.resolved_config(trial.config)
-        with tempfile.TemporaryDirectory() as tmp:
-            artifacts: dict[str, Path] = {}
-            if isinstance(config, dict):
-                path = Path(tmp) / "config.yaml"
-                path.write_text(yaml.safe_dump(config, sort_keys=False))
-                artifacts[path.name] = path
-            plot = _accuracy_plot(trial_id, config, last, Path(tmp))
-            if plot is not None:
-                artifacts[plot.name] = plot
-            for path in self.extra_artifacts(trial.config) if self.extra_artifacts else []:
-                artifacts[path.name] = path
-            self.tracker.finish(run_id, status, summary, artifacts, outcome, _step(last))
-        self._diverged.discard(trial_id)
-
-
-def _config_entry(trial_config: dict[str, Any]) -> Any:
-    return trial_config.get("config")
-
-
-def _step(result: dict) -> int:
-    return int(result.get("step", result.get("training_iteration", 0)))
-
-
-def _metrics(result: dict) -> dict[str, float]:
-    return {
-        k: float(v)
-        for k, v in result.items()
-        # numbers.Real also admits numpy scalars, which training code often reports.
-        if k.startswith(METRIC_PREFIXES) and isinstance(v, numbers.Real) and not isinstance(v, bool)
-    }
-
-
-def _accuracy_plot(trial_id: str, config: Any, last: dict, out_dir: Path) -> Path | None:
-    points = {
-        digits_of(k): float(v) for k, v in last.items() if digits_of(k) is not None and v is not None
-    }
-    if not points:
-        return None
-    try:
-        train_max = int(config["task"]["train_digits"][1])
-    except (TypeError, KeyError, IndexError, ValueError):
-        train_max = 0  # unknown training range: plot without the band
-    digits = sorted(points)
-    return accuracy_vs_length(
-        digits,
-        [points[d] for d in digits],
-        train_max,
-        title=f"trial {trial_id}",
-        path=out_dir / "accuracy_vs_length.png",
-    )

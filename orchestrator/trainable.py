@@ -1,19 +1,24 @@
 """The Ray Tune trainable: one trial, in a Ray worker process.
 
-A plain function: it trains with lengthgen, forwards reports to
-`tune.report` at the trial's logging rate, checkpoints at evaluation steps, and
-writes the trial's Parquet files. The trials row is written first as `running`
-(with the node and process it runs on) and last with the outcome, so "done" in
-`trials` means every table is there.
+A plain function: it trains with lengthgen, forwards reports to `tune.report` at the
+trial's logging rate, and keeps the trial's Parquet files, the trial's one log. The
+trials row is written first as `running` (with the node and process it runs on) and
+last with the outcome, so "done" in `trials` means every table is there. At every
+evaluation step it writes the trial's `train` and `eval` rows so far, then its
+checkpoint, and reports ROWS_WRITTEN, upon which the driver brings the trial's MLflow
+run up to date from those rows (orchestrator.mlflow_sync).
 
 Checkpoints live in the study's own store, ``<results>/<study>/_checkpoints/
 <trial_id>.pt``, keyed by trial id rather than by Tune experiment: each `lg-study
 run` is a new Tune experiment over the trials still to do, so a Tune checkpoint
 would be lost with the experiment that made it, while this file is found by the
 retry of a crashed worker (within a run) and by the next run after an
-interruption (across runs) alike. It holds plain tensors, dicts, lists, numbers
-and strings, is written atomically and is loaded with ``weights_only=True``. A
-finished (done or diverged) trial removes it.
+interruption (across runs) alike. It holds the model, the optimizer and where the
+data stands (step, phase, tokens, wall time), in plain tensors, dicts, lists,
+numbers and strings; it is written atomically, after the rows of its step, and is
+loaded with ``weights_only=True``. A resumed trial takes its history up to the
+checkpoint's step from the rows (resume_history). A finished (done or diverged)
+trial removes it.
 """
 
 from __future__ import annotations
@@ -28,24 +33,31 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import pydantic
 import ray
 import torch
 from ray import tune
 
 from lengthgen import Report, TrialConfig, train
-from lengthgen.evaluation import LengthResult, summarize
-from lengthgen.training import TrainLog, resolve_device
+from lengthgen.training import resolve_device
+from orchestrator.config_paths import TRIAL_CONFIG
 from orchestrator.metric_names import eval_metrics, train_metrics
-from orchestrator.results_store import check_path_component, write_trial_table
-from orchestrator.trial_rows import result_rows, trials_row
+from orchestrator.results_store import (
+    artifact_folder,
+    check_path_component,
+    read_trial_rows,
+    write_trial_table,
+)
+from orchestrator.trial_rows import history_rows, result_rows, rows_history, trials_row
+from orchestrator.trial_status import TrialStatus
 
 CHECKPOINTS = "_checkpoints"
-TRIAL_CONFIG = pydantic.TypeAdapter(TrialConfig)
+#: the key of a Tune result that says the worker has just written the trial's rows
+#: (read by orchestrator.mlflow_callback)
+ROWS_WRITTEN = "rows_written"
 
 
 def report_metrics(report: Report) -> dict[str, Any]:
-    """A lengthgen report as the flat metrics dict Tune and MLflow receive."""
+    """A lengthgen report as the flat metrics dict Tune receives (named as MLflow names them)."""
     metrics: dict[str, Any] = {"step": report.step, "status": report.status}
     if report.train is not None:
         metrics.update(train_metrics(asdict(report.train)), tokens=report.train.tokens)
@@ -91,26 +103,29 @@ def load_checkpoint(path: Path, config: TrialConfig) -> dict | None:
     return state
 
 
-def replayed_report(state: dict) -> Report:
-    """The report of the checkpoint's own step, sent again on resume: the checkpoint is
-    saved just before that step is reported, so an interruption in between would
-    otherwise leave the step out of MLflow (the driver skips steps it already has)."""
-    step = state["step"]
-    logs = [TrainLog(**t) for t in state["history"]["train"] if t["step"] == step]
-    results = [LengthResult(**r) for s, r in state["history"]["eval"] if s == step]
-    return Report(step=step, train=logs[0] if logs else None, eval=results,
-                  summary=summarize(results) if results else {})
+def resume_history(root: Path, study: str, trial_id: str, state: dict) -> dict:
+    """The history ``train(resume_state=...)`` continues: the trial's rows up to the
+    checkpoint's step. The checkpoint is written after the rows of its step, so they
+    are there; rows of later steps (written before an interruption) are dropped, as
+    the trial trains those steps again. A checkpoint of the previous version carries
+    its history itself."""
+    if "history" in state:
+        return state["history"]
+    return rows_history(
+        read_trial_rows(root, study, "train", trial_id), read_trial_rows(root, study, "eval", trial_id), state["step"]
+    )
+
+
+def write_history(root: Path, study: str, trial_id: str, history: dict) -> None:
+    """Replace the trial's `train` and `eval` rows by those of ``history``."""
+    for table, rows in history_rows(history).items():
+        write_trial_table(root, study, table, trial_id, rows)
 
 
 def where_it_runs() -> dict[str, Any]:
     """trials columns naming the Ray node, host and process of this attempt."""
     node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
     return {"node": node, "host": socket.gethostname(), "pid": os.getpid()}
-
-
-def artifact_folder(root: Path, study: str, trial_id: str) -> Path:
-    """Files a trial leaves for the driver to attach to its MLflow run."""
-    return Path(root) / study / "_artifacts" / trial_id
 
 
 def save_attention_biases(root: Path, study: str, trial_id: str, biases: dict) -> Path:
@@ -145,28 +160,32 @@ def run_trial(tune_config: dict[str, Any]) -> None:
     def row(status: str, **more: Any) -> list[dict[str, Any]]:
         return [{**trials_row(study, config, status, device, started_at, group_label=label, **more), **attempt}]
 
-    write_trial_table(root, study, "trials", config.trial_id, row("running"))
     if resume_state is not None:
-        tune.report(report_metrics(replayed_report(resume_state)))
+        resume_state["history"] = resume_history(root, study, config.trial_id, resume_state)
+        write_history(root, study, config.trial_id, resume_state["history"])  # cut back to the checkpoint
+    write_trial_table(root, study, "trials", config.trial_id, row(TrialStatus.RUNNING))
 
     def on_report(report: Report) -> None:
-        if report.checkpoint is not None and not report.final:
-            # saved before the report, so whatever MLflow has, the checkpoint is at least as far
-            save_checkpoint(saved, report.checkpoint())
-        tune.report(report_metrics(report))
+        written = report.checkpoint is not None and not report.final
+        if written:
+            state = report.checkpoint()
+            # the rows first: the checkpoint never gets ahead of them
+            write_history(root, study, config.trial_id, state.pop("history"))
+            save_checkpoint(saved, state)
+        tune.report({**report_metrics(report), ROWS_WRITTEN: written})
 
     try:
         result = train(config, on_report=on_report, resume_state=resume_state, device=device)
     except Exception:
         write_trial_table(root, study, "trials", config.trial_id, row(
-            "failed", finished_at=datetime.now(timezone.utc), error=traceback.format_exc(limit=5)))
+            TrialStatus.FAILED, finished_at=datetime.now(timezone.utc), error=traceback.format_exc(limit=5)))
         raise
     for table, rows in result_rows(result).items():
         write_trial_table(root, study, table, config.trial_id, rows)
     if result.attention_biases:
         save_attention_biases(root, study, config.trial_id, result.attention_biases)
     error = None
-    if result.status == "diverged":
+    if result.status == TrialStatus.DIVERGED:
         error = f"non-finite loss at step {result.diverged_at}; last finite loss {result.last_finite_loss}"
     write_trial_table(root, study, "trials", config.trial_id, [{
         **trials_row(study, config, result.status, result.device, started_at,

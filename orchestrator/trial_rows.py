@@ -22,7 +22,9 @@ from analysis import groups
 from lengthgen import TrialConfig, TrialResult
 from orchestrator.config_paths import TRIAL_CONFIG
 from orchestrator.results_store import (
+    EVAL_SCHEMA,
     FILE_NAME,
+    TRAIN_SCHEMA,
     check_path_component,
     read_trial_row,
     write_trial_table,
@@ -107,6 +109,26 @@ def result_rows(result: TrialResult) -> dict[str, list[dict[str, Any]]]:
         "train": [asdict(log) for log in result.train],
         "eval": [{"step": step, **asdict(r)} for step, r in result.eval],
         "samples": [{"step": final_step, **asdict(s)} for s in result.samples],
+    }
+
+
+def history_rows(history: dict[str, list]) -> dict[str, list[dict[str, Any]]]:
+    """The train and eval rows of a trainer's history (the `history` of a lengthgen
+    checkpoint: TrainLog dicts, and (step, LengthResult dict) pairs)."""
+    return {
+        "train": [dict(log) for log in history["train"]],
+        "eval": [{"step": step, **result} for step, result in history["eval"]],
+    }
+
+
+def rows_history(train: list[dict[str, Any]], eval: list[dict[str, Any]], step: int) -> dict[str, list]:
+    """The trainer's history from a trial's train and eval rows, up to ``step``
+    (history_rows reversed)."""
+    train_columns = [c for c in TRAIN_SCHEMA.names if c != "trial_id"]
+    eval_columns = [c for c in EVAL_SCHEMA.names if c not in ("trial_id", "step")]
+    return {
+        "train": [{c: row[c] for c in train_columns} for row in train if row["step"] <= step],
+        "eval": [(row["step"], {c: row[c] for c in eval_columns}) for row in eval if row["step"] <= step],
     }
 
 

@@ -32,22 +32,22 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from analysis import groups
 from lengthgen import TrialConfig
+from orchestrator.mlflow_callback import MlflowTuneCallback
+from orchestrator.mlflow_sync import sync_study
 from orchestrator.recovery import (
     TrialFailureCallback,
     check_not_busy,
     stop_on_sigterm,
     study_lock,
-    sync_mlflow,
     wipe_study,
 )
 from orchestrator.results_store import read_trial_statuses, remove_temp_files
 from orchestrator.reuse import REUSED_FROM, finished_elsewhere, reuse_trials
 from orchestrator.study import Study
-from orchestrator.tracking import RUN_NAME_TAG, MlflowTuneCallback, StudyTracker
-from orchestrator.trainable import artifact_folder, run_trial
-from orchestrator.trial_rows import add_group_columns, config_columns, flatten_config
+from orchestrator.tracking import StudyTracker
+from orchestrator.trainable import run_trial
+from orchestrator.trial_rows import add_group_columns
 from orchestrator.trial_status import FINISHED, TrialStatus
 
 
@@ -64,29 +64,11 @@ class RunSummary:
     interrupted: list[str] = field(default_factory=list)
     #: trials whose MLflow run was left RUNNING and was ended as KILLED
     killed_runs: list[str] = field(default_factory=list)
-    #: finished trials whose MLflow run was completed from the Parquet files
+    #: finished trials whose MLflow run was completed from the Parquet files (mlflow_sync)
     repaired_runs: list[str] = field(default_factory=list)
     #: trials finished in another study or profile under the same results folder, taken
     #: from there rather than trained (orchestrator.reuse): trial_id -> experiment trained in
     reused: dict[str, str] = field(default_factory=dict)
-
-
-def describe_trial(params: dict[str, Any]) -> tuple[str, dict[str, str], dict[str, object]]:
-    """(trial_id, MLflow tags, MLflow params) of one Tune trial's config."""
-    columns, config = params["columns"], params["config"]
-    tags = {
-        "trial_id": params["trial_id"],
-        "study": params["study"],
-        "group": params["group_id"],  # = the trial's columns group_id and group_label
-        "group_label": params["group_label"],
-        RUN_NAME_TAG: groups.run_name(config),  # e.g. rope-tiny-addition-w0-d3
-    }
-    tags.update({k: str(v) for k, v in columns.items() if k in TAGGED_COLUMNS})
-    return params["trial_id"], tags, flatten_config(params["config"])
-
-
-TAGGED_COLUMNS = ("task", "pe", "arch", "size", "distribution", "positions",
-                  "weight_seed", "data_seed", "eval_seed", "train_max_digits")
 
 
 class ProgressCallback(tune.Callback):
@@ -302,10 +284,9 @@ def run_trials(
                              reused=reused)
         params = {c.trial_id: trial_params(c, study, results_root) for c in study.trials}
         summary.killed_runs = tracker.end_running_runs("KILLED")  # left by a killed driver
-        summary.repaired_runs = sync_mlflow(
-            tracker, lambda: mlflow_callback(tracker), results_root, study.name,
-            {k: v for k, v in statuses.items() if v in FINISHED}, params,
-        )
+        # runs behind their rows (a driver died first) catch up; interrupted trials' end as KILLED
+        synced = sync_study(tracker, results_root, study.name, params)
+        summary.repaired_runs = [t for t in synced if statuses.get(t) in FINISHED]
         tracker.tag_trial_runs({trial_id: {REUSED_FROM: source} for trial_id, source in reused.items()})
         if not pending:
             return summary
@@ -330,10 +311,8 @@ def trial_params(config: TrialConfig, study: Study, results_root: Path) -> dict[
         "trial_id": config.trial_id,
         "study": study.name,
         "config": config.to_dict(),
-        # the worker writes both into `trials`, MlflowTuneCallback into the tags
-        "group_id": groups.group_id(config),
+        # the worker writes it into `trials` (with group_id), whence the MLflow tags
         "group_label": study.group_label(config),
-        "columns": config_columns(config),
         "results_root": str(results_root),
         "threads": max(1, int(resources.cpus_per_trial)),
         "device": "cuda" if resources.gpus_per_trial > 0 else "cpu",
@@ -362,19 +341,6 @@ def _without_tune_restore_hints():
     finally:
         for logger in loggers:
             logger.removeFilter(hint_filter)
-
-
-def mlflow_callback(tracker: StudyTracker) -> MlflowTuneCallback:
-    return MlflowTuneCallback(
-        tracker, lambda c: describe_trial(c["trial"]), lambda c: c["trial"]["config"], trial_artifacts,
-    )
-
-
-def trial_artifacts(tune_config: dict) -> list[Path]:
-    """Files the trial's worker left in its artifact folder (trainable.artifact_folder)."""
-    trial = tune_config["trial"]
-    folder = artifact_folder(Path(trial["results_root"]), trial["study"], trial["trial_id"])
-    return sorted(p for p in folder.glob("*") if p.is_file() and not p.name.startswith("."))
 
 
 def _tune_file_loggers() -> list[tune.Callback]:
@@ -412,7 +378,7 @@ def _fit(study: Study, trials: list[dict[str, Any]], results_root: Path, tracker
                 storage_path=str(results_root / study.name / "_tune"),
                 callbacks=[
                     TrialFailureCallback(results_root, study.name),
-                    mlflow_callback(tracker),
+                    MlflowTuneCallback(tracker),
                     progress_callback,
                     *_tune_file_loggers(),
                 ],

@@ -1,11 +1,12 @@
 """Faults through a real local Ray, driven as a user would: `lg-study run` in a subprocess.
 
 One study, two runs. In the first, a trial's worker is killed with SIGKILL once it
-has a checkpoint (Tune retries it from the checkpoint), then the driver gets SIGTERM
-while trials run. The second run resumes. Then every trial is in `trials` once with
-its final status, each table holds each trial's rows once, MLflow holds exactly one
-ended run per trial with no step logged twice, and the diverging trials (lr 1e6)
-are `diverged` with their step and last finite loss.
+has a checkpoint (Tune retries it from the checkpoint): its `train` and `eval` rows up
+to that checkpoint are in Parquet already. Then the driver gets SIGTERM while trials
+run. The second run resumes. Then every trial is in `trials` once with its final
+status, each table holds each trial's rows once, MLflow holds exactly one ended run
+per trial with no step logged twice and shows what the results folder says, and the
+diverging trials (lr 1e6) are `diverged` with their step and last finite loss.
 """
 
 from __future__ import annotations
@@ -20,8 +21,11 @@ from pathlib import Path
 import mlflow
 import pyarrow.parquet as pq
 import pytest
+import torch
 
 from analysis.query import open_results, run_query
+from orchestrator.metric_names import accuracy_name
+from orchestrator.mlflow_sync import RUN_END
 from orchestrator.study import load_study
 
 LG_STUDY = str(Path(sys.executable).parent / "lg-study")
@@ -50,6 +54,11 @@ def trial_rows(results: Path) -> dict[str, dict]:
             continue
         rows[row["trial_id"]] = row
     return rows
+
+
+def steps_in(results: Path, table: str, trial_id: str) -> list[int]:
+    path = results / "faults" / table / f"trial_id={trial_id}" / "part-0.parquet"
+    return pq.read_table(path, partitioning=None).column("step").to_pylist() if path.exists() else []
 
 
 def listening_addresses(pid: int) -> set[str]:
@@ -91,6 +100,9 @@ def faults(tmp_path_factory):
             events["addresses"] = listening_addresses(first.pid)
             os.kill(row["pid"], signal.SIGKILL)
             events["killed"] = (trial_id, row["pid"])
+            # the checkpoint first: the worker writes the rows of its step before it
+            step = torch.load(checkpoints / f"{trial_id}.pt", weights_only=True)["step"]
+            events["rows_at_kill"] = (step, steps_in(results, "train", trial_id), steps_in(results, "eval", trial_id))
         elif "killed" in events and "recovered" not in events:
             trial_id, pid = events["killed"]
             row = rows.get(trial_id, {})
@@ -131,6 +143,15 @@ def test_first_run_was_killed_recovered_and_interrupted(faults):
     statuses = {r.data.tags["trial_id"]: r.info.status for r in events["runs_after_first"]}
     assert all(statuses[t] == "KILLED" for t in events["interrupted"])
     assert "RUNNING" not in statuses.values()
+
+
+def test_a_killed_workers_rows_up_to_its_last_checkpoint_are_in_parquet(faults):
+    _, _, events = faults
+    step, train_steps, eval_steps = events["rows_at_kill"]
+    assert step >= STEPS[0]
+    written = [s for s in STEPS if s <= step]
+    assert set(written) <= set(train_steps), (step, train_steps)
+    assert set(written) <= set(eval_steps), (step, eval_steps)
 
 
 def test_local_ray_listens_on_loopback_only(faults):
@@ -192,6 +213,31 @@ def test_mlflow_holds_one_ended_run_per_trial_without_repeated_steps(faults):
     killed_trial, _ = events["killed"]
     [killed_run] = [r for r in runs if r.data.tags["trial_id"] == killed_trial]
     assert killed_run.data.tags["worker_failures"] == "1"
+
+
+def test_mlflow_after_the_resume_is_what_the_results_folder_says(faults):
+    """Each trial's run: the end its status gives, and each metric at exactly the
+    steps (and values) of its rows, none twice."""
+    _, results, _ = faults
+    client = mlflow.MlflowClient(f"sqlite:///{results.resolve()}/mlflow.db")
+    runs = {r.data.tags["trial_id"]: r for r in mlflow_runs(results)}
+    with open_results(results, "faults") as con:
+        statuses = {r["trial_id"]: r["status"] for r in run_query(con, "select * from trials").to_pylist()}
+        train = run_query(con, "select trial_id, step, loss from train order by step").to_pylist()
+        evals = run_query(con, "select trial_id, step, digits, accuracy from eval order by step").to_pylist()
+    assert sorted(runs) == sorted(statuses)
+    for trial_id, status in statuses.items():
+        run = runs[trial_id]
+        assert (run.info.status, run.data.tags["status"]) == RUN_END[status]
+
+        def logged(metric, run_id=run.info.run_id):
+            return [(m.step, m.value) for m in sorted(client.get_metric_history(run_id, metric),
+                                                       key=lambda m: m.step)]
+
+        assert logged("loss") == [(r["step"], r["loss"]) for r in train if r["trial_id"] == trial_id]
+        for digits in (2, 3):
+            assert logged(accuracy_name(digits)) == [
+                (r["step"], r["accuracy"]) for r in evals if (r["trial_id"], r["digits"]) == (trial_id, digits)]
 
 
 def test_status_shows_the_diverged_trials(faults):

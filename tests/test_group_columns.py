@@ -19,11 +19,12 @@ from analysis import groups
 from analysis.query import open_results, run_query
 from lengthgen.config import EvalConfig, SeedConfig, TaskConfig, TrainConfig, TrialConfig
 from orchestrator.cli import app
+from orchestrator.mlflow_sync import describe
 from orchestrator.results_store import table_path, write_trial_table
 from orchestrator.study import load_study
 from orchestrator.tracking import StudyTracker, default_tracking_uri
 from orchestrator.trial_rows import add_group_columns, trials_row
-from orchestrator.tune_runner import describe_trial, run_study, trial_params
+from orchestrator.tune_runner import run_study, trial_params
 
 STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 STUDY = """\
@@ -105,10 +106,10 @@ def test_the_row_and_the_mlflow_tags_carry_the_same_group(study_file: Path, tmp_
     study = load_study(study_file)
     for config in study.trials:
         params = trial_params(config, study, tmp_path)
-        _, tags, _ = describe_trial(params)
         row = trials_row(
             study.name, config, "done", "cpu", STARTED, group_label=params["group_label"]
         )
+        _, tags, _ = describe(row)
         assert (tags["group"], tags["group_label"]) == (row["group_id"], row["group_label"])
         assert row["group_id"] == groups.group_id(config)
 
@@ -229,7 +230,9 @@ def test_a_run_regroups_legacy_rows_and_retags_their_mlflow_runs(
     tracker = StudyTracker(uri, study.name)
     for config in study.trials:
         write(tmp_path, study, config, 0.25, legacy=True)
-        trial_id, tags, params = describe_trial(trial_params(config, study, tmp_path))
+        trial_id, tags, params = describe(
+            trials_row(study.name, config, "done", "cpu", STARTED, group_label=study.group_label(config))
+        )
         old = {
             **tags,
             "group": "0123456789ab",

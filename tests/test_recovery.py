@@ -1,6 +1,7 @@
 """The pieces that make a study survive faults, without Ray: MLflow runs re-attached
-without repeated steps and interrupted ones ended, MLflow completed from Parquet,
-the study lock, checkpoints, the driver's `failed` row, SIGTERM, damaged results."""
+without repeated steps and interrupted ones ended, MLflow brought up to date from
+Parquet, the study lock, checkpoints and the rows a resumed trial continues, the
+driver's `failed` row, SIGTERM, damaged results."""
 
 from __future__ import annotations
 
@@ -23,12 +24,12 @@ from typer.testing import CliRunner
 from analysis.query import DamagedResultsWarning, QueryError, open_results, run_query
 from lengthgen import train
 from orchestrator.cli import app
+from orchestrator.mlflow_sync import sync_study
 from orchestrator.recovery import (
     StudyBusy,
     TrialFailureCallback,
     stop_on_sigterm,
     study_lock,
-    sync_mlflow,
 )
 from orchestrator.results_store import (
     read_trial_row,
@@ -42,12 +43,12 @@ from orchestrator.tracking import StudyTracker, default_tracking_uri
 from orchestrator.trainable import (
     checkpoint_path,
     load_checkpoint,
-    replayed_report,
-    report_metrics,
+    resume_history,
     save_checkpoint,
+    write_history,
 )
 from orchestrator.trial_rows import result_rows, trials_row
-from orchestrator.tune_runner import mlflow_callback, trial_params
+from orchestrator.tune_runner import trial_params
 
 STUDY = Path(__file__).parent / "study_files" / "good_two_trials.yaml"
 TINY = {"train.steps": 6, "train.log_every": 3, "eval.every": 3, "eval.samples": 4}
@@ -117,7 +118,9 @@ def test_running_runs_are_ended_as_killed_and_resumed_later(tracker: StudyTracke
     assert tracker.client.get_run(left).info.status == "RUNNING"
     tracker.finish(left, "FINISHED", {}, {})
     assert tracker.runs_by_trial() == {
-        "a": [{"run_id": left, "status": "FINISHED"}], "b": [{"run_id": done, "status": "FINISHED"}]}
+        "a": [{"run_id": left, "status": "FINISHED", "outcome": "done"}],
+        "b": [{"run_id": done, "status": "FINISHED", "outcome": "done"}],
+    }
     assert tracker.delete_runs() == 2 and tracker.runs_by_trial() == {}
 
 
@@ -131,11 +134,9 @@ def test_finished_trial_without_its_mlflow_run_is_completed_from_parquet(
         write_trial_table(root, study.name, table, config.trial_id, rows)
     write_trial_table(root, study.name, "trials", config.trial_id,
                       [trials_row(study.name, config, "done", "cpu", STARTED)])
-    params = {c.trial_id: trial_params(c, study, root) for c in study.trials}
 
     def sync():
-        return sync_mlflow(tracker, lambda: mlflow_callback(tracker), root, study.name,
-                           read_trial_statuses(root, study.name), params)
+        return sync_study(tracker, root, study.name, [c.trial_id for c in study.trials])
 
     assert sync() == [config.trial_id]
     assert sync() == []  # nothing left to repair
@@ -151,16 +152,32 @@ def test_finished_trial_without_its_mlflow_run_is_completed_from_parquet(
 def test_checkpoint_round_trip_is_weights_only(tmp_path, trained) -> None:
     config, result, state = trained
     path = checkpoint_path(tmp_path, "two_trials", config.trial_id)
+    state = dict(state)
+    write_history(tmp_path, "two_trials", config.trial_id, state.pop("history"))  # as the trainable does
     save_checkpoint(path, state)
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left
     torch.load(path, weights_only=True)  # plain tensors, dicts, lists, numbers, strings
     loaded = load_checkpoint(path, config)
-    assert loaded["step"] == state["step"] == 3
+    assert loaded["step"] == state["step"] == 3 and "history" not in loaded
+    loaded["history"] = resume_history(tmp_path, "two_trials", config.trial_id, loaded)
     resumed = train(config, resume_state=loaded, device="cpu")
     assert [t.loss for t in resumed.train] == pytest.approx([t.loss for t in result.train])
-    # the checkpoint's own step is reported again on resume, with its loss and eval
-    replayed = report_metrics(replayed_report(loaded))
-    assert replayed["step"] == 3 and {"loss", "acc/digits_002", "summary/longest_99"} <= set(replayed)
+    assert [t.step for t in resumed.train] == [3, 6] and [s for s, _ in resumed.eval] == [3, 3, 6, 6]
+
+
+def test_a_resumed_trial_continues_the_rows_up_to_its_checkpoint(tmp_path, trained) -> None:
+    """The rows are the history a resumed trial continues: those of steps after the
+    checkpoint (written before an interruption) are left out, as the trial trains
+    those steps again; a checkpoint of the previous version brings its own history."""
+    config, result, state = trained
+    rows = result_rows(result)  # steps 3 and 6, the checkpoint is at 3
+    for table in ("train", "eval"):
+        write_trial_table(tmp_path, "s", table, config.trial_id, rows[table])
+    history = resume_history(tmp_path, "s", config.trial_id, {k: v for k, v in state.items() if k != "history"})
+    assert history == {"train": state["history"]["train"],
+                       "eval": [tuple(pair) for pair in state["history"]["eval"]]}
+    assert [t["step"] for t in history["train"]] == [3]
+    assert resume_history(tmp_path, "s", config.trial_id, state) is state["history"]
 
 
 def test_unusable_checkpoints_are_ignored(tmp_path, trained, tiny_study, capsys) -> None:
@@ -341,12 +358,13 @@ def test_drivers_of_several_studies_share_a_new_sqlite_store(tmp_path) -> None:
 def test_abc_bias_matrices_are_saved_for_the_run(tmp_path):
     import numpy as np
 
+    from orchestrator.run_artifacts import run_artifacts
     from orchestrator.trainable import save_attention_biases
-    from orchestrator.tune_runner import trial_artifacts
 
     biases = {"cross/extracted": np.arange(6.0).reshape(2, 3), "cross/bias": np.zeros((2, 3))}
     path = save_attention_biases(tmp_path, "s", "abc123", biases)
     saved = np.load(path)
     assert np.array_equal(saved["cross__extracted"], biases["cross/extracted"])
-    config = {"trial": {"results_root": str(tmp_path), "study": "s", "trial_id": "abc123"}}
-    assert trial_artifacts(config) == [path]
+    config = {"task": {"train_digits": [1, 2]}}
+    artifacts = run_artifacts(tmp_path, "s", "abc123", config, [], tmp_path)
+    assert artifacts == {"config.yaml": tmp_path / "config.yaml", "attention_biases.npz": path}

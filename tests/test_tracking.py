@@ -1,25 +1,26 @@
-"""MLflow tracking against a real SQLite store, and the Tune callback in a small real Ray run."""
+"""MLflow tracking against a real SQLite store; a trial's run made from its rows
+(mlflow_sync), and the Tune callback doing so in a small real Ray run."""
 
 from __future__ import annotations
 
 import math
 import pickle
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import numpy as np
 import pytest
 
 from analysis.plots import accuracy_vs_length
-from orchestrator.tracking import (
-    MlflowTuneCallback,
-    StudyTracker,
-    _create_sqlite_store,
-    default_tracking_uri,
-)
-from orchestrator.trial_rows import flatten_config
+from orchestrator.config_paths import TRIAL_CONFIG
+from orchestrator.mlflow_callback import MlflowTuneCallback
+from orchestrator.mlflow_store import create_sqlite_store
+from orchestrator.mlflow_sync import sync_trial
+from orchestrator.results_store import write_trial_table
+from orchestrator.tracking import StudyTracker, default_tracking_uri
+from orchestrator.trial_rows import flatten_config, trials_row
 
 CONFIG = {
     "task": {"name": "addition", "train_digits": [1, 5]},
@@ -39,9 +40,21 @@ def tracker(store: str, request: pytest.FixtureRequest) -> StudyTracker:
     return StudyTracker(store, request.node.name)  # one experiment per test
 
 
-def describe(config: dict[str, Any]) -> tuple[str, dict[str, str], dict[str, object]]:
-    trial_id = f"t{config['trial']}"
-    return trial_id, {"pe": "fire"}, flatten_config(config["config"])
+STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+
+
+def trial_row(weight: int, status: str) -> dict[str, Any]:
+    config = TRIAL_CONFIG.validate_python({**CONFIG, "seeds": {"weight": weight, "data": 1}})
+    return trials_row("cb", config, status, "cpu", STARTED)
+
+
+def train_row(step: int) -> dict[str, Any]:
+    return {"step": step, "loss": 1.0 / step, "lr": 1e-3, "tokens": 8 * step, "wall_s": 0.1 * step}
+
+
+def eval_rows(step: int) -> list[dict[str, Any]]:
+    return [{"step": step, "digits": d, "n": 4, "correct": step, "accuracy": step / 4,
+             "in_distribution": d <= 5} for d in (5, 10)]
 
 
 def test_default_tracking_uri_is_absolute_sqlite(tmp_path: Path) -> None:
@@ -56,7 +69,7 @@ def test_new_sqlite_store_is_set_up_aside_and_never_replaces_an_existing_one(tmp
     database = tmp_path / "r" / "mlflow.db"
     StudyTracker(f"sqlite:///{database}", "first")  # set up in /dev/shm, then linked into place
     assert sorted(p.name for p in database.parent.iterdir()) == ["mlflow.db", "mlflow.db.lock"]
-    _create_sqlite_store(database)  # as a process that takes no lock (mlflow ui) might meanwhile
+    create_sqlite_store(database)  # as a process that takes no lock (mlflow ui) might meanwhile
     assert MlflowClient(f"sqlite:///{database}").get_experiment_by_name("first") is not None
     assert sorted(p.name for p in database.parent.iterdir()) == ["mlflow.db", "mlflow.db.lock"]
 
@@ -79,7 +92,7 @@ def test_one_run_per_trial_with_flattened_params(tracker: StudyTracker, store: s
     # A fresh tracker (a resumed study) finds the run in the store, not in its cache.
     again = StudyTracker(tracker.client.tracking_uri, tracker.study)
     assert again.run_for_trial("abc", {"pe": "fire"}, params) == run_id
-    assert tracker.runs_by_trial() == {"abc": [{"run_id": run_id, "status": "RUNNING"}]}
+    assert tracker.runs_by_trial() == {"abc": [{"run_id": run_id, "status": "RUNNING", "outcome": ""}]}
     run = tracker.client.get_run(run_id)
     assert run.data.params["model.pe"] == "fire"
     assert run.data.params["task.train_digits"] == "[1, 5]"
@@ -136,8 +149,8 @@ def test_reattached_running_run_ends_finished_without_duplicate(
     resumed.finish(failed, "FINISHED", {}, {})
     runs = resumed.runs_by_trial()
     assert runs == {
-        "r": [{"run_id": left_running, "status": "FINISHED"}],
-        "x": [{"run_id": failed, "status": "FINISHED"}],
+        "r": [{"run_id": left_running, "status": "FINISHED", "outcome": "done"}],
+        "x": [{"run_id": failed, "status": "FINISHED", "outcome": "done"}],
     }
     assert tracker.client.get_run(left_running).data.params == {"a": "1", "b": "2"}
 
@@ -148,30 +161,44 @@ def test_accuracy_plot_writes_png(tmp_path: Path) -> None:
     assert out.stat().st_size > 1000
 
 
-def test_callback_marks_diverged_trials_failed(tracker: StudyTracker) -> None:
-    # Tune's Trial is only read for .config and .last_result, so a stand-in suffices.
+def test_a_run_is_made_from_the_rows_as_they_are_written(tracker: StudyTracker, tmp_path: Path) -> None:
+    """The callback syncs a trial's run from its rows when its worker reports rows
+    written (and at its first report), and ends it as the trials row says."""
     # Tune pickles RunConfig callbacks into tuner.pkl; the copy must work against the store.
-    callback = pickle.loads(pickle.dumps(MlflowTuneCallback(tracker, describe)))
-    trial = SimpleNamespace(config={"trial": 7, "config": CONFIG}, last_result={})
-    callback.on_trial_start(0, [trial], trial)
-    result = {
-        "step": 3,
-        "loss": float("nan"),
-        "lr": np.float32(1e-3),
-        "status": "diverged",
-        "time_this_iter_s": 0.1,
-    }
-    callback.on_trial_result(0, [trial], trial, result)
-    trial.last_result = result
+    callback = pickle.loads(pickle.dumps(MlflowTuneCallback(tracker)))
+    row = trial_row(0, "running")
+    trial_id = row["trial_id"]
+    trial = SimpleNamespace(config={"trial": {"results_root": str(tmp_path), "study": "cb",
+                                              "trial_id": trial_id}}, num_failures=1)
+    write_trial_table(tmp_path, "cb", "trials", trial_id, [row])
+    write_trial_table(tmp_path, "cb", "train", trial_id, [train_row(1), train_row(2)])
+    write_trial_table(tmp_path, "cb", "eval", trial_id, eval_rows(2))
+    callback.on_trial_result(0, [trial], trial, {"step": 1, "rows_written": False})  # the first
+    [entry] = tracker.runs_by_trial()[trial_id]
+    run_id = entry["run_id"]
+    assert entry["status"] == "RUNNING"
+
+    def steps(metric: str) -> list[int]:
+        return [m.step for m in tracker.client.get_metric_history(run_id, metric)]
+
+    assert steps("loss") == [1, 2] and steps("acc/digits_010") == [2]
+    write_trial_table(tmp_path, "cb", "train", trial_id, [train_row(s) for s in (1, 2, 3)])
+    callback.on_trial_result(0, [trial], trial, {"step": 3, "rows_written": False})
+    assert steps("loss") == [1, 2]  # no rows written since: nothing read
+    callback.on_trial_recover(0, [trial], trial)  # the worker died; Tune retries it
+    assert steps("loss") == [1, 2, 3]
+    write_trial_table(tmp_path, "cb", "trials", trial_id, [trial_row(0, "diverged")])
     callback.on_trial_complete(0, [trial], trial)
-    [entry] = tracker.runs_by_trial()["t7"]
-    run = tracker.client.get_run(entry["run_id"])
-    assert run.info.status == "FAILED"
-    assert run.data.tags["status"] == "diverged"
-    assert math.isnan(run.data.metrics["loss"])
-    assert run.data.metrics["lr"] == pytest.approx(1e-3)
-    assert "time_this_iter_s" not in run.data.metrics
-    assert {a.path for a in tracker.client.list_artifacts(entry["run_id"])} == {"config.yaml"}
+    run = tracker.client.get_run(run_id)
+    assert (run.info.status, run.data.tags["status"]) == ("FAILED", "diverged")
+    assert run.data.tags["worker_failures"] == "1"
+    assert run.data.params["model.pe"] == "fire" and run.data.tags["pe"] == "fire"
+    assert run.data.metrics["summary/ood_accuracy_mean"] == 0.5
+    assert {a.path for a in tracker.client.list_artifacts(run_id)} == {"config.yaml", "accuracy_vs_length.png"}
+    # idempotent: syncing again leaves the run as it is
+    assert sync_trial(tracker, tmp_path, "cb", trial_id) == run_id
+    assert steps("loss") == [1, 2, 3] and steps("summary/longest_99") == [2]
+    assert tracker.client.get_run(run_id).info.status == "FAILED"
 
 
 @pytest.fixture(scope="module")
@@ -185,49 +212,50 @@ def ray_local():
 
 
 def _trainable(config: dict[str, Any]) -> None:
+    """A worker as orchestrator.trainable writes: the trials row, then rows at each
+    checkpoint, each followed by a report that says so, then the final row."""
     from ray import tune
 
-    for step in range(3):
-        acc = 0.3 * step + 0.1 * config["trial"]
-        tune.report(
-            {
-                "step": step,
-                "loss": 1.0 / (step + 1),
-                "acc/digits_005": acc,
-                "acc/digits_010": acc / 2,
-                "summary/acc_id": acc,
-            }
-        )
+    params = config["trial"]
+    root, trial_id, row = Path(params["results_root"]), params["trial_id"], params["row"]
+    write_trial_table(root, "cb", "trials", trial_id, [row])
+    for step in range(1, 4):
+        write_trial_table(root, "cb", "train", trial_id, [train_row(s) for s in range(1, step + 1)])
+        write_trial_table(root, "cb", "eval", trial_id, [r for s in range(1, step + 1) for r in eval_rows(s)])
+        tune.report({"step": step, "rows_written": True})
+    write_trial_table(root, "cb", "trials", trial_id, [{**row, "status": "done"}])
 
 
 def test_tune_run_with_callback(ray_local: Any, tracker: StudyTracker, tmp_path: Path) -> None:
     from ray import tune
 
+    rows = [trial_row(weight, "running") for weight in (0, 1)]
+    trials = [{"results_root": str(tmp_path), "study": "cb", "trial_id": r["trial_id"], "row": r} for r in rows]
     tuner = tune.Tuner(
         _trainable,
-        param_space={"trial": tune.grid_search([0, 1]), "config": CONFIG},
+        param_space={"trial": tune.grid_search(trials)},
         # Reusing the worker saves a cold actor start (~3 s here) for the second trial.
         tune_config=tune.TuneConfig(reuse_actors=True),
         run_config=tune.RunConfig(
             name="cb",
             storage_path=str(tmp_path / "ray"),
-            callbacks=[MlflowTuneCallback(tracker, describe)],
+            callbacks=[MlflowTuneCallback(tracker)],
             verbose=0,
         ),
     )
     results = tuner.fit()
     assert not results.errors
     runs = tracker.runs_by_trial()
-    assert sorted(runs) == ["t0", "t1"]
+    assert sorted(runs) == sorted(r["trial_id"] for r in rows)
     for [entry] in runs.values():
         assert entry["status"] == "FINISHED"
         run_id = entry["run_id"]
         loss = tracker.client.get_metric_history(run_id, "loss")
-        assert [m.step for m in loss] == [0, 1, 2]
+        assert [m.step for m in loss] == [1, 2, 3]
         run = tracker.client.get_run(run_id)
         assert run.data.tags["status"] == "done"
         assert run.data.params["model.pe"] == "fire"
-        assert "summary/acc_id" in run.data.metrics
-        assert not any(k.startswith(("training_iteration", "time_")) for k in run.data.metrics)
+        assert "summary/in_distribution_accuracy" in run.data.metrics
+        assert not any(k.startswith(("training_iteration", "time_", "rows_")) for k in run.data.metrics)
         names = {a.path for a in tracker.client.list_artifacts(run_id)}
         assert names == {"config.yaml", "accuracy_vs_length.png"}

@@ -2,7 +2,7 @@
 the page itself uses and, where a Chromium is installed, in a headless browser.
 
 The store is a real SQLite MLflow store written by orchestrator.tracking.StudyTracker
-with the tags and run names `lg-study run` gives (tune_runner.describe_trial), for real
+with the tags and run names `lg-study run` gives (mlflow_sync.describe), for real
 trial configs of studies/quickstart.yaml; no Ray run, to keep the test fast.
 """
 
@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 import urllib.request
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -27,14 +28,16 @@ from typer.testing import CliRunner
 
 from analysis.mlflow_ui import default_store_uri
 from orchestrator.cli import app
+from orchestrator.mlflow_sync import describe
 from orchestrator.study import load_study
 from orchestrator.tracking import StudyTracker, default_tracking_uri
-from orchestrator.tune_runner import describe_trial, trial_params
+from orchestrator.trial_rows import trials_row
 
 QUICKSTART = Path(__file__).parents[1] / "studies" / "quickstart.yaml"
 LG_STUDY = Path(sys.executable).parent / "lg-study"
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 STARTUP_S = 120
+STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 
 
 def free_port() -> int:
@@ -51,7 +54,8 @@ def store(tmp_path_factory) -> tuple[Path, str, dict[str, dict[str, str]]]:
     tracker = StudyTracker(default_tracking_uri(results), study.name)
     runs = {}
     for config in study.trials[:3]:
-        trial_id, tags, params = describe_trial(trial_params(config, study, results))
+        row = trials_row(study.name, config, "done", "cpu", STARTED, group_label=study.group_label(config))
+        trial_id, tags, params = describe(row)
         run_id = tracker.run_for_trial(trial_id, tags, params)
         tracker.log_metrics(run_id, {"loss": 0.5, "acc/digits_004": 0.25}, step=100)
         tracker.finish(run_id, "FINISHED", {"summary/ood_accuracy_mean": 0.1}, {})

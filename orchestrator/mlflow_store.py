@@ -1,0 +1,130 @@
+"""The MLflow client of a tracking URI: a local SQLite store set up once, and calls that
+take turns between the processes sharing it.
+
+Only the Ray driver process writes MLflow (a local SQLite store breaks with several
+writers, and Tune callbacks run in the driver); `lg-study ui` reads it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from mlflow.tracking import MlflowClient
+
+
+def artifact_location(tracking_uri: str, experiment: str) -> str | None:
+    """Keep a local store's artifacts beside its database.
+
+    MLflow's default for a SQLite store is ``./mlruns`` under the current directory,
+    which scatters artifacts wherever the command happened to run.
+    """
+    parsed = urlparse(tracking_uri)
+    if parsed.scheme != "sqlite":
+        return None  # a server decides its own artifact root
+    db = Path(parsed.path)
+    return (db.parent / "mlartifacts" / experiment).resolve().as_uri()
+
+
+class SerializedClient:
+    """An MlflowClient whose calls on a local SQLite store take turns between processes.
+
+    Two drivers (two studies) sharing ``results/mlflow.db`` otherwise race: both run
+    the schema migrations of a new store and crash ("table _alembic_tmp_... already
+    exists"), and later writes fail with "database is locked". Each call here holds an
+    exclusive lock on ``mlflow.db.lock`` beside the database, and a call that still
+    meets "database is locked" (a reader such as the MLflow UI) is retried for up to
+    LOCKED_RETRY_S. Calls on a tracking server go straight through.
+    """
+
+    LOCKED_RETRY_S = 120.0
+
+    def __init__(self, tracking_uri: str) -> None:
+        parsed = urlparse(tracking_uri)
+        self._lock_path = Path(parsed.path + ".lock") if parsed.scheme == "sqlite" else None
+        self._fd: int | None = None
+        with self._turn():
+            database = sqlite_database(tracking_uri)
+            if database is not None and not database.exists():
+                create_sqlite_store(database)
+            self._client = MlflowClient(tracking_uri)
+
+    @property
+    def tracking_uri(self) -> str:
+        return self._client.tracking_uri
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._client, name)
+        if not callable(attr) or self._lock_path is None:
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            delay, deadline = 0.2, time.monotonic() + self.LOCKED_RETRY_S
+            while True:
+                with self._turn():
+                    try:
+                        return attr(*args, **kwargs)
+                    except Exception as error:  # re-raised unless SQLite was busy
+                        if "database is locked" not in str(error) or time.monotonic() > deadline:
+                            raise
+                time.sleep(delay)
+                delay = min(2 * delay, 5.0)
+
+        return call
+
+    @contextlib.contextmanager
+    def _turn(self) -> Iterator[None]:
+        if self._lock_path is None:
+            yield
+            return
+        if self._fd is None:
+            self._lock_path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+
+def sqlite_database(tracking_uri: str) -> Path | None:
+    """The file of a SQLite store, None for anything else. SQLAlchemy's form: the path
+    follows ``sqlite:///`` (so ``sqlite:////abs/mlflow.db`` is absolute)."""
+    if not tracking_uri.startswith("sqlite:///"):
+        return None
+    database = tracking_uri.removeprefix("sqlite:///").partition("?")[0]
+    return None if database in ("", ":memory:") else Path(database)
+
+
+def create_sqlite_store(database: Path) -> None:
+    """Set a new SQLite store up in memory (/dev/shm) and move the file into place.
+
+    MLflow sets a store up by running its schema migrations one by one, each committed
+    with an fsync: 3-5 s on this machine's disk for 1.2-1.8 s of CPU, which the first
+    study in every results folder waited for. The finished file is copied beside
+    `database` and hard-linked to its name, so that a store another process made
+    meanwhile (`mlflow ui` takes no lock of ours) is kept, never overwritten.
+    """
+    memory = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+    with tempfile.TemporaryDirectory(dir=memory) as folder:
+        built = Path(folder) / database.name
+        MlflowClient(f"sqlite:///{built}").search_experiments(max_results=1)  # runs the migrations
+        database.parent.mkdir(parents=True, exist_ok=True)
+        staged = database.with_name(f".{database.name}.{os.getpid()}.tmp")
+        try:
+            shutil.copyfile(built, staged)
+            with open(staged, "rb") as file:
+                os.fsync(file.fileno())
+            os.link(staged, database)
+        except OSError:
+            pass  # made meanwhile (kept), or no hard links here: MLflow sets it up in place
+        finally:
+            staged.unlink(missing_ok=True)
