@@ -66,13 +66,16 @@ def run_table(study, rows: pa.Table) -> Table:
     title = f"{study.name}{f' (profile {study.profile})' if study.profile else ''}: exact-match accuracy by test length"
     # as wide as its title, so that a narrow table never wraps it
     table = Table(title=title, caption=_caption(study, longest, out_of_range), min_width=len(title))
+    # numbers are never cut: in a narrow terminal (or a pipe, 80 columns) the long
+    # group labels fold onto more lines instead
     for key in group_axes:
-        table.add_column(key, no_wrap=True)
+        table.add_column(key, overflow="fold")
     if seed_axes:
         table.add_column("seeds", no_wrap=True)
     for n in lengths:
-        table.add_column(_length_header(n, out_of_range[n], longest), justify="right")
-    table.add_column("status")
+        header = _length_header(n, out_of_range[n], longest)
+        table.add_column(header, justify="right", no_wrap=True, min_width=max(len(header), 5))
+    table.add_column("status", no_wrap=True)
 
     groups: dict[tuple, list[tuple[str, dict]]] = defaultdict(list)
     for config, values in zip(study.trials, study.axis_values, strict=True):

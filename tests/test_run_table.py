@@ -53,3 +53,16 @@ def test_only_the_runs_trials_and_missing_ones_named():
 def test_block_axis_labels():
     assert axis_label({"pe": "nope", "attention_bias": "windowed", "window": 1}) == "nope, attention_bias=windowed, window=1"
     assert axis_label([1, 4]) == "1-4" and axis_label(True) == "yes" and axis_label("rope") == "rope"
+
+
+def test_numbers_are_never_cut_in_a_narrow_terminal():
+    # attention_bias's CPU profile: labels of up to 80 characters and five test lengths;
+    # a pipe gives rich 80 columns, and the accuracies must still print in full
+    study = load_study(Path(__file__).parent.parent / "studies" / "attention_bias.yaml", "cpu")
+    rows = _rows(study, lambda c, n: 0.123 + 0.001 * n)
+    console = Console(width=80, record=True)
+    console.print(run_table(study, rows))
+    text = console.export_text()
+    for n in (6, 10, 20, 30, 50):
+        assert text.count(f"{0.123 + 0.001 * n:.3f}") == len(study.trials)
+    assert "…" not in text
