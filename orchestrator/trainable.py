@@ -103,17 +103,20 @@ def load_checkpoint(path: Path, config: TrialConfig) -> dict | None:
     return state
 
 
-def resume_history(root: Path, study: str, trial_id: str, state: dict) -> dict:
+def resume_history(root: Path, study: str, trial_id: str, state: dict) -> dict | None:
     """The history ``train(resume_state=...)`` continues: the trial's rows up to the
     checkpoint's step. The checkpoint is written after the rows of its step, so they
     are there; rows of later steps (written before an interruption) are dropped, as
-    the trial trains those steps again. A checkpoint of the previous version carries
-    its history itself."""
+    the trial trains those steps again. None when the rows do not reach the
+    checkpoint's evaluation (a damaged file). A checkpoint of the previous version
+    carries its history itself."""
     if "history" in state:
         return state["history"]
-    return rows_history(
-        read_trial_rows(root, study, "train", trial_id), read_trial_rows(root, study, "eval", trial_id), state["step"]
-    )
+    train_rows = read_trial_rows(root, study, "train", trial_id)
+    eval_rows = read_trial_rows(root, study, "eval", trial_id)
+    if not any(row["step"] == state["step"] for row in eval_rows):
+        return None
+    return rows_history(train_rows, eval_rows, state["step"])
 
 
 def write_history(root: Path, study: str, trial_id: str, history: dict) -> None:
@@ -150,6 +153,15 @@ def run_trial(tune_config: dict[str, Any]) -> None:
     started_at = datetime.now(timezone.utc)
     saved = checkpoint_path(root, study, config.trial_id)
     resume_state = load_checkpoint(saved, config)
+    if resume_state is not None:
+        resume_state["history"] = resume_history(root, study, config.trial_id, resume_state)
+        if resume_state["history"] is None:
+            # without its rows the trial's history would have a gap: it starts over
+            print(f"lg-study: ignoring checkpoint {saved}: the trial's rows do not reach its step",
+                  file=sys.stderr)
+            resume_state = None
+        else:
+            write_history(root, study, config.trial_id, resume_state["history"])  # cut back to it
     attempt = {
         **where_it_runs(),
         "resumed_from_step": resume_state["step"] if resume_state else None,
@@ -160,9 +172,6 @@ def run_trial(tune_config: dict[str, Any]) -> None:
     def row(status: str, **more: Any) -> list[dict[str, Any]]:
         return [{**trials_row(study, config, status, device, started_at, group_label=label, **more), **attempt}]
 
-    if resume_state is not None:
-        resume_state["history"] = resume_history(root, study, config.trial_id, resume_state)
-        write_history(root, study, config.trial_id, resume_state["history"])  # cut back to the checkpoint
     write_trial_table(root, study, "trials", config.trial_id, row(TrialStatus.RUNNING))
 
     def on_report(report: Report) -> None:

@@ -178,6 +178,9 @@ def test_a_resumed_trial_continues_the_rows_up_to_its_checkpoint(tmp_path, train
                        "eval": [tuple(pair) for pair in state["history"]["eval"]]}
     assert [t["step"] for t in history["train"]] == [3]
     assert resume_history(tmp_path, "s", config.trial_id, state) is state["history"]
+    # rows that do not reach the checkpoint (a damaged file) give none: the trial starts over
+    write_trial_table(tmp_path, "s", "eval", config.trial_id, [])
+    assert resume_history(tmp_path, "s", config.trial_id, {"step": 3}) is None
 
 
 def test_unusable_checkpoints_are_ignored(tmp_path, trained, tiny_study, capsys) -> None:
