@@ -9,7 +9,7 @@ study's `study`, `group_id` and `group_label`, the config columns as this versio
 writes them, and `reused_from` naming the MLflow experiment it trained in (`<study>` or
 `<study>/<profile>`). The driver then makes the trial's run in this study's
 experiment from those rows, as it does for any finished trial without one
-(recovery.sync_mlflow), and tags it `reused_from`. So every study folder holds all of
+(mlflow_sync.sync_study), and tags it `reused_from`. So every study folder holds all of
 its own rows, and a query over one study, or over all, reads each trial once per study
 that asked for it; nothing is trained twice. `lg-study run --no-reuse` trains again.
 """
