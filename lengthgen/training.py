@@ -295,7 +295,7 @@ def train(
     for phase in range(state.get("phase", 0), phases):
         model = build_model(config.model, len(tokenizer), config.seeds.weight, derived.input_layout)
         if phase > 0:
-            model.structure.calibrate(extracted)
+            model.structural_bias.calibrate(extracted)
         model.to(target_device)
         optimizer = torch.optim.AdamW(
             _decay_groups(model, config.train.weight_decay), lr=config.train.lr, betas=(0.9, 0.98)
@@ -405,7 +405,7 @@ def _attention_biases(model, extracted, eval_sets) -> dict[str, np.ndarray]:
     biases = {}
     for site, averaged in extracted.items():
         biases[f"{site}/extracted"] = averaged.numpy()
-        biases[f"{site}/bias"] = model.structure.matrix(site, *sizes[site]).cpu().numpy()
+        biases[f"{site}/bias"] = model.structural_bias.matrix(site, *sizes[site]).cpu().numpy()
     return biases
 
 

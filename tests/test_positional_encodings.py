@@ -83,7 +83,7 @@ def test_rope_rotation_built_once_per_forward_equals_one_built_per_layer(sampler
     positions = model.sample_positions(tokens, torch.full((3,), 5), build_position_sampler(cfg),
                                        torch.Generator().manual_seed(1), training=False)[0]
     built = []
-    model.qk_transform.register_forward_hook(lambda *_: built.append(1))
+    model.pe.qk_transform.register_forward_hook(lambda *_: built.append(1))
 
     def logits():
         with torch.no_grad():
@@ -95,7 +95,7 @@ def test_rope_rotation_built_once_per_forward_equals_one_built_per_layer(sampler
 
     def per_layer(attention, args, kwargs):
         call = inspect.signature(attention.forward).bind(*args, **kwargs)
-        call.arguments["rotation"] = RealFormPerLayer(model.qk_transform.theta, call.arguments["positions"])
+        call.arguments["rotation"] = RealFormPerLayer(model.pe.qk_transform.theta, call.arguments["positions"])
         return call.args, call.kwargs
 
     shared = logits()

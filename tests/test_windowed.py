@@ -92,7 +92,7 @@ def test_no_row_of_a_mask_is_fully_closed(arch):
                                                training=False)
             for window in (0, 1, 3):
                 for centre in WINDOW_CENTRES:
-                    model.structure = windowed(window, centre, layout.place_width)
+                    model.structural_bias = windowed(window, centre, layout.place_width)
                     logits = model.attention_logits(tokens, positions, prompt)  # NaN where the mask closes
                     closed_rows += [(task, n, window, centre) for recorded in logits.values()
                                     if torch.isnan(recorded).all(-1).any()]

@@ -16,17 +16,18 @@ input position). Token rows are always the ones lengthgen.formats writes:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 import torch
 from torch import nn
 
 from lengthgen.model.attention import causal_mask_with
-from lengthgen.model.pe.rotary import Rotation
 
 if TYPE_CHECKING:
     from lengthgen.config import TrialConfig
     from lengthgen.model.abacus import Abacus
+    from lengthgen.model.positional import StackPositionalEncoding
     from lengthgen.model.positions import Places, PositionSampler
     from lengthgen.tasks import Task
 
@@ -71,9 +72,37 @@ class Architecture(nn.Module, ABC):
                 f"per position (003 §3); model.arch {config.model.arch} does not have aligned outputs"
             )
 
+    #: the token embedding, shared by every stack of the model
+    token_embedding: nn.Embedding
     #: model.abacus: the Abacus embedding added to every digit (lengthgen.model.abacus), or
     #: None; every architecture sets it (a class-level default would hide the submodule)
     abacus: Abacus | None
+    #: state-dict prefixes that checkpoints written before a submodule moved still use,
+    #: old -> new: `load_state_dict` reads them, so that such checkpoints resume
+    renamed_state: ClassVar[dict[str, str]] = {}
+
+    def embed(
+        self, tokens: torch.Tensor, positions: torch.Tensor, pe: StackPositionalEncoding, abacus: torch.Tensor | None
+    ) -> torch.Tensor:
+        """The input of one stack, (B, T, d): the token embeddings, plus the stack's input
+        embedding of `positions` (model.pe), plus the Abacus embedding of the digits at
+        the Abacus indices `abacus` (with model.abacus)."""
+        x = pe.embed(self.token_embedding(tokens), positions)
+        return x if self.abacus is None else x + self.abacus(tokens, abacus)
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """nn.Module's, also reading a checkpoint written before `renamed_state`'s moves."""
+
+        def renamed(key: str) -> str:
+            old = next((old for old in self.renamed_state if key.startswith(old)), None)
+            return key if old is None else self.renamed_state[old] + key[len(old) :]
+
+        if any(renamed(key) != key for key in state_dict):
+            metadata = getattr(state_dict, "_metadata", None)
+            state_dict = OrderedDict((renamed(key), value) for key, value in state_dict.items())
+            if metadata is not None:  # per-module versions, keyed by module prefix
+                state_dict._metadata = OrderedDict((renamed(f"{key}.")[:-1], v) for key, v in metadata.items())
+        return super().load_state_dict(state_dict, strict, assign)
 
     @abstractmethod
     def position_lengths(self, tokens: torch.Tensor, prompt_lengths: torch.Tensor, training: bool) -> tuple[int, ...]:
@@ -149,28 +178,14 @@ class Architecture(nn.Module, ABC):
         raise NotImplementedError(f"{type(self).__name__} exposes no attention logits")
 
 
-def shared_rows(q_positions: torch.Tensor, k_positions: torch.Tensor):
-    """When every row has the same positions (plain and cyclic samplers), one row is
-    enough: a positional bias is computed once and broadcast over the batch."""
-    if bool((q_positions == q_positions[:1]).all()) and bool((k_positions == k_positions[:1]).all()):
-        return q_positions[:1], k_positions[:1]
-    return q_positions, k_positions
-
-
-def rotation_of(qk_transform: nn.Module | None, positions: torch.Tensor) -> Rotation | None:
-    """The q/k rotation (RoPE) of the new tokens' positions, built once per forward pass
-    and shared by the layers, or None. Built for every row, even when rows share
-    positions (`shared_rows`): the tables are a fraction of q's size, and that check
-    would put a data-dependent branch, a graph break, into a compiled forward."""
-    return None if qk_transform is None else qk_transform(positions)
-
-
-def combine(mask: torch.Tensor | None, structure: torch.Tensor | None, causal: bool = False) -> torch.Tensor | None:
-    """Add a structural bias (lengthgen.model.attention_bias) to an additive mask; a
-    causal attention's mask then closes the future too."""
-    if structure is None:
+def combine(
+    mask: torch.Tensor | None, structural_bias: torch.Tensor | None, causal: bool = False
+) -> torch.Tensor | None:
+    """Add a structural attention bias (lengthgen.model.attention_bias) to an additive
+    mask; a causal attention's mask then closes the future too."""
+    if structural_bias is None:
         return mask
-    mask = structure if mask is None else mask + structure
+    mask = structural_bias if mask is None else mask + structural_bias
     return causal_mask_with(mask) if causal else mask
 
 

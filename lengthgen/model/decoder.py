@@ -1,33 +1,27 @@
 """Decoder-only causal transformer (pre-norm), with a pluggable positional encoding.
 
-Read top to bottom: block, model, then the four methods of the architecture
-interface (lengthgen.model.base). Positions are explicit inputs (B, T); the
-positional encoding acts at the input, on q/k, as an attention bias or on the keys,
-according to its registry entry (lengthgen.model.pe). A structural bias
-(model.attention_bias) acts on the one self-attention, site `lm`.
+Read top to bottom: the model, then the four methods of the architecture
+interface (lengthgen.model.base); its layers are lengthgen.model.block.Block.
+Positions are explicit inputs (B, T); the positional encoding acts at the input, on
+q/k, as an attention bias or on the keys, according to its registry entry
+(lengthgen.model.pe), wired by lengthgen.model.positional. A structural attention
+bias (model.attention_bias) acts on the one self-attention, site `lm`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 from torch import nn
 
 from lengthgen.layout import InputLayout
 from lengthgen.model.abacus import Abacus
-from lengthgen.model.attention import KVCache, SelfAttention, causal_mask_with
+from lengthgen.model.attention import KVCache
 from lengthgen.model.attention_bias import ATTENTION_BIASES, Geometry
-from lengthgen.model.base import (
-    Architecture,
-    Batch,
-    Positions,
-    combine,
-    rotation_of,
-    shared_rows,
-)
-from lengthgen.model.layers import FEED_FORWARDS, NORMS, Residual
-from lengthgen.model.pe import POSITIONAL_ENCODINGS
+from lengthgen.model.base import Architecture, Batch, Positions, combine
+from lengthgen.model.block import Block
+from lengthgen.model.layers import NORMS
 from lengthgen.model.places import (
     along_rows,
     answer_places,
@@ -37,46 +31,31 @@ from lengthgen.model.places import (
     question_places,
     reach,
 )
+from lengthgen.model.positional import StackPositionalEncoding
 from lengthgen.model.positions import Places
-from lengthgen.model.sizes import SIZES, Dimensions
+from lengthgen.model.sizes import SIZES
 
 if TYPE_CHECKING:
     from lengthgen.config import ModelConfig
 
 
-class Block(nn.Module):
-    """x + attention(norm(x)), then x + feed_forward(norm(x)); with `pre_post` the
-    sublayer outputs are normalised too (lengthgen.model.layers.Residual)."""
-
-    def __init__(self, dims: Dimensions, cfg: ModelConfig, relative_keys, causal: bool = True) -> None:
-        super().__init__()
-        attention = SelfAttention(dims, relative_keys, cfg.dropout, causal)
-        feed_forward = FEED_FORWARDS[cfg.ffn](dims, cfg.dropout)
-        self.attention = Residual(attention, dims.d_model, cfg.norm, cfg.norm_placement)
-        self.feed_forward = Residual(feed_forward, dims.d_model, cfg.norm, cfg.norm_placement)
-
-    def forward(self, x, positions, key_positions, mask, cache=None, layer=0, rotation=None):
-        return self.feed_forward(self.attention(x, positions, key_positions, mask, cache, layer, rotation))
-
-
 class DecoderLM(Architecture):
     bias_sites = ("lm",)
+    #: checkpoints written before model.pe moved into `pe` (Architecture.renamed_state)
+    renamed_state: ClassVar[dict[str, str]] = {
+        "input_position.": "pe.input_embedding.", "attention_bias.": "pe.attention_bias.",
+    }
 
     def __init__(self, cfg: ModelConfig, vocab_size: int, layout: InputLayout | None = None) -> None:
         super().__init__()
         dims = SIZES[cfg.size]
         self.layout = layout or InputLayout()
-        parts = POSITIONAL_ENCODINGS[cfg.pe].build(dims, cfg, self.layout, False)
         self.token_embedding = nn.Embedding(vocab_size, dims.d_model)
-        self.input_position = parts.input_embedding
-        self.attention_bias = parts.attention_bias
-        self.qk_transform = parts.qk_transform
-        self.blocks = nn.ModuleList(
-            Block(dims, cfg, parts.relative_keys() if parts.relative_keys else None) for _ in range(dims.n_layers)
-        )
+        self.pe = StackPositionalEncoding(dims, cfg, self.layout, causal=True)
+        self.blocks = nn.ModuleList(Block(dims, cfg, self.pe.relative_keys()) for _ in range(dims.n_layers))
         self.final_norm = NORMS[cfg.norm](dims.d_model)
         self.lm_head = nn.Linear(dims.d_model, vocab_size, bias=False)
-        self.structure = ATTENTION_BIASES[cfg.attention_bias](cfg, self.layout, dims.n_heads)
+        self.structural_bias = ATTENTION_BIASES[cfg.attention_bias](cfg, self.layout, dims.n_heads)
         # registered last, so that every other weight is drawn as without it
         self.abacus = Abacus(dims.d_model, cfg.max_positions, cfg.abacus_max_offset) if cfg.abacus else None
 
@@ -94,20 +73,14 @@ class DecoderLM(Architecture):
                 prompt_lengths, lengths = cache.context.get("prompt_lengths"), cache.context.get("lengths")
             cache.context.update(prompt_lengths=prompt_lengths, lengths=lengths)
         key_positions = positions if past == 0 else torch.cat([cache.positions, positions], dim=1)  # (B, Tk)
-        x = self.token_embedding(tokens)  # (B, T, d)
-        if self.input_position is not None:
-            x = x + self.input_position(positions)
-        if self.abacus is not None:
-            x = x + self.abacus(tokens, abacus)
-        mask = None
-        if self.attention_bias is not None:
-            # computed once and shared by every layer (001 App. E.2 for FIRE); with a
-            # cache, only the rows of the new queries
-            mask = causal_mask_with(self.attention_bias(*shared_rows(positions, key_positions)))  # (B|1, H, Tq, Tk)
-        if self.structure.acts:
-            structure = self.structure.lm(self._geometry(tokens, past, key_positions.shape[1], prompt_lengths, lengths))
-            mask = combine(mask, structure, causal=True)  # (B, H|1, Tq, Tk)
-        rotation = rotation_of(self.qk_transform, positions)
+        x = self.embed(tokens, positions, self.pe, abacus)  # (B, T, d)
+        # computed once and shared by every layer (001 App. E.2 for FIRE); with a
+        # cache, only the rows of the new queries
+        mask = self.pe.bias(positions, key_positions)  # (B|1, H, Tq, Tk)
+        if self.structural_bias.acts:
+            geometry = self._geometry(tokens, past, key_positions.shape[1], prompt_lengths, lengths)
+            mask = combine(mask, self.structural_bias.lm(geometry), causal=True)  # (B, H|1, Tq, Tk)
+        rotation = self.pe.rotation(positions)
         for layer, block in enumerate(self.blocks):
             x = block(x, positions, key_positions, mask, cache, layer, rotation)
         if cache is not None:

@@ -13,7 +13,7 @@ columns their own key vectors (lengthgen.model.pe.relative_keys).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 from torch import nn
@@ -21,17 +21,11 @@ from torch import nn
 from lengthgen.layout import InputLayout
 from lengthgen.model.abacus import Abacus
 from lengthgen.model.attention_bias import ATTENTION_BIASES
-from lengthgen.model.base import (
-    Architecture,
-    Batch,
-    Positions,
-    rotation_of,
-    shared_rows,
-)
-from lengthgen.model.decoder import Block
+from lengthgen.model.base import Architecture, Batch, Positions
+from lengthgen.model.block import Block
 from lengthgen.model.layers import NORMS
-from lengthgen.model.pe import POSITIONAL_ENCODINGS
 from lengthgen.model.places import question_places
+from lengthgen.model.positional import StackPositionalEncoding
 from lengthgen.model.sizes import SIZES
 
 if TYPE_CHECKING:
@@ -40,23 +34,23 @@ if TYPE_CHECKING:
 
 class EncoderLM(Architecture):
     aligned_outputs = True
+    #: checkpoints written before model.pe moved into `pe` (Architecture.renamed_state)
+    renamed_state: ClassVar[dict[str, str]] = {
+        "input_position.": "pe.input_embedding.", "attention_bias.": "pe.attention_bias.",
+    }
 
     def __init__(self, cfg: ModelConfig, vocab_size: int, layout: InputLayout | None = None) -> None:
         super().__init__()
         dims = SIZES[cfg.size]
         self.layout = layout or InputLayout()
-        parts = POSITIONAL_ENCODINGS[cfg.pe].build(dims, cfg, self.layout, True)
         self.token_embedding = nn.Embedding(vocab_size, dims.d_model)
-        self.input_position = parts.input_embedding
-        self.attention_bias = parts.attention_bias
-        self.qk_transform = parts.qk_transform
+        self.pe = StackPositionalEncoding(dims, cfg, self.layout, causal=False)
         self.blocks = nn.ModuleList(
-            Block(dims, cfg, parts.relative_keys() if parts.relative_keys else None, causal=False)
-            for _ in range(dims.n_layers)
+            Block(dims, cfg, self.pe.relative_keys(), causal=False) for _ in range(dims.n_layers)
         )
         self.final_norm = NORMS[cfg.norm](dims.d_model)
         self.lm_head = nn.Linear(dims.d_model, vocab_size, bias=False)
-        self.structure = ATTENTION_BIASES[cfg.attention_bias](cfg, self.layout, dims.n_heads)
+        self.structural_bias = ATTENTION_BIASES[cfg.attention_bias](cfg, self.layout, dims.n_heads)
         # registered last, so that every other weight is drawn as without it
         self.abacus = Abacus(dims.d_model, cfg.max_positions, cfg.abacus_max_offset) if cfg.abacus else None
 
@@ -72,13 +66,9 @@ class EncoderLM(Architecture):
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, abacus: torch.Tensor | None = None) -> torch.Tensor:
         """tokens, positions: (B, T) -> logits (B, T, vocab), one output per position;
         `abacus` (B, T): the tokens' Abacus indices, with model.abacus."""
-        x = self.token_embedding(tokens)  # (B, T, d)
-        if self.input_position is not None:
-            x = x + self.input_position(positions)
-        if self.abacus is not None:
-            x = x + self.abacus(tokens, abacus)
-        mask = self.attention_bias(*shared_rows(positions, positions)) if self.attention_bias is not None else None
-        rotation = rotation_of(self.qk_transform, positions)
+        x = self.embed(tokens, positions, self.pe, abacus)  # (B, T, d)
+        mask = self.pe.bias(positions, positions)  # (B|1, H, T, T)
+        rotation = self.pe.rotation(positions)
         for block in self.blocks:
             x = block(x, positions, positions, mask, rotation=rotation)
         return self.lm_head(self.final_norm(x))

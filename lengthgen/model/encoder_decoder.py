@@ -19,32 +19,18 @@ self-attention (site `decoder_self`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 from torch import nn
 
 from lengthgen.layout import InputLayout
 from lengthgen.model.abacus import Abacus
-from lengthgen.model.attention import (
-    CrossAttention,
-    KVCache,
-    SelfAttention,
-    causal_mask_with,
-    padding_mask,
-)
+from lengthgen.model.attention import CrossAttention, KVCache, SelfAttention, padding_mask
 from lengthgen.model.attention_bias import ATTENTION_BIASES, Geometry
-from lengthgen.model.base import (
-    Architecture,
-    Batch,
-    Positions,
-    combine,
-    rotation_of,
-    shared_rows,
-)
-from lengthgen.model.decoder import Block
+from lengthgen.model.base import Architecture, Batch, Positions, combine
+from lengthgen.model.block import Block
 from lengthgen.model.layers import FEED_FORWARDS, NORMS, Residual
-from lengthgen.model.pe import POSITIONAL_ENCODINGS
 from lengthgen.model.places import (
     answer_places,
     coupled,
@@ -53,6 +39,7 @@ from lengthgen.model.places import (
     question_places,
     reach,
 )
+from lengthgen.model.positional import StackPositionalEncoding
 from lengthgen.model.positions import Places
 from lengthgen.model.sizes import SIZES, Dimensions
 
@@ -79,31 +66,30 @@ class DecoderBlock(nn.Module):
 
 class EncoderDecoder(Architecture):
     bias_sites = ("decoder_self", "cross")
+    #: checkpoints written before model.pe moved into `source_pe` and `target_pe`
+    #: (Architecture.renamed_state)
+    renamed_state: ClassVar[dict[str, str]] = {
+        "source_position.": "source_pe.input_embedding.", "source_bias.": "source_pe.attention_bias.",
+        "target_position.": "target_pe.input_embedding.", "target_bias.": "target_pe.attention_bias.",
+    }
 
     def __init__(self, cfg: ModelConfig, vocab_size: int, layout: InputLayout | None = None) -> None:
         super().__init__()
         dims = SIZES[cfg.size]
         self.layout = layout or InputLayout()
-        encoding = POSITIONAL_ENCODINGS[cfg.pe]
-        source_parts = encoding.build(dims, cfg, self.layout, True)
-        target_parts = encoding.build(dims, cfg, self.layout, False)
         self.token_embedding = nn.Embedding(vocab_size, dims.d_model)
-        self.source_position, self.source_bias = source_parts.input_embedding, source_parts.attention_bias
-        self.source_rotary = source_parts.qk_transform
+        self.source_pe = StackPositionalEncoding(dims, cfg, self.layout, causal=False)
         self.encoder = nn.ModuleList(
-            Block(dims, cfg, source_parts.relative_keys() if source_parts.relative_keys else None, causal=False)
-            for _ in range(dims.encoder_layers)
+            Block(dims, cfg, self.source_pe.relative_keys(), causal=False) for _ in range(dims.encoder_layers)
         )
         self.encoder_norm = NORMS[cfg.norm](dims.d_model)
-        self.target_position, self.target_bias = target_parts.input_embedding, target_parts.attention_bias
-        self.target_rotary = target_parts.qk_transform
+        self.target_pe = StackPositionalEncoding(dims, cfg, self.layout, causal=True)
         self.decoder = nn.ModuleList(
-            DecoderBlock(dims, cfg, target_parts.relative_keys() if target_parts.relative_keys else None)
-            for _ in range(dims.n_layers)
+            DecoderBlock(dims, cfg, self.target_pe.relative_keys()) for _ in range(dims.n_layers)
         )
         self.final_norm = NORMS[cfg.norm](dims.d_model)
         self.lm_head = nn.Linear(dims.d_model, vocab_size, bias=False)
-        self.structure = ATTENTION_BIASES[cfg.attention_bias](cfg, self.layout, dims.n_heads)
+        self.structural_bias = ATTENTION_BIASES[cfg.attention_bias](cfg, self.layout, dims.n_heads)
         # one table for both sides, like the token embedding; registered last, so that
         # every other weight is drawn as without it
         self.abacus = Abacus(dims.d_model, cfg.max_positions, cfg.abacus_max_offset) if cfg.abacus else None
@@ -117,21 +103,14 @@ class EncoderDecoder(Architecture):
         memory = self.encode(source, source_positions, source_lengths, source_abacus)
         return self.decode(tokens, positions, memory, source_lengths, target_lengths, abacus=abacus)
 
-    def _embed(self, tokens, positions, position_embedding, abacus) -> torch.Tensor:
-        x = self.token_embedding(tokens)  # (B, T, d)
-        if position_embedding is not None:
-            x = x + position_embedding(positions)
-        if self.abacus is not None:
-            x = x + self.abacus(tokens, abacus)
-        return x
-
     def encode(self, source: torch.Tensor, positions: torch.Tensor, lengths: torch.Tensor,
                abacus: torch.Tensor | None = None) -> torch.Tensor:
-        x = self._embed(source, positions, self.source_position, abacus)  # (B, S, d)
+        x = self.embed(source, positions, self.source_pe, abacus)  # (B, S, d)
         mask = padding_mask(lengths, source.shape[1], x.dtype)  # (B, 1, 1, S)
-        if self.source_bias is not None:
-            mask = mask + self.source_bias(*shared_rows(positions, positions))  # (B, H, S, S)
-        rotation = rotation_of(self.source_rotary, positions)
+        bias = self.source_pe.bias(positions, positions)
+        if bias is not None:
+            mask = mask + bias  # (B, H, S, S)
+        rotation = self.source_pe.rotation(positions)
         for block in self.encoder:
             x = block(x, positions, positions, mask, rotation=rotation)
         return self.encoder_norm(x)
@@ -141,19 +120,17 @@ class EncoderDecoder(Architecture):
         """The decoder over `memory`; with a cache, `tokens` are the new tokens only."""
         past = cache.length if cache is not None else 0
         key_positions = positions if past == 0 else torch.cat([cache.positions, positions], dim=1)  # (B, Tk)
-        x = self._embed(tokens, positions, self.target_position, abacus)  # (B, T, d)
-        self_mask = None
-        if self.target_bias is not None:
-            self_mask = causal_mask_with(self.target_bias(*shared_rows(positions, key_positions)))
+        x = self.embed(tokens, positions, self.target_pe, abacus)  # (B, T, d)
+        self_mask = self.target_pe.bias(positions, key_positions)  # (B|1, H, T, Tk)
         cross_mask = padding_mask(source_lengths, memory.shape[1], x.dtype)  # (B, 1, 1, S)
-        if self.structure.acts:
+        if self.structural_bias.acts:
             rows = torch.arange(past, past + tokens.shape[1], device=tokens.device)
             start = torch.zeros_like(source_lengths)
             own = Geometry(rows, key_positions.shape[1], target_lengths, start)
             question = Geometry(rows, memory.shape[1], source_lengths, start, start + self.layout.lead, source_lengths)
-            self_mask = combine(self_mask, self.structure.decoder_self(own), causal=True)
-            cross_mask = combine(cross_mask, self.structure.cross(question))
-        rotation = rotation_of(self.target_rotary, positions)
+            self_mask = combine(self_mask, self.structural_bias.decoder_self(own), causal=True)
+            cross_mask = combine(cross_mask, self.structural_bias.cross(question))
+        rotation = self.target_pe.rotation(positions)
         for layer, block in enumerate(self.decoder):
             x = block(x, positions, key_positions, self_mask, memory, cross_mask, cache, layer, rotation)
         if cache is not None:
