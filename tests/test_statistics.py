@@ -20,7 +20,7 @@ import pyarrow as pa
 import pytest
 from test_analysis_sql import SQL, canonical, config, trial_id
 
-from analysis.query import QueryError, _statements_by_view, run_sql_file
+from analysis.query import DERIVED_VIEWS, QueryError, _statements_by_view, run_sql_file
 
 # --- an in-memory study -------------------------------------------------------------------
 
@@ -56,7 +56,7 @@ class Study:
             con.register(f"new_{table}", pa.Table.from_pylist(rows))
             con.execute(f"create table {table} as select * from empty_{table} "
                         f"union all by name select * from new_{table}")
-        for view in ("groups", "final_eval"):
+        for view in DERIVED_VIEWS:  # the same views, in the same order, as a real study
             con.execute(views[view])
         return con
 
