@@ -93,13 +93,6 @@ params as (
     left join normal_quantiles using (level)
 ),
 
-finished as (
-    select
-        study,
-        trial_id
-    from finished_trials
-),
-
 -- one value per group, seed pair and length: the mean of its trials (one per study)
 cells as (
     select
@@ -109,7 +102,7 @@ cells as (
         eval.digits,
         avg(eval.accuracy) as accuracy
     from final_eval as eval
-    inner join finished using (study, trial_id)
+    inner join finished_trials using (study, trial_id)
     inner join groups using (study, trial_id)
     where eval.accuracy is not null
     group by groups.group_id, groups.weight_seed, groups.data_seed, eval.digits

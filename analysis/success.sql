@@ -50,13 +50,6 @@ params as (
     left join normal_quantiles using (level)
 ),
 
-finished as (
-    select
-        study,
-        trial_id
-    from finished_trials
-),
-
 measured as (
     select
         groups.group_id,
@@ -67,7 +60,7 @@ measured as (
         eval.in_distribution,
         eval.accuracy
     from final_eval as eval
-    inner join finished using (study, trial_id)
+    inner join finished_trials using (study, trial_id)
     inner join groups using (study, trial_id)
     where eval.accuracy is not null
 ),

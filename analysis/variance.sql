@@ -41,13 +41,6 @@ params as (
         end as level
 ),
 
-finished as (
-    select
-        study,
-        trial_id
-    from finished_trials
-),
-
 measured as (
     select
         groups.group_id,
@@ -58,7 +51,7 @@ measured as (
         eval.in_distribution,
         eval.accuracy
     from final_eval as eval
-    inner join finished using (study, trial_id)
+    inner join finished_trials using (study, trial_id)
     inner join groups using (study, trial_id)
 ),
 
