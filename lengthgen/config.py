@@ -47,13 +47,6 @@ WindowCentreName = Literal[WINDOW_CENTRES]
 _STRICT = {"extra": "forbid"}
 
 
-#: options that only some entries of their registry read but that are not refused yet:
-#: studies/symmetry.yaml sets model.shaw_clip in its base over a model.pe axis that
-#: includes learned, so refusing it there would refuse those trials, and moving it onto
-#: the axis would change their trial ids
-UNREFUSED_OPTIONS = ("shaw_clip",)
-
-
 def refuse_unread_options(section: str, values: object, axis: str, registry: Mapping[str, object]) -> None:
     """Refuse a field of `values` (the config's `section`) that some entries of `registry`
     read (`options`, declared by each entry) but the entry its field `axis` names does
@@ -62,7 +55,7 @@ def refuse_unread_options(section: str, values: object, axis: str, registry: Map
     chosen = getattr(values, axis)
     for option in fields(values):
         readers = [name for name, entry in registry.items() if option.name in entry.options]
-        if option.name in UNREFUSED_OPTIONS or not readers or chosen in readers:
+        if not readers or chosen in readers:
             continue
         if getattr(values, option.name) != option.default:
             raise ValueError(

@@ -11,7 +11,7 @@ import typing
 
 import pytest
 
-from lengthgen.config import UNREFUSED_OPTIONS, ModelConfig, TaskConfig, TrialConfig
+from lengthgen.config import ModelConfig, TaskConfig, TrialConfig
 from lengthgen.model.abacus import Abacus
 from lengthgen.model.attention_bias import ATTENTION_BIASES
 from lengthgen.model.pe import POSITIONAL_ENCODINGS
@@ -47,7 +47,6 @@ CASES = [
     pytest.param(axis, option, entry, id=f"{axis}={entry}:{option}")
     for axis, (_, cls, _, registry) in REGISTRIES.items()
     for option in sorted({o for entry in registry.values() for o in entry.options})
-    if option not in UNREFUSED_OPTIONS
     for entry in registry
 ]
 
@@ -118,11 +117,3 @@ def test_every_declared_option_is_a_field_of_its_section():
         for entry, reads in registry.items():
             assert set(reads.options) <= names, f"{entry} declares {set(reads.options) - names}"
     assert set(Abacus.options) <= {f.name for f in dataclasses.fields(ModelConfig)}
-
-
-def test_the_unrefused_options_are_still_read_by_some_entry():
-    """UNREFUSED_OPTIONS lists an exception (studies/symmetry.yaml sets shaw_clip in its
-    base over a pe axis with learned), not a field no entry reads."""
-    for option in UNREFUSED_OPTIONS:
-        assert any(readers(registry, option) for *_, registry in REGISTRIES.values())
-    assert ModelConfig(pe="learned", shaw_clip=128).shaw_clip == 128

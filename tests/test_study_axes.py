@@ -11,7 +11,7 @@ name: axes
 base:
   task: {name: addition, train_digits: [1, 3]}
   format: {fixed_length: true, reverse: false, pad: true}
-  model: {arch: encoder, size: tiny, pe: shaw, max_positions: 64, shaw_clip: 8}
+  model: {arch: encoder, size: tiny, pe: shaw, max_positions: 48}
   eval: {digits: [3, 5]}
 axes:
   task:
@@ -32,7 +32,7 @@ def test_a_block_axis_changes_only_the_fields_it_names(tmp_path):
     assert {(t.task.name, t.task.multiplier_digits) for t in study.trials} == {("addition", 1), ("multiplication", 2)}
     # the rest of base's task and model blocks stays
     assert {t.task.train_digits for t in study.trials} == {(1, 3)}
-    assert {(t.model.arch, t.model.shaw_clip) for t in study.trials} == {("encoder", 8)}
+    assert {(t.model.arch, t.model.max_positions) for t in study.trials} == {("encoder", 48)}
 
 
 def test_exclude_leaves_out_exactly_the_matching_combinations(tmp_path):
