@@ -1,8 +1,8 @@
 -- Empty, typed stand-ins for the views in views.sql, for a table that has no Parquet
 -- file yet. The columns mirror the schemas in orchestrator/results_store.py (a test
--- checks that they agree), after the `study` column the views add. `trials` also carries the key settings DESIGN.md names and
--- the training range, so queries such as summary.sql and the analysis files bind on a
--- study with no finished trial.
+-- checks that they agree), after the `study` column the views add. `trials` also
+-- carries the key settings (docs/design.md, "Tables and columns") and the training
+-- range, so the analysis files bind on a study with no finished trial.
 
 create or replace view trials as
 select

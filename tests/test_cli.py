@@ -125,3 +125,14 @@ def test_migrate_moves_a_profiles_trials_out_of_the_unprofiled_folder(tmp_path: 
     assert [r.data.tags["trial_id"] for r in runs] == [default.trial_id]
     status = runner.invoke(app, ["status", str(STUDY), "--profile", "longer", "--results", str(results)])
     assert "0 of 2 finished, 1 not started" in status.output
+
+
+def test_the_readme_example_study_loads_and_is_not_a_real_study(tmp_path: Path) -> None:
+    """The study file shown in the README is valid as written, and its name is none of
+    studies/'s, so running it never writes into a real study's results."""
+    block = re.search(r"### Study files\n\n```yaml\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
+    path = tmp_path / "example.yaml"
+    path.write_text(block.group(1))
+    study = load_study(path)
+    assert study.trials and load_study(path, "smoke").trials
+    assert study.name not in {p.stem for p in (ROOT / "studies").glob("*.yaml")}

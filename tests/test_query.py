@@ -39,7 +39,7 @@ def add_trial(root: Path, study: str, trial_id: str, accuracies: dict[int, float
         {"step": s, "loss": 1.0 / s, "lr": 1e-3, "tokens": 64 * s, "wall_s": 0.1 * s}
         for s in (50, 100)
     ])
-    # Step 50 is deliberately worse: summary.sql must use only the final step.
+    # Step 50 is deliberately worse: the final_eval view must keep only the final step.
     write_trial_table(root, study, "eval", trial_id, [
         {"step": step, "digits": d, "n": 4, "correct": round(4 * acc * step / 100),
          "accuracy": acc * step / 100, "in_distribution": d <= 5}
@@ -163,17 +163,20 @@ def test_list_studies_and_unknown_study(root: Path) -> None:
         open_results(root, "gamma")
 
 
-def test_summary_sql_gives_final_step_accuracy_averaged_per_seed_pair(root: Path) -> None:
+def test_run_table_sql_gives_each_trial_its_final_step_accuracy(root: Path) -> None:
+    """The end-of-run rows: one per trial and length at the last evaluation, never an
+    average of trials that share task, encoding and seeds (tiny and small stay apart)."""
     con = open_results(root, "alpha")
-    table = run_sql_file(con, Path(str(SQL_DIR / "summary.sql")))
+    table = run_sql_file(con, Path(str(SQL_DIR / "run_table.sql")))
 
-    assert table.column_names == ["task", "pe", "weight_seed", "data_seed", "digits",
-                                  "in_distribution", "accuracy"]
+    assert table.column_names == ["trial_id", "status", "digits", "in_distribution", "accuracy"]
     assert [tuple(r.values()) for r in table.to_pylist()] == [
-        ("addition", "fire", 0, 0, 5, True, 1.0),
-        ("addition", "fire", 0, 0, 10, False, 0.25),  # mean of tiny 0.5 and small 0.0
-        ("addition", "rope", 1, 0, 5, True, 0.75),
-        ("addition", "rope", 1, 0, 10, False, 0.25),
+        ("00001234", "done", 5, True, 1.0),
+        ("00001234", "done", 10, False, 0.5),
+        ("b2", "done", 5, True, 1.0),
+        ("b2", "done", 10, False, 0.0),
+        ("c3", "done", 5, True, 0.75),
+        ("c3", "done", 10, False, 0.25),
     ]
 
 

@@ -1,6 +1,6 @@
 """Position samplers: which position index each token gets.
 
-Every positional encoding consumes explicit positions (STYLE.md 4), so the choice
+Every positional encoding consumes explicit positions, so the choice
 of indices is independent of the encoding that reads them. A sampler is called
 once per sequence batch with the full length; decoding slices the same positions
 as the sequence grows, so a token keeps its position while it is being generated.
