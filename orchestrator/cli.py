@@ -21,6 +21,8 @@ from rich.console import Console
 app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
+    # docstrings are wrapped at 100 columns; markdown joins their lines into paragraphs
+    rich_markup_mode="markdown",
     help="Robustness studies of length generalization in arithmetic transformers: "
     "Ray Tune trials, MLflow runs, Parquet results, DuckDB SQL.",
 )

@@ -28,6 +28,10 @@ from orchestrator.metric_names import accuracy_name
 from orchestrator.mlflow_sync import RUN_END
 from orchestrator.study import load_study
 
+# two `lg-study run` processes and a SIGKILL, a minute or more: with the other
+# fault-injection tests (test_interrupts) in the tier CI runs after the default one
+pytestmark = pytest.mark.slow
+
 LG_STUDY = str(Path(sys.executable).parent / "lg-study")
 STUDY = """\
 name: faults

@@ -17,6 +17,7 @@ import termios
 import time
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from orchestrator.terminal import ACTIONABLE, LOGS, quiet_terminal
@@ -26,6 +27,18 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 #: a line another library printed: its timestamp (Ray "2026-11-23 13:41:57,040",
 #: MLflow "2026/11/23 13:42:14", glog "[2026-11-23 ..." or "I1123 13:41:57") or level first
 FOREIGN = re.compile(r"\s*(\[?\d{4}[-/]\d\d[-/]\d\d|[IWEF]\d{4} \d\d:|WARNING|INFO|ERROR|DEBUG|\(raylet\))")
+
+
+@pytest.fixture(autouse=True)
+def ray_logging_as_in_a_driver():
+    """The "ray" logger as ray.init leaves it in a driver: a handler bound to the
+    sys.stderr of that moment, propagation off. An in-process run inside CliRunner,
+    earlier in the same pytest worker, leaves that handler on CliRunner's closed stream."""
+    ray_logger = logging.getLogger("ray")
+    kept = ray_logger.handlers[:], ray_logger.propagate
+    ray_logger.handlers, ray_logger.propagate = [logging.StreamHandler(sys.stderr)], False
+    yield
+    ray_logger.handlers, ray_logger.propagate = kept
 
 
 def few_steps_study(folder: Path) -> Path:
@@ -72,6 +85,7 @@ def check_quiet(code: int, output: str, results: Path, terminal: bool) -> None:
     assert "mlflow" in logged
 
 
+@pytest.mark.slow  # two `lg-study run` processes: about 40 s
 def test_run_prints_only_lg_study_lines_and_logs_the_rest(tmp_path):
     """Two runs at once, one with a terminal and one writing to files."""
     study = few_steps_study(tmp_path)

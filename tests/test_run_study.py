@@ -10,6 +10,7 @@ import pytest
 import ray
 from typer.testing import CliRunner
 
+from analysis import groups
 from analysis.query import open_results, run_query
 from orchestrator.cli import app
 from orchestrator.study import load_study
@@ -53,6 +54,13 @@ def test_mlflow_holds_one_finished_run_per_trial(finished_study):
     assert len(runs) == 2
     assert {r.info.status for r in runs} == {"FINISHED"}
     assert {r.data.tags["trial_id"] for r in runs} == {c.trial_id for c in load_study(STUDY).trials}
+    # the group columns of `trials` (one definition, analysis.groups) are the runs' tags
+    with open_results(results, "two_trials") as con:
+        columns = {r["trial_id"]: (r["group_id"], r["group_label"]) for r in
+                   run_query(con, "select trial_id, group_id, group_label from trials").to_pylist()}
+    study = load_study(STUDY)
+    assert columns == {c.trial_id: (groups.group_id(c), study.group_label(c)) for c in study.trials}
+    assert {r.data.tags["trial_id"]: (r.data.tags["group"], r.data.tags["group_label"]) for r in runs} == columns
     run = runs[0]
     assert run.data.params["model.pe"] == "alibi" and run.data.params["train.steps"] == "30"
     assert {"loss", "acc/digits_002", "acc/digits_003", "summary/ood_accuracy_mean"} <= set(run.data.metrics)

@@ -84,16 +84,22 @@ def final_accuracy(results: Path, digits: int) -> dict[str, float]:
 
 
 @pytest.fixture(scope="module")
-def searched(tmp_path_factory):
-    """Two points of two seeds, asked together; then the file asks for a third point,
-    one at a time, and that run is stopped after the point's trials ran but before its
-    score was told; one of its trials is then made unfinished; then it is resumed."""
-    folder = tmp_path_factory.mktemp("search")
-    results = folder / "results"
+def searched_once(tmp_path_factory):
+    """Two points of two seeds, asked together."""
+    results = tmp_path_factory.mktemp("search") / "results"
     first = runner.invoke(app, ["run", str(STUDY), "--results", str(results)])
-    after_first = {"trials": optuna_trials(results), "runs": mlflow_runs(results), "output": first.output}
+    yield {"results": results, "first": first,
+           "after_first": {"trials": optuna_trials(results), "runs": mlflow_runs(results), "output": first.output}}
+    ray.shutdown()
 
-    longer = folder / "longer.yaml"
+
+@pytest.fixture(scope="module")
+def searched(searched_once):
+    """Then the file asks for a third point, one at a time, and that run is stopped after
+    the point's trials ran but before its score was told; one of its trials is then made
+    unfinished; then it is resumed, and run once more."""
+    results = searched_once["results"]
+    longer = results.parent / "longer.yaml"
     longer.write_text(STUDY.read_text().replace("points: 2\n  parallel_points: 2", "points: 3\n  parallel_points: 1"))
     with pytest.MonkeyPatch.context() as patch:
         def stop(*args, **kwargs):
@@ -106,18 +112,16 @@ def searched(tmp_path_factory):
     (results / "tiny_search" / "trials" / f"trial_id={unfinished}" / "part-0.parquet").unlink()
     resumed = runner.invoke(app, ["run", str(longer), "--results", str(results)])
     again = runner.invoke(app, ["run", str(longer), "--results", str(results)])
-    yield {
-        "results": results, "longer": longer, "first": first, "after_first": after_first, "stopped": stopped,
-        "after_stop": after_stop, "open_point": open_point, "unfinished": unfinished,
-        "resumed": resumed, "again": again,
+    return {
+        **searched_once, "longer": longer, "stopped": stopped, "after_stop": after_stop,
+        "open_point": open_point, "unfinished": unfinished, "resumed": resumed, "again": again,
     }
-    ray.shutdown()
 
 
-def test_each_point_is_told_the_mean_of_its_seeds(searched):
-    results, first = searched["results"], searched["first"]
+def test_each_point_is_told_the_mean_of_its_seeds(searched_once):
+    results, first = searched_once["results"], searched_once["first"]
     assert first.exit_code == 0, first.output
-    points = searched["after_first"]["trials"]
+    points = searched_once["after_first"]["trials"]
     assert [t.state for t in points] == [TrialState.COMPLETE] * 2
     accuracy = final_accuracy(results, digits=1)  # search.metric is acc/digits_001
     for point in points:
@@ -131,12 +135,13 @@ def test_each_point_is_told_the_mean_of_its_seeds(searched):
         mine = [t for t in trials if t["trial_id"] in point.user_attrs[TRIAL_IDS]]
         assert {(t["lr"], t["model_dropout"]) for t in mine} == {(point.params["train.lr"], point.params["model.dropout"])}
         assert sorted(t["weight_seed"] for t in mine) == [0, 1]
-    runs = searched["after_first"]["runs"]
+    runs = searched_once["after_first"]["runs"]
     assert sorted(r.data.tags["search_point"] for r in runs) == ["0", "0", "1", "1"]
     assert {r.data.tags["search"] for r in runs} == {"tiny_search"} and {r.info.status for r in runs} == {"FINISHED"}
     assert "best point" in first.output
 
 
+@pytest.mark.slow  # three more Tune runs: stopped, resumed, and once more
 def test_a_stopped_search_resumes_without_running_finished_work_again(searched):
     results = searched["results"]
     assert searched["stopped"].exit_code == 130, searched["stopped"].output
@@ -170,6 +175,7 @@ def test_a_stopped_search_resumes_without_running_finished_work_again(searched):
     assert "ran " not in again.output and len(optuna_trials(results)) == 3
 
 
+@pytest.mark.slow  # three more Tune runs: stopped, resumed, and once more
 def test_status_lists_the_best_point_with_mean_and_spread(searched):
     results = searched["results"]
     outcome = runner.invoke(app, ["status", str(searched["longer"]), "--results", str(results)])
@@ -185,6 +191,7 @@ def test_status_lists_the_best_point_with_mean_and_spread(searched):
     assert "3 of 3 points scored" in outcome.output
 
 
+@pytest.mark.slow  # three more Tune runs: stopped, resumed, and once more
 def test_a_changed_search_is_refused(searched):
     results, longer = searched["results"], searched["longer"]
     changed = longer.parent / "changed.yaml"
