@@ -39,8 +39,12 @@ $(STAMP): pyproject.toml
 run: setup
 	$(BIN)/lg-study run studies/quickstart.yaml
 
+# two pytest workers, each given whole test files (their module fixtures run once): the
+# tests are single-threaded, so a second worker uses the second core
+TEST_WORKERS ?= 2
+
 test: setup
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: setup
 	$(BIN)/ruff check lengthgen orchestrator analysis tests

@@ -79,6 +79,9 @@ def cluster():
     # `ray start` turns on Ray's token authentication (the token is ~/.ray/auth_token);
     # clients of the cluster (`ray status`, lg-study's driver) must be told to send it
     env = {**os.environ, "RAY_AUTH_MODE": "token"}
+    # a local Ray started earlier in this process (start_ray) switched multi-node
+    # clusters off in os.environ; these nodes make one
+    env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
     # the nodes take this machine's network address (Ray maps 127.0.0.1 to it when a
     # driver connects), as the nodes of a real cluster do
     common = ["--block", "--num-cpus", "1", "--disable-usage-stats"]

@@ -31,14 +31,17 @@ FOREIGN = re.compile(r"\s*(\[?\d{4}[-/]\d\d[-/]\d\d|[IWEF]\d{4} \d\d:|WARNING|IN
 
 @pytest.fixture(autouse=True)
 def ray_logging_as_in_a_driver():
-    """The "ray" logger as ray.init leaves it in a driver: a handler bound to the
-    sys.stderr of that moment, propagation off. An in-process run inside CliRunner,
-    earlier in the same pytest worker, leaves that handler on CliRunner's closed stream."""
+    """The "ray" logger as lg-study's ray.init leaves it in a driver: a handler bound to
+    the sys.stderr of that moment, propagation off, level WARNING (start_ray). Earlier
+    tests in the same pytest process leave it otherwise: a run inside CliRunner leaves
+    the handler on CliRunner's closed stream, test_tracking's ray.init the level ERROR."""
     ray_logger = logging.getLogger("ray")
-    kept = ray_logger.handlers[:], ray_logger.propagate
+    kept = ray_logger.handlers[:], ray_logger.propagate, ray_logger.level
     ray_logger.handlers, ray_logger.propagate = [logging.StreamHandler(sys.stderr)], False
+    ray_logger.setLevel(logging.WARNING)
     yield
-    ray_logger.handlers, ray_logger.propagate = kept
+    ray_logger.handlers, ray_logger.propagate = kept[:2]
+    ray_logger.setLevel(kept[2])
 
 
 def few_steps_study(folder: Path) -> Path:
