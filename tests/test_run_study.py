@@ -51,14 +51,14 @@ def test_mlflow_holds_one_finished_run_per_trial(finished_study):
     client = mlflow.MlflowClient(f"sqlite:///{results.resolve()}/mlflow.db")
     experiment = client.get_experiment_by_name("two_trials")
     runs = client.search_runs([experiment.experiment_id])
+    study = load_study(STUDY)
     assert len(runs) == 2
     assert {r.info.status for r in runs} == {"FINISHED"}
-    assert {r.data.tags["trial_id"] for r in runs} == {c.trial_id for c in load_study(STUDY).trials}
+    assert {r.data.tags["trial_id"] for r in runs} == {c.trial_id for c in study.trials}
     # the group columns of `trials` (one definition, analysis.groups) are the runs' tags
     with open_results(results, "two_trials") as con:
         columns = {r["trial_id"]: (r["group_id"], r["group_label"]) for r in
                    run_query(con, "select trial_id, group_id, group_label from trials").to_pylist()}
-    study = load_study(STUDY)
     assert columns == {c.trial_id: (groups.group_id(c), study.group_label(c)) for c in study.trials}
     assert {r.data.tags["trial_id"]: (r.data.tags["group"], r.data.tags["group_label"]) for r in runs} == columns
     run = runs[0]
