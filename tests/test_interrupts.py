@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -46,15 +47,28 @@ def statuses(results: Path) -> dict[str, str]:
     return found
 
 
-def run_until(command: list[str], results: Path, stop, **popen) -> tuple[int, str]:
-    """Start `lg-study run`; once some trial is done and another has a checkpoint, `stop` it."""
+def mlflow_runs_running(results: Path) -> int:
+    """How many MLflow runs the driver has marked RUNNING (read-only: the driver writes)."""
+    store = results / "mlflow.db"
+    if not store.exists():
+        return 0
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=1)) as con:
+            return con.execute("select count(*) from runs where status = 'RUNNING'").fetchone()[0]
+    except sqlite3.Error:  # the store is still being created, or locked by a write
+        return 0
+
+
+def run_until(command: list[str], results: Path, stop, ready=lambda: True, **popen) -> tuple[int, str]:
+    """Start `lg-study run`; once some trial is done, another has a checkpoint and
+    `ready()` holds, `stop` it."""
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
     checkpoints = results / "stops" / "_checkpoints"
     deadline, stopped = time.monotonic() + 240, False
     while process.poll() is None and time.monotonic() < deadline and not stopped:
         now = statuses(results)
         if "done" in now.values() and any(
-                s == "running" and (checkpoints / f"{t}.pt").exists() for t, s in now.items()):
+                s == "running" and (checkpoints / f"{t}.pt").exists() for t, s in now.items()) and ready():
             stop(process)
             stopped = True
         time.sleep(0.1)
@@ -104,7 +118,10 @@ def test_ctrl_c_in_a_terminal_then_resume(study):
 
 def test_driver_killed_with_sigkill_then_resume(study):
     command, results = study
-    code, _ = run_until(command, results, lambda p: p.kill(), start_new_session=True)
+    # the worker writes its checkpoint before the driver's callback has seen the report
+    # that opens the trial's MLflow run: wait for the run, or there is nothing to end
+    code, _ = run_until(command, results, lambda p: p.kill(), ready=lambda: mlflow_runs_running(results) > 0,
+                        start_new_session=True)
     assert code == -signal.SIGKILL
     client = mlflow.MlflowClient(f"sqlite:///{results.resolve()}/mlflow.db")
     left = client.search_runs([client.get_experiment_by_name("stops").experiment_id],
