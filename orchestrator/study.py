@@ -401,6 +401,9 @@ def _read(path: Path) -> str:
         raise StudyError(path, None, f"not a UTF-8 text file (byte {error.start})") from None
 
 
+MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
     """SafeLoader that refuses a key given twice in one mapping (PyYAML keeps the last
     one silently, so a repeated axis would quietly replace the first)."""
@@ -408,6 +411,10 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
+            if key_node.tag == MERGE_TAG:
+                # `<<: *profile` copies an anchored mapping (a profile built on
+                # another); the keys written beside it override the copied ones
+                continue
             key = self.construct_object(key_node, deep=True)
             if isinstance(key, typing.Hashable) and key in seen:
                 raise yaml.constructor.ConstructorError(

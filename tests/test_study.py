@@ -145,6 +145,22 @@ def test_profiles_can_set_resources(tmp_path):
         load_study(study)
 
 
+def test_a_profile_can_build_on_another_with_a_yaml_merge_key(tmp_path):
+    study = tmp_path / "study.yaml"
+    study.write_text((FILES / "good_two_trials.yaml").read_text().replace(
+        "  longer: {train.steps: 40}",
+        "  longer: &longer {train.steps: 40, train.lr: 1.0e-3}\n"
+        "  longer_more_seeds: {<<: *longer, train.lr: 2.0e-3, axes.seeds.weight: [0, 1, 2]}"))
+    longer, more = load_study(study, profile="longer"), load_study(study, profile="longer_more_seeds")
+    assert [(t.train.steps, t.train.lr) for t in longer.trials] == [(40, 1e-3)] * 2
+    assert [(t.train.steps, t.train.lr, t.seeds.weight) for t in more.trials] == [
+        (40, 2e-3, 0), (40, 2e-3, 1), (40, 2e-3, 2)]
+    # a key written twice beside the merge is still refused
+    study.write_text(study.read_text().replace("train.lr: 2.0e-3,", "train.lr: 2.0e-3, train.lr: 3.0e-3,"))
+    with pytest.raises(StudyError, match="duplicate key 'train.lr'"):
+        load_study(study)
+
+
 def test_profiles_can_replace_axis_values(tmp_path):
     study = tmp_path / "study.yaml"
     study.write_text((FILES / "good_two_trials.yaml").read_text().replace(
