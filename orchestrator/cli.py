@@ -389,7 +389,7 @@ def query(
 
 @app.command()
 def report(
-    study: Annotated[str, typer.Argument(help="Study name (its folder under --results).")],
+    study: Annotated[str, typer.Argument(help="Study name (its folder under --results), or its YAML file.")],
     profile: ProfileOption = None,
     out_dir: Annotated[
         Path | None, typer.Option("--out", help="Output folder (default: the study's results folder/report).")
@@ -404,6 +404,8 @@ def report(
     from orchestrator.seed_target import seed_states, state_rows
 
     root = profile_root(results, profile)
+    if study.endswith((".yaml", ".yml")):
+        study = _load(Path(study), profile).name
     try:
         with _results_warnings():
             targeted = seed_states(root, study)

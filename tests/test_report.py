@@ -107,6 +107,17 @@ def test_unknown_study_is_bad_input(tmp_path: Path) -> None:
     assert outcome.exit_code == 2
 
 
+def test_a_study_file_names_its_study_and_profile(built) -> None:
+    """`report STUDY.yaml --profile P` reads the study the file names, as `status` does."""
+    root, _ = built
+    study_file = Path(__file__).parent / "study_files" / "good_two_trials.yaml"
+    outcome = runner.invoke(app, ["report", str(study_file), "--profile", "longer", "--results", str(root)])
+    assert outcome.exit_code == 2
+    assert "no study 'two_trials' under" in outcome.output and "_profiles/longer" in outcome.output
+    outcome = runner.invoke(app, ["report", str(study_file), "--profile", "nope", "--results", str(root)])
+    assert outcome.exit_code == 2 and "unknown profile 'nope'" in outcome.output
+
+
 def test_failed_and_diverged_trials_are_listed(built) -> None:
     root, _ = built
     html = (root / STUDY / "report" / "index.html").read_text()
