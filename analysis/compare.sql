@@ -53,7 +53,9 @@
 --                     (holm_comparisons of them), accuracy and success apart: with the
 --                     m p-values sorted, p_(i) becomes max_{j <= i} min(1, (m − j + 1) · p_(j)).
 --                     A comparison is significant at `level` when its Holm p is below
---                     1 − level; narrowing `groups` narrows the family.
+--                     1 − level; narrowing `groups` or `digits` narrows the family
+--                     (name the lengths a question is about before looking, or the
+--                     family counts every in-distribution length too).
 -- The draws come from hash(hash(boot_seed, pair, length, purpose, replicate, draw)), so
 -- the same parameters give the same result. (The outer hash: DuckDB combines the
 -- hashes of several arguments so that their low bits only XOR, and hash(..., i) % 2
@@ -61,6 +63,7 @@
 --
 -- Parameters (DuckDB variables; `lg-study query --param name=value`):
 --     groups     default: pairs differing in one setting; e.g. '3f2a9c1b04de,77aa01c3e9f0'
+--     digits     default every length both groups measured; e.g. '8,10'
 --     threshold  default 0.9   success when accuracy >= threshold
 --     level      default 0.95  one of 0.5, 0.8, 0.9, 0.95, 0.98, 0.99, 0.999
 --     resamples  default 1000  bootstrap and permutation replicates per comparison
@@ -84,6 +87,10 @@ params as (
         string_split(
             replace(trim(cast(getvariable('groups') as varchar), '[]'), ' ', ''), ','
         ) as groups,
+        cast(
+            string_split(replace(trim(cast(getvariable('digits') as varchar), '[]'), ' ', ''), ',')
+            as bigint[]
+        ) as digits,
         given.level,
         coalesce(
             normal_quantiles.z,
@@ -104,7 +111,9 @@ cells as (
     from final_eval as eval
     inner join finished_trials using (study, trial_id)
     inner join groups using (study, trial_id)
+    cross join params
     where eval.accuracy is not null
+        and (params.digits is null or list_contains(params.digits, eval.digits))
     group by groups.group_id, groups.weight_seed, groups.data_seed, eval.digits
 ),
 

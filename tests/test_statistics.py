@@ -590,4 +590,10 @@ def test_holm_over_every_comparison_and_which_pairs_are_compared() -> None:
     assert sorted(named[0]["differs_in"]) == named[0]["differs_in"]
     assert {d.split(":")[0] for d in named[0]["differs_in"]} == {"model.pe", "train.lr"}
     assert {r["design"] for r in named} == {"unpaired"}  # one shared seed pair only
+    # a family of the lengths asked about: Holm over those rows only, same raw p-values
+    at_8 = run(con, "compare", resamples=500, digits="8")
+    assert {r["digits"] for r in at_8} == {8} and {r["holm_comparisons"] for r in at_8} == {6}
+    raw_at_8 = {(r["group_a"], r["group_b"]): r["accuracy_p_perm"] for r in rows if r["digits"] == 8}
+    assert {(r["group_a"], r["group_b"]): r["accuracy_p_perm"] for r in at_8} == raw_at_8
+    assert [r["accuracy_p_holm"] for r in at_8] == pytest.approx(holm([r["accuracy_p_perm"] for r in at_8]))
 
