@@ -89,6 +89,15 @@ def _load(study_file: Path, profile: str | None):
         raise _bad_input(str(error)) from None
 
 
+def _study_argument(study: str, profile: str | None):
+    """A command's study argument is the study's name or its YAML file: the name, and
+    the loaded file (None for a name)."""
+    if study.endswith((".yaml", ".yml")):
+        loaded = _load(Path(study), profile)
+        return loaded.name, loaded
+    return study, None
+
+
 @app.command()
 def validate(
     study_file: Annotated[Path, typer.Argument(help="Study YAML file.")],
@@ -267,10 +276,9 @@ def status(
     from orchestrator.seed_target import planned_trials, seed_states, state_rows
 
     root = profile_root(results, profile)
-    planned, total, only, points, spec = None, None, None, None, None
-    if study.endswith((".yaml", ".yml")):
-        spec = _load(Path(study), profile)
-        study = spec.name
+    planned, total, only, points = None, None, None, None
+    study, spec = _study_argument(study, profile)
+    if spec is not None:
         if spec.spec.search:
             only, points, total = search_name(spec), spec.spec.search.points, spec.trial_count
         elif spec.spec.seeds.until:  # its design, and the seeds added so far
@@ -404,8 +412,7 @@ def report(
     from orchestrator.seed_target import seed_states, state_rows
 
     root = profile_root(results, profile)
-    if study.endswith((".yaml", ".yml")):
-        study = _load(Path(study), profile).name
+    study, _ = _study_argument(study, profile)
     try:
         with _results_warnings():
             targeted = seed_states(root, study)

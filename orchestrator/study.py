@@ -401,7 +401,7 @@ def _read(path: Path) -> str:
         raise StudyError(path, None, f"not a UTF-8 text file (byte {error.start})") from None
 
 
-MERGE_TAG = "tag:yaml.org,2002:merge"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -411,7 +411,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
-            if key_node.tag == MERGE_TAG:
+            if key_node.tag == _MERGE_TAG:
                 # `<<: *profile` copies an anchored mapping (a profile built on
                 # another); the keys written beside it override the copied ones
                 continue
