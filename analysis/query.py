@@ -26,7 +26,11 @@ TABLES = ("trials", "train", "eval", "samples")
 DERIVED_VIEWS = ("finished_trials", "groups", "final_eval")  # defined in views.sql over the tables, in this order
 ROOT_VARIABLE = "results_glob_root"  # the DuckDB variable views.sql reads
 
-_VIEW_NAME = re.compile(r"create\s+(?:or\s+replace\s+)?view\s+(\w+)", re.IGNORECASE)
+# duckdb 2.0.1 keeps the comments before a statement in its extracted text; 2.0.0 drops them.
+_VIEW_NAME = re.compile(
+    r"(?:\s*--[^\n]*\n|\s*/\*.*?\*/)*\s*create\s+(?:or\s+replace\s+)?view\s+(\w+)",
+    re.IGNORECASE | re.DOTALL,
+)
 _GETVARIABLE = re.compile(r"getvariable\(\s*'(\w+)'\s*\)", re.IGNORECASE)
 
 
@@ -259,7 +263,7 @@ def _statements_by_view(con: duckdb.DuckDBPyConnection, sql_file: str) -> dict[s
     text = (files("analysis") / sql_file).read_text()
     statements: dict[str, str] = {}
     for statement in con.extract_statements(text):
-        match = _VIEW_NAME.match(statement.query.lstrip())
+        match = _VIEW_NAME.match(statement.query)
         if match:
             statements[match.group(1).lower()] = statement.query
     wanted = TABLES + DERIVED_VIEWS if sql_file == "views.sql" else TABLES

@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from analysis.query import (
+    _VIEW_NAME,
     QueryError,
     list_studies,
     open_results,
@@ -91,6 +92,17 @@ def test_views_sql_fails_on_a_table_without_files(root: Path) -> None:
     con.execute(f"SET VARIABLE results_glob_root = '{root / 'alpha'}';")
     with pytest.raises(duckdb.IOException, match="No files found"):
         con.execute((SQL_DIR / "views.sql").read_text())
+
+
+@pytest.mark.parametrize("leading", [
+    "",  # duckdb 2.0.0 drops the comments before a statement it extracts
+    "-- the trials view\n-- read by every analysis\n\n",  # duckdb 2.0.1 keeps them
+    "/* a block\n comment */\n",
+])
+def test_a_view_is_named_after_any_comments_before_it(leading: str) -> None:
+    statement = f"{leading}create or replace view final_eval as select 1 -- view other"
+    assert _VIEW_NAME.match(statement).group(1) == "final_eval"
+    assert _VIEW_NAME.match("-- create view commented_out\nselect 1") is None
 
 
 def test_trials_with_different_config_columns_union(root: Path) -> None:
