@@ -11,7 +11,7 @@ from lengthgen import TrialConfig, train
 from lengthgen.config import EvalConfig, FormatConfig, ModelConfig, TaskConfig, TrainConfig
 from lengthgen.layout import InputLayout
 from lengthgen.model.attention_bias import CalibratedBias, Geometry
-from lengthgen.model.attention_bias.calibrated import Lines, dropoff, line_means
+from lengthgen.model.attention_bias.calibrated import Lines, dropoff, line_means, line_scores
 
 KAPPA_CROSS, KAPPA_SELF = 4.5, 0.87  # 002 §5
 
@@ -108,6 +108,25 @@ def test_line_averages_and_the_dropoff_threshold_follow_000_and_002():
         for direction, line in lines.items():
             expected = [v - 12.0 if v > mu + kappa * sigma else -math.inf for v in line[0].tolist()]
             assert kept[direction][0].tolist() == pytest.approx(expected)
+    # the score the dropoff compares with kappa, NaN where there is no line
+    scores = line_scores(lines)
+    for direction, line in lines.items():
+        expected = [(v - mu) / sigma for v in line[0].tolist()]
+        assert scores[direction][0].tolist() == pytest.approx(expected, nan_ok=True)
+
+
+def test_a_line_is_kept_exactly_where_its_score_exceeds_kappa():
+    attention = 0.1 * torch.randn(6, 9, 7, generator=torch.Generator().manual_seed(1))
+    attention[2] = 0.5  # a flat head: no pattern, no score, nothing kept
+    attention[3, torch.arange(7) + 2, torch.arange(7).flip(0)] += 6.0  # a strong anti-diagonal
+    means = line_means(attention)
+    scores = line_scores(means)
+    assert all(torch.isnan(scores[d][2]).all() for d in scores)
+    assert scores["anti_diagonal"][3].nan_to_num(nan=-math.inf).max() > KAPPA_CROSS
+    for kappa in (0.0, KAPPA_SELF, 2.0, KAPPA_CROSS):
+        kept = dropoff(means, kappa)
+        for direction in kept:
+            assert torch.equal(torch.isfinite(kept[direction]), scores[direction] > kappa)
 
 
 def abc_config(arch: str, steps: int = 8) -> TrialConfig:

@@ -93,11 +93,20 @@ def line_means(mean_logits: torch.Tensor) -> dict[str, torch.Tensor]:
     return means
 
 
-def dropoff(means: dict[str, torch.Tensor], kappa: float) -> dict[str, torch.Tensor]:
-    """{direction: (H, lines)} line means (NaN: no line) -> the same shapes holding
-    d_l - d_max for the lines above mu + kappa sigma, else -inf; mu, sigma (population)
-    and d_max are taken over all the lines of the head, every direction pooled."""
-    pooled = torch.cat([means[d] for d in DIRECTIONS], dim=1).double()  # (H, all lines)
+def _pooled(means: dict[str, torch.Tensor]) -> torch.Tensor:
+    return torch.cat([means[d] for d in DIRECTIONS], dim=1).double()  # (H, all lines)
+
+
+def _by_direction(pooled: torch.Tensor, means: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return dict(zip(DIRECTIONS, pooled.split([means[d].shape[1] for d in DIRECTIONS], dim=1)))
+
+
+def line_scores(means: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """{direction: (H, lines)} line means (NaN: no line) -> (d_l - mu) / sigma, the
+    score the dropoff compares with kappa (NaN: no line; a flat head has no pattern
+    and scores NaN on every line); mu and sigma (population) are taken over all the
+    lines of the head, every direction pooled."""
+    pooled = _pooled(means)
     present = ~torch.isnan(pooled)
     count = present.sum(1, keepdim=True).clamp(min=1)
     filled = torch.nan_to_num(pooled, nan=0.0)
@@ -107,9 +116,18 @@ def dropoff(means: dict[str, torch.Tensor], kappa: float) -> dict[str, torch.Ten
     d_min = torch.where(present, pooled, torch.inf).min(1, keepdim=True).values
     magnitude = torch.where(present, pooled.abs(), 0.0).max(1, keepdim=True).values
     patterned = d_max - d_min > FLAT_RESOLUTION * magnitude  # (H, 1)
-    keep = present & patterned & (pooled - mu > kappa * sigma)
-    kept = torch.where(keep, pooled - d_max, -torch.inf).float()
-    return dict(zip(DIRECTIONS, kept.split([means[d].shape[1] for d in DIRECTIONS], dim=1)))
+    scores = torch.where(present & patterned, (pooled - mu) / sigma, torch.nan)
+    return _by_direction(scores, means)
+
+
+def dropoff(means: dict[str, torch.Tensor], kappa: float) -> dict[str, torch.Tensor]:
+    """{direction: (H, lines)} line means (NaN: no line) -> the same shapes holding
+    d_l - d_max for the lines scoring above kappa (line_scores: d_l > mu + kappa
+    sigma), else -inf; d_max is the largest line mean of the head, every direction."""
+    pooled = _pooled(means)
+    d_max = torch.where(torch.isnan(pooled), -torch.inf, pooled).max(1, keepdim=True).values
+    keep = _pooled(line_scores(means)) > kappa  # NaN (no line, flat head) is never kept
+    return _by_direction(torch.where(keep, pooled - d_max, -torch.inf).float(), means)
 
 
 def _extended_index(direction: str, rows: torch.Tensor, n_keys: int, key_lengths: torch.Tensor, m: int, n: int):
