@@ -101,12 +101,9 @@ def _by_direction(pooled: torch.Tensor, means: dict[str, torch.Tensor]) -> dict[
     return dict(zip(DIRECTIONS, pooled.split([means[d].shape[1] for d in DIRECTIONS], dim=1)))
 
 
-def line_scores(means: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """{direction: (H, lines)} line means (NaN: no line) -> (d_l - mu) / sigma, the
-    score the dropoff compares with kappa (NaN: no line; a flat head has no pattern
-    and scores NaN on every line); mu and sigma (population) are taken over all the
-    lines of the head, every direction pooled."""
-    pooled = _pooled(means)
+def _pooled_scores(pooled: torch.Tensor) -> torch.Tensor:
+    """(H, all lines) line means, NaN where no line -> (d_l - mu) / sigma, NaN where
+    no line and on every line of a flat head (no pattern)."""
     present = ~torch.isnan(pooled)
     count = present.sum(1, keepdim=True).clamp(min=1)
     filled = torch.nan_to_num(pooled, nan=0.0)
@@ -116,8 +113,15 @@ def line_scores(means: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     d_min = torch.where(present, pooled, torch.inf).min(1, keepdim=True).values
     magnitude = torch.where(present, pooled.abs(), 0.0).max(1, keepdim=True).values
     patterned = d_max - d_min > FLAT_RESOLUTION * magnitude  # (H, 1)
-    scores = torch.where(present & patterned, (pooled - mu) / sigma, torch.nan)
-    return _by_direction(scores, means)
+    return torch.where(present & patterned, (pooled - mu) / sigma, torch.nan)
+
+
+def line_scores(means: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """{direction: (H, lines)} line means (NaN: no line) -> (d_l - mu) / sigma, the
+    score the dropoff compares with kappa (NaN: no line; a flat head has no pattern
+    and scores NaN on every line); mu and sigma (population) are taken over all the
+    lines of the head, every direction pooled."""
+    return _by_direction(_pooled_scores(_pooled(means)), means)
 
 
 def dropoff(means: dict[str, torch.Tensor], kappa: float) -> dict[str, torch.Tensor]:
@@ -126,7 +130,7 @@ def dropoff(means: dict[str, torch.Tensor], kappa: float) -> dict[str, torch.Ten
     sigma), else -inf; d_max is the largest line mean of the head, every direction."""
     pooled = _pooled(means)
     d_max = torch.where(torch.isnan(pooled), -torch.inf, pooled).max(1, keepdim=True).values
-    keep = _pooled(line_scores(means)) > kappa  # NaN (no line, flat head) is never kept
+    keep = _pooled_scores(pooled) > kappa  # NaN (no line, flat head) is never kept
     return _by_direction(torch.where(keep, pooled - d_max, -torch.inf).float(), means)
 
 
