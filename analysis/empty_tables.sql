@@ -24,6 +24,7 @@ select
     null::bigint as weight_seed,
     null::bigint as data_seed,
     null::bigint as eval_seed,
+    null::bigint as perturb_seed,
     null::double as lr,
     null::bigint as train_min_digits,
     null::bigint as train_max_digits,
@@ -32,7 +33,11 @@ select
     null::bigint as pid,
     null::bigint as resumed_from_step,
     null::bigint as diverged_at,
-    null::double as last_finite_loss
+    null::double as last_finite_loss,
+    null::varchar as environment,
+    null::bigint as science_version,
+    null::varchar as git_commit,
+    null::boolean as git_dirty
 where false;
 
 create or replace view train as

@@ -1,7 +1,7 @@
 """Configuration groups: their ids, labels and run names (stdlib only).
 
 A configuration group is the set of trials whose configs are equal except for the
-weight and the data seed. Its id and label are computed here and nowhere else: the
+weight, the data and the perturb seed. Its id and label are computed here and nowhere else: the
 code that writes a trial's `trials` row (orchestrator.trial_rows) stores them as the
 columns group_id and group_label, and the MLflow tags `group` and `group_label`
 (orchestrator.tune_runner) are the same two values; views.sql selects the columns.
@@ -24,8 +24,9 @@ class TrialConfig(Protocol):
     def to_dict(self) -> dict[str, Any]: ...
 
 
-#: the seeds that trials of one group differ by (the eval seed is part of the group)
-SEEDS_APART = ("weight", "data")
+#: the seeds that trials of one group differ by (the eval seed is part of the group); a
+#: perturb seed (a numerical replicate of its weight seed) is a seed, not a configuration
+SEEDS_APART = ("weight", "data", "perturb")
 #: the settings a label starts with, e.g. ``addition/rope/tiny/uniform_length``
 BASE_LABEL = ("task.name", "model.pe", "model.size", "data.distribution")
 
@@ -99,6 +100,8 @@ def run_name(config: dict[str, Any]) -> str:
             str(config.get("task", {}).get("name")),
             f"w{seeds.get('weight')}",
             f"d{seeds.get('data')}",
+            # a numerical replicate only: unperturbed trials keep the names they had
+            *([f"p{seeds['perturb']}"] if seeds.get("perturb") else []),
         ]
     )
 

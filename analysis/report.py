@@ -32,6 +32,7 @@ SQL_FILES = (
     "training",
     "failures",
     "coverage",
+    "environments",
 )
 
 
@@ -473,6 +474,19 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
         "Trials whose status is failed or diverged (failures.sql), with their error; "
         "`lg-study trial STUDY.yaml --trial ID` trains one again in this process, printing "
         "its loss and accuracies as it goes (no Ray, no MLflow).",
+    ))
+
+    # 9. where they ran: a group whose seeds ran on two machines mixes floating-point chaos
+    # into its seed variance
+    out.append("<h2 id='environments'>9. Where the trials ran</h2>")
+    out.append(rendering.table(
+        tables["environments"],
+        [("group_label", "group"), ("environment", "environment"), ("science_version", "science version"),
+         ("trials", "trials"), ("trial_ids", "trials' ids")],
+        "Configuration groups whose finished trials ran in more than one numerical environment "
+        "(CPU or GPU model, instruction set, torch, CUDA or numpy build, threads) or under more than "
+        "one science version (environments.sql): training is chaotic across machines, so their seed "
+        "variance includes floating-point differences. None here means every group ran in one.",
     ))
     return out
 

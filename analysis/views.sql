@@ -25,6 +25,8 @@
 
 -- group_id and group_label came later (issue 13): files written before them lack the
 -- columns, which then read as null here; the view `groups` has every trial's group.
+-- So did perturb_seed (null: no perturbation) and the provenance columns, among them
+-- science_version and environment (null: written before lg-study recorded them).
 create or replace view trials as
 select * exclude (filename) replace (
     regexp_extract(filename, '([^/]+)/trials/[^/]+/[^/]+$', 1) as study
@@ -39,7 +41,12 @@ from read_parquet(
 union all by name
 select
     null::varchar as group_id,
-    null::varchar as group_label
+    null::varchar as group_label,
+    null::bigint as perturb_seed,
+    null::bigint as science_version,
+    null::varchar as environment,
+    null::varchar as git_commit,
+    null::boolean as git_dirty
 where false;
 
 create or replace view train as
@@ -98,8 +105,9 @@ where status in ('done', 'diverged');
 
 
 -- `groups`: which configuration group is each trial in? A group is the set of trials
--- whose resolved configs are equal except for the weight and the data seed (the eval
--- seed is fixed per study and stays in the key). One row per trial.
+-- whose resolved configs are equal except for the weight, the data and the perturb seed
+-- (the eval seed is fixed per study and stays in the key). One row per trial;
+-- perturb_seed 0 is an unperturbed trial.
 --
 -- group_id and group_label are columns of `trials`, written with each trial's row by
 -- the one Python definition (analysis/groups.py) that also gives its MLflow tags
@@ -221,9 +229,10 @@ grouped as (
         coalesce(trials_with_groups.group_label, legacy.group_label) as group_label,
         trials_with_groups.weight_seed,
         trials_with_groups.data_seed,
+        coalesce(trials_with_groups.perturb_seed, 0) as perturb_seed,
         trials_with_groups.started_at,
         json_merge_patch(
-            trials_with_groups.config_json, '{"seeds": {"weight": null, "data": null}}'
+            trials_with_groups.config_json, '{"seeds": {"weight": null, "data": null, "perturb": null}}'
         ) as group_config_json
     from trials_with_groups
     left join legacy using (study, trial_id)
@@ -239,6 +248,7 @@ final as (
         ) as group_label,
         weight_seed,
         data_seed,
+        perturb_seed,
         count(*) over (partition by group_id) as trials_in_group,
         group_config_json
     from grouped

@@ -214,6 +214,10 @@ class TrainConfig:
     precision: PrecisionName = "fp32"
     #: compile the model with torch.compile (slower start, faster steps on GPUs)
     compile: bool = False
+    #: torch's deterministic algorithms (and cuDNN's, cuBLAS's fixed workspace): two runs
+    #: on one GPU give the same numbers bit for bit, at some cost in speed; on a CPU
+    #: training is repeatable without it (lengthgen.determinism)
+    deterministic: bool = False
     #: train each batch as at most this many groups of rows of consecutive lengths, each
     #: trimmed to its longest row, by gradient accumulation before the one optimizer step:
     #: the same questions, positions and gradient as the padded batch (up to float
@@ -231,6 +235,11 @@ class TrainConfig:
             raise ValueError(f"train.lr must be > 0, got {self.lr}")
         if self.warmup < 0 or self.weight_decay < 0 or self.grad_clip < 0:
             raise ValueError("train.warmup, train.weight_decay and train.grad_clip must be >= 0")
+        if self.deterministic and self.compile:
+            raise ValueError(
+                "train.deterministic: true cannot be honoured with train.compile: true (compiled "
+                "kernels are chosen by autotuning, which may differ between runs); set one of them to false"
+            )
 
 
 @dataclass(frozen=True)
@@ -266,10 +275,16 @@ class SeedConfig:
     data: int = 0
     #: the evaluation questions only
     eval: int = 0
+    #: numerical replicate: 0 leaves the initial weights as the weight seed makes them;
+    #: k > 0 moves one of them, chosen by k alone, by one ulp (lengthgen.model.perturbation;
+    #: Summers & Dinneen 2021, arXiv 2103.04514). It separates seed luck from floating-point chaos
+    perturb: int = 0
 
     def __post_init__(self) -> None:
-        if min(self.weight, self.data, self.eval) < 0:
-            raise ValueError("seeds must be non-negative integers")
+        for name in ("weight", "data", "eval", "perturb"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"seeds.{name} must be a non-negative integer, got {value!r}")
 
 
 @dataclass(frozen=True)

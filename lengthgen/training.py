@@ -4,7 +4,7 @@ Nothing here knows about Ray or MLflow: the caller receives
 `Report`s and may save `Report.checkpoint()` to resume later with `resume_state`.
 
 Seeds: the weight seed feeds only the initialisation
-Generator; batch `s` is drawn from a Generator seeded by (seeds.data, s) alone, so
+Generator (and the perturb seed only the one weight it moves by one ulp); batch `s` is drawn from a Generator seeded by (seeds.data, s) alone, so
 a resumed trial sees exactly the batches an uninterrupted one would; the eval
 seed only picks the evaluation questions.
 """
@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 from lengthgen.calibration import mean_attention_logits
 from lengthgen.config import TrialConfig, derive
+from lengthgen.determinism import deterministic
 from lengthgen.distributions import Distribution
 from lengthgen.evaluation import LengthResult, SampleRecord, build_eval_sets, evaluate, summarize
 from lengthgen.formats import answer_width, encode_questions, leading_zeros
@@ -33,6 +34,7 @@ from lengthgen.model.attention_bias import ATTENTION_BIASES
 from lengthgen.model.base import Architecture, Batch, Positions, rows_of
 from lengthgen.model.positions import build_position_sampler
 from lengthgen.precision import autocast
+from lengthgen.science import SCIENCE_VERSION
 from lengthgen.tasks import Task
 from lengthgen.tokenizer import CharTokenizer
 
@@ -270,9 +272,16 @@ def train(
     """Train and evaluate one trial. With `model.attention_bias: abc` the trial has two
     phases of train.steps each (000 §5): train to interpolation (steps 1 .. S, evaluated
     at S), read and calibrate its attention, then train a fresh model from the same
-    weight seed on the same batches with the calibrated bias (steps S + 1 .. 2 S)."""
-    on_report = on_report or (lambda report: None)
+    weight seed on the same batches with the calibrated bias (steps S + 1 .. 2 S).
+    With train.deterministic, under torch's deterministic algorithms (lengthgen.determinism)."""
     target_device = resolve_device(device)
+    with deterministic(config.train.deterministic, target_device):
+        return _train(config, on_report or (lambda report: None), resume_state, target_device)
+
+
+def _train(
+    config: TrialConfig, on_report: Callable[[Report], None], resume_state: dict | None, target_device: torch.device
+) -> TrialResult:
     tokenizer = CharTokenizer()
     derived = derive(config)  # the task, distribution, longest length and layout, built once
     task, distribution = derived.task, derived.distribution
@@ -293,7 +302,9 @@ def train(
     last_finite_loss: float | None = None
     final_samples: list[SampleRecord] = []
     for phase in range(state.get("phase", 0), phases):
-        model = build_model(config.model, len(tokenizer), config.seeds.weight, derived.input_layout)
+        model = build_model(
+            config.model, len(tokenizer), config.seeds.weight, derived.input_layout, config.seeds.perturb
+        )
         if phase > 0:
             model.structural_bias.calibrate(extracted)
         model.to(target_device)
@@ -386,6 +397,8 @@ def _checkpoint(config, phase, step, tokens, wall_s, model, optimizer, history, 
         },
         **({"extracted": extracted} if extracted is not None else {}),
         "config": config.to_dict(),
+        # a checkpoint of other science continues other numbers (lengthgen.science)
+        "science_version": SCIENCE_VERSION,
     }
 
 

@@ -21,6 +21,7 @@ from lengthgen.config import (
     TrainConfig,
     TrialConfig,
 )
+from lengthgen.determinism import deterministic
 from lengthgen.distributions import DISTRIBUTIONS
 from lengthgen.model import build_model
 from lengthgen.model.positions import build_position_sampler
@@ -103,12 +104,19 @@ def packed_rate(config: TrialConfig, trials: int, device: str, resources: dict[s
 
 
 def step_rate(config: TrialConfig, device: str, mode: str | None = None, backend: str = "inductor",
-              batches: int = 8, rounds: int = 3) -> float:
+              batches: int = 8, rounds: int = 3, deterministic_algorithms: bool = False) -> float:
     """Training tokens/s (non-padding) of the trial's step, forward, backward and AdamW,
     over its first `batches` batches: eager (`mode` None), or with the forward compiled
-    by torch.compile in `mode` ("default"; "reduce-overhead" adds CUDA graphs). Two
-    passes over the batches first compile and record; then the best of `rounds`."""
+    by torch.compile in `mode` ("default"; "reduce-overhead" adds CUDA graphs); under
+    torch's deterministic algorithms with `deterministic_algorithms` (train.deterministic).
+    Two passes over the batches first compile and record; then the best of `rounds`."""
     target = torch.device(device)
+    with deterministic(deterministic_algorithms, target):
+        return _step_rate(config, target, mode, backend, batches, rounds)
+
+
+def _step_rate(config: TrialConfig, target: torch.device, mode: str | None, backend: str,
+               batches: int, rounds: int) -> float:
     tokenizer, task = CharTokenizer(), build_task(config.task)
     distribution = DISTRIBUTIONS[config.data.distribution]()
     model = build_model(config.model, len(tokenizer), 0, config.input_layout).to(target)
@@ -148,6 +156,7 @@ def gpu(sizes: tuple[str, ...] = GPU_SIZES, trials: int = 4, steps: int = 500, d
         f"GPU packing: {trials} trials at gpus_per_trial {1 / trials:g} vs 1 alone ({size})",
         f"GPU training tokens/s: torch.compile vs eager ({size})",
         f"GPU training tokens/s: CUDA graphs (compile reduce-overhead) vs eager ({size})",
+        f"GPU training tokens/s: train.deterministic vs default ({size})",
     )]
     if device is None:
         if not cuda_available():
@@ -179,6 +188,7 @@ def gpu(sizes: tuple[str, ...] = GPU_SIZES, trials: int = 4, steps: int = 500, d
             skipped = _cudagraph_skips()
             graphs = step_rate(config, device, "reduce-overhead", compile_backend, step_batches)
             skipped = _cudagraph_skips() - skipped
+            exact = step_rate(config, device, batches=step_batches, deterministic_algorithms=True)
             rows += [
                 packing,
                 Measurement(names[len(rows) + 1], compiled / eager, "report",
@@ -186,6 +196,9 @@ def gpu(sizes: tuple[str, ...] = GPU_SIZES, trials: int = 4, steps: int = 500, d
                 Measurement(names[len(rows) + 2], graphs / eager, "report",
                             f"{graphs:,.0f} vs {eager:,.0f} tokens/s, {step_batches} batches of 64 after recording"
                             + (f"; torch.compile skipped CUDA graphs {skipped} times" if skipped else "")),
+                Measurement(names[len(rows) + 3], exact / eager, "report",
+                            f"{exact:,.0f} vs {eager:,.0f} tokens/s eager, {step_batches} batches of 64, "
+                            f"torch's deterministic algorithms on vs off"),
             ]
     finally:
         if started_here:

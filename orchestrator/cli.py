@@ -142,6 +142,9 @@ def run(
     reuse: Annotated[bool, typer.Option(
         "--reuse/--no-reuse", help="Reuse trials already finished in another study or profile under "
         "--results (their rows and MLflow run are copied, not retrained).")] = True,
+    retrain_stale: Annotated[bool, typer.Option(
+        "--retrain-stale", help="Retrain trials finished under another science version of lengthgen "
+        "(their old rows move to STUDY/_superseded/; without it such a study is refused).")] = False,
     verbose: Annotated[bool, typer.Option(
         "--verbose", "-v", help="Print Ray's, Tune's and MLflow's own messages here, not in the run's log file.")] = False,
 ):
@@ -152,7 +155,7 @@ def run(
     from analysis.mlflow_ui import default_store_uri  # the same URI, without importing MLflow
     from orchestrator.terminal import quiet_terminal, run_log_path
 
-    study = dataclasses.replace(_load(study_file, profile), reuse=reuse and not restart)
+    study = dataclasses.replace(_load(study_file, profile), reuse=reuse and not restart, retrain_stale=retrain_stale)
     root = study.results_root(results)
     uri = tracking_uri or default_store_uri(results)
     if restart and not yes and not typer.confirm(
@@ -185,6 +188,7 @@ def _run(study, study_file: Path, root: Path, uri: str, address: str | None, res
     from orchestrator.recovery import StudyBusy
     from orchestrator.render import best_point, interrupted_line, run_summary, search_points
     from orchestrator.run_table import run_table
+    from orchestrator.science_versions import StaleScience
     from orchestrator.search import run_search
     from orchestrator.search_store import SearchChanged
     from orchestrator.tune_runner import ResourceError, run_study
@@ -196,7 +200,7 @@ def _run(study, study_file: Path, root: Path, uri: str, address: str | None, res
             summary = searched.run
         else:
             summary = run_study(study, root, uri, address=address, console=err, restart=restart)
-    except ResourceError as error:
+    except (ResourceError, StaleScience) as error:
         raise _bad_input(f"{study_file}: {error}") from None
     except (StudyBusy, SearchChanged) as error:
         raise _bad_input(str(error)) from None
@@ -293,6 +297,7 @@ def status(
     with con:
         counts = {r["status"]: r["trials"] for r in run_sql_file(con, _sql("status_counts.sql")).to_pylist()}
         failures = run_sql_file(con, _sql("failures.sql"))
+        environments = run_sql_file(con, _sql("environments.sql"))
     with _results_warnings():
         statuses = read_trial_statuses(root, study)
     line = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "no trials yet"
@@ -301,6 +306,12 @@ def status(
     out.print(f"study [bold]{study}[/bold]{where}: {line}{'; ' + progress if progress else ''}", highlight=False)
     if failures.num_rows:
         out.print(arrow_table(failures, "failed and diverged trials"))
+    if environments.num_rows:
+        out.print(arrow_table(
+            environments.drop_columns(["study", "environments_in_group"]),
+            "configuration groups whose trials ran in more than one environment or science version: "
+            "their seed variance includes floating-point chaos (environments.sql)",
+        ))
     for state in search_states(root, study, only):
         out.print(search_points(state, top, points))
     targeted = seed_states(root, study, spec)

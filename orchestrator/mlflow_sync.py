@@ -23,6 +23,7 @@ from typing import Any
 from analysis import groups
 from orchestrator.config_paths import TRIAL_CONFIG
 from orchestrator.metric_names import eval_metrics, length_results, train_metrics
+from orchestrator.provenance import PROVENANCE_COLUMNS
 from orchestrator.results_store import read_trial_row, read_trial_rows, read_trial_statuses
 from orchestrator.run_artifacts import run_artifacts
 from orchestrator.tracking import RUN_NAME_TAG, StudyTracker
@@ -40,7 +41,8 @@ RUN_END = {
 }
 #: trials columns repeated as run tags, to filter runs by in the MLflow UI
 TAGGED_COLUMNS = ("task", "pe", "arch", "size", "distribution", "positions",
-                  "weight_seed", "data_seed", "eval_seed", "train_max_digits")
+                  "weight_seed", "data_seed", "eval_seed", "perturb_seed", "train_max_digits",
+                  *PROVENANCE_COLUMNS)
 
 
 def describe(row: Mapping[str, Any]) -> tuple[str, dict[str, str], dict[str, object]]:

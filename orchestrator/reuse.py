@@ -23,12 +23,14 @@ from pathlib import Path
 from analysis import groups
 from analysis.mlflow_ui import experiment_name
 from analysis.query import PROFILES, list_studies, results_roots
+from lengthgen.science import SCIENCE_VERSION
 from orchestrator.results_store import (
     read_trial_row,
     read_trial_rows,
     table_path,
     write_trial_table,
 )
+from orchestrator.science_versions import trial_version
 from orchestrator.study import Study
 from orchestrator.trainable import artifact_folder
 from orchestrator.trial_rows import config_columns
@@ -54,7 +56,9 @@ class Source:
 
 def finished_elsewhere(root: Path, study: str, trial_ids: list[str]) -> dict[str, Source]:
     """trial_id -> the first other study folder (the unprofiled ones first, then each
-    profile's; by name) under ``root``'s results folder where the trial is finished."""
+    profile's; by name) under ``root``'s results folder where the trial is finished
+    under this science version (lengthgen.science): another version's numbers are not
+    this config's any more."""
     here = (Path(root).resolve(), study)
     found: dict[str, Source] = {}
     for other_root in results_roots(root):
@@ -65,7 +69,7 @@ def finished_elsewhere(root: Path, study: str, trial_ids: list[str]) -> dict[str
                 if trial_id in found or not table_path(other_root, name, "trials", trial_id).is_file():
                     continue
                 row = read_trial_row(other_root, name, trial_id)
-                if row is not None and row["status"] in FINISHED:
+                if row is not None and row["status"] in FINISHED and trial_version(row) == SCIENCE_VERSION:
                     found[trial_id] = Source(other_root, name)
     return found
 
@@ -78,7 +82,7 @@ def reuse_trials(root: Path, study: Study, sources: dict[str, Source]) -> dict[s
     reused = {}
     for trial_id, source in sources.items():
         row = read_trial_row(source.root, source.study, trial_id)
-        if row is None or row["status"] not in FINISHED:
+        if row is None or row["status"] not in FINISHED or trial_version(row) != SCIENCE_VERSION:
             continue
         for table in ROW_TABLES:
             rows = read_trial_rows(source.root, source.study, table, trial_id)

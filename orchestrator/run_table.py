@@ -18,7 +18,7 @@ import pyarrow as pa
 from rich.table import Table
 
 #: axes that tell trials of one configuration group apart
-SEED_AXES = {"seeds.weight": "w", "seeds.data": "d"}
+SEED_AXES = {"seeds.weight": "w", "seeds.data": "d", "seeds.perturb": "p"}
 
 
 def axis_label(value: Any) -> str:
@@ -107,7 +107,9 @@ def _caption(study, longest: set[int], out_of_range: dict[int, set[bool]]) -> st
              if len(longest) == 1 else f"trained on {ranges} digits (by group); * = longer than trained"]
     if any(len(flags) > 1 for flags in out_of_range.values()):
         parts.append("? = in range for some groups only")
-    parts.append("seeds: w = weight init, d = data order" if any(k in SEED_AXES for k in
-                                                                (study.axis_values[0] if study.axis_values else {}))
-                 else "one seed pair per group")
+    axes = study.axis_values[0] if study.axis_values else {}
+    words = {"seeds.weight": "w = weight init", "seeds.data": "d = data order",
+             "seeds.perturb": "p = one initial weight moved by one ulp (0: none)"}
+    named = [words[k] for k in SEED_AXES if k in axes]
+    parts.append(f"seeds: {', '.join(named)}" if named else "one seed pair per group")
     return "; ".join(parts)

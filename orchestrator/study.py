@@ -126,6 +126,9 @@ class Study:
     #: profile, is reused rather than trained (orchestrator.reuse); `run --no-reuse`
     #: and `run --restart` set it False
     reuse: bool = True
+    #: trials finished under another science version train again (their old rows set
+    #: aside: orchestrator.science_versions); False: the run refuses them. `run --retrain-stale`
+    retrain_stale: bool = False
 
     @property
     def name(self) -> str:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import socket
 import sys
 import traceback
 from dataclasses import asdict
@@ -38,9 +37,11 @@ import torch
 from ray import tune
 
 from lengthgen import Report, TrialConfig, train
+from lengthgen.science import SCIENCE_VERSION
 from lengthgen.training import resolve_device
 from orchestrator.config_paths import TRIAL_CONFIG
 from orchestrator.metric_names import eval_metrics, train_metrics
+from orchestrator.provenance import provenance
 from orchestrator.results_store import (
     artifact_folder,
     check_path_component,
@@ -100,6 +101,10 @@ def load_checkpoint(path: Path, config: TrialConfig) -> dict | None:
     if not isinstance(state, dict) or state.get("config") != config.to_dict():
         print(f"lg-study: ignoring checkpoint {path}: it is not this trial's", file=sys.stderr)
         return None
+    if state.get("science_version") != SCIENCE_VERSION:
+        print(f"lg-study: ignoring checkpoint {path}: it was made by science version "
+              f"{state.get('science_version')}, this is {SCIENCE_VERSION} (lengthgen.science)", file=sys.stderr)
+        return None
     return state
 
 
@@ -126,9 +131,10 @@ def write_history(root: Path, study: str, trial_id: str, history: dict) -> None:
 
 
 def where_it_runs() -> dict[str, Any]:
-    """trials columns naming the Ray node, host and process of this attempt."""
+    """trials columns naming the Ray node and process of this attempt (its host and
+    environment: orchestrator.provenance)."""
     node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
-    return {"node": node, "host": socket.gethostname(), "pid": os.getpid()}
+    return {"node": node, "pid": os.getpid()}
 
 
 def save_attention_biases(root: Path, study: str, trial_id: str, biases: dict) -> Path:
@@ -164,6 +170,7 @@ def run_trial(tune_config: dict[str, Any]) -> None:
             write_history(root, study, config.trial_id, resume_state["history"])  # cut back to it
     attempt = {
         **where_it_runs(),
+        **provenance(device, config.train.deterministic),
         "resumed_from_step": resume_state["step"] if resume_state else None,
     }
 

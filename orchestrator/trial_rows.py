@@ -45,6 +45,7 @@ KEY_COLUMNS = {
     "seeds.weight": "weight_seed",
     "seeds.data": "data_seed",
     "seeds.eval": "eval_seed",
+    "seeds.perturb": "perturb_seed",
 }
 
 

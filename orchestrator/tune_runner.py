@@ -44,6 +44,14 @@ from orchestrator.recovery import (
 )
 from orchestrator.results_store import read_trial_statuses, remove_temp_files
 from orchestrator.reuse import REUSED_FROM, finished_elsewhere, reuse_trials
+from orchestrator.science_versions import (
+    SCIENCE_VERSION,
+    StaleScience,
+    set_aside,
+    stale_trials,
+    superseded_run_tags,
+    version_name,
+)
 from orchestrator.study import Study
 from orchestrator.tracking import StudyTracker
 from orchestrator.trainable import run_trial
@@ -246,7 +254,10 @@ def run_trials(
     results_root = Path(results_root).resolve()
     check_not_busy(results_root, study.name)
     statuses = {} if restart else read_trial_statuses(results_root, study.name)
-    pending = [t for t in study.trials if statuses.get(t.trial_id) not in FINISHED]
+    stale = stale_trials(results_root, study.name, [t.trial_id for t in study.trials], statuses)
+    if stale and not study.retrain_stale:
+        raise StaleScience(study.name, stale)
+    pending = [t for t in study.trials if statuses.get(t.trial_id) not in FINISHED or t.trial_id in stale]
     reuse = study.reuse and not restart  # --restart trains every trial again
     reusable = finished_elsewhere(results_root, study.name, [t.trial_id for t in pending]) if reuse else {}
     resources = study.spec.resources
@@ -266,6 +277,7 @@ def run_trials(
             wipe_study(results_root, study.name)
             tracker.delete_runs()
         remove_temp_files(results_root, study.name)
+        _set_aside_stale(results_root, study, tracker, console)
         # rows written before the group columns get them now, before new rows join them
         regrouped = add_group_columns(results_root, study.name, study.group_label)
         if regrouped:
@@ -302,6 +314,20 @@ def run_trials(
         summary.interrupted = [t.trial_id for t in pending if after.get(t.trial_id) not in (*FINISHED, TrialStatus.FAILED)]
         summary.ran = len(pending) - len(summary.interrupted)
     return summary
+
+
+def _set_aside_stale(results_root: Path, study: Study, tracker: StudyTracker, console: Console) -> None:
+    """With --retrain-stale: the design's trials finished under another science version
+    move aside (orchestrator.science_versions) and train again. Under the study lock."""
+    statuses = read_trial_statuses(results_root, study.name)
+    stale = stale_trials(results_root, study.name, [t.trial_id for t in study.trials], statuses)
+    if not stale or not study.retrain_stale:
+        return
+    for trial_id, version in sorted(stale.items()):
+        folder = set_aside(results_root, study.name, trial_id, version)
+        console.print(f"trial {trial_id}: trained under science version {version_name(version)}; retraining it "
+                      f"under {SCIENCE_VERSION} (its old rows: {folder})", highlight=False)
+    tracker.tag_trial_runs({trial_id: superseded_run_tags(trial_id, version) for trial_id, version in stale.items()})
 
 
 def trial_params(config: TrialConfig, study: Study, results_root: Path) -> dict[str, Any]:

@@ -14,10 +14,10 @@ from orchestrator.cli import app
 def test_without_cuda_every_gpu_row_says_skipped(monkeypatch):
     monkeypatch.setattr(bench_gpu, "cuda_available", lambda: False)
     rows = bench_gpu.gpu()
-    assert len(rows) == 3 * len(bench_gpu.GPU_SIZES)
+    assert len(rows) == 4 * len(bench_gpu.GPU_SIZES)
     assert all(r.ratio is None and r.met is None and r.detail == bench_gpu.NO_CUDA for r in rows)
     for size in bench_gpu.GPU_SIZES:
-        assert sum(f"({size})" in r.name for r in rows) == 3
+        assert sum(f"({size})" in r.name for r in rows) == 4
     outcome = CliRunner().invoke(app, ["bench", "--only", "gpu"])
     assert outcome.exit_code == 0, outcome.output
     assert outcome.output.count("skipped: no CUDA device") >= 2 * len(rows)  # a line and a table row each
@@ -45,6 +45,7 @@ def test_the_gpu_rows_measure_on_the_cpu_when_given_a_device():
         "GPU packing: 2 trials at gpus_per_trial 0.5 vs 1 alone (tiny)",
         "GPU training tokens/s: torch.compile vs eager (tiny)",
         "GPU training tokens/s: CUDA graphs (compile reduce-overhead) vs eager (tiny)",
+        "GPU training tokens/s: train.deterministic vs default (tiny)",
     ]
     for row in rows:
         assert row.ratio is not None and row.ratio > 0, row

@@ -1,0 +1,95 @@
+"""Finished trials of another science version: found, refused, or set aside and retrained.
+
+A trial id names a config, and lengthgen's science version (lengthgen.science) names
+the code's numbers for it; a finished trial counts as finished only under the version
+that trained it. Before training, `run` looks for the design's trials that finished
+under another version (or before versions were recorded: no `science_version` in the
+row). It refuses to go on, naming them, unless asked to retrain them
+(`run --retrain-stale`): then each one's files move to
+``<study>/_superseded/science-<version>/`` (readable there with the same layout, out of
+the views' globs), its MLflow run is re-tagged ``trial_id=<id>@science-<version>`` (kept,
+no longer the trial's run), and the trial trains again. Nothing is deleted. Reuse
+across studies takes only trials of this version (orchestrator.reuse).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from lengthgen.science import CHANGES, SCIENCE_VERSION
+from orchestrator.results_store import TABLES, artifact_folder, read_trial_row, table_path
+from orchestrator.trainable import checkpoint_path
+from orchestrator.trial_status import FINISHED
+
+SUPERSEDED = "_superseded"
+
+
+def version_name(version: int | None) -> str:
+    return "none (written before lg-study versioned its science)" if version is None else str(version)
+
+
+def trial_version(row: dict | None) -> int | None:
+    return None if row is None else row.get("science_version")
+
+
+def stale_trials(root: Path, study: str, trial_ids: list[str], statuses: dict[str, str]) -> dict[str, int | None]:
+    """trial_id -> the science version of each trial of ``trial_ids`` that finished in
+    ``study`` under a version other than this one (None: before versions were recorded)."""
+    stale = {}
+    for trial_id in trial_ids:
+        if statuses.get(trial_id) not in FINISHED:
+            continue
+        version = trial_version(read_trial_row(root, study, trial_id))
+        if version != SCIENCE_VERSION:
+            stale[trial_id] = version
+    return stale
+
+
+class StaleScience(ValueError):
+    """Finished trials of another science version, and no --retrain-stale."""
+
+    def __init__(self, study: str, stale: dict[str, int | None]) -> None:
+        versions = sorted({version_name(v) for v in stale.values()})
+        shown = ", ".join(sorted(stale)[:10]) + (f" and {len(stale) - 10} more" if len(stale) > 10 else "")
+        super().__init__(
+            f"{len(stale)} finished trial(s) of study {study} were trained under science version "
+            f"{' and '.join(versions)}; this lg-study is science version {SCIENCE_VERSION} "
+            f"({CHANGES[SCIENCE_VERSION]}). The same config now gives other numbers, so they "
+            f"would not be comparable with new trials: {shown}. Run again with --retrain-stale to "
+            f"retrain them (their old rows move to {study}/{SUPERSEDED}/, their MLflow runs are "
+            f"kept under a new trial_id tag), or with --results ELSEWHERE to leave this study as it is"
+        )
+
+
+def superseded_folder(root: Path, study: str, version: int | None) -> Path:
+    return Path(root) / study / SUPERSEDED / f"science-{'none' if version is None else version}"
+
+
+def set_aside(root: Path, study: str, trial_id: str, version: int | None) -> Path:
+    """Move the trial's rows, artifacts and checkpoint under ``superseded_folder`` (same
+    layout inside), so the trial can train again; returns that folder. Call it under the
+    study's lock."""
+    folder = superseded_folder(root, study, version)
+    moves = [(table_path(root, study, table, trial_id).parent, folder / table / f"trial_id={trial_id}")
+             for table in TABLES]
+    moves.append((artifact_folder(root, study, trial_id), folder / "_artifacts" / trial_id))
+    checkpoint = checkpoint_path(root, study, trial_id)
+    moves.append((checkpoint, folder / checkpoint.parent.name / checkpoint.name))
+    # the trials row last: until it moves, the trial still reads as finished, never as
+    # finished with half its rows gone
+    moves.append(moves.pop(0))
+    for source, target in moves:
+        if source.exists():
+            if target.exists():
+                shutil.rmtree(target) if target.is_dir() else target.unlink()
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(source), str(target))
+    return folder
+
+
+def superseded_run_tags(trial_id: str, version: int | None) -> dict[str, str]:
+    """The tags that take a trial's MLflow run off the trial (tracking finds a trial's
+    run by its `trial_id` tag) while keeping it in the experiment."""
+    name = "none" if version is None else str(version)
+    return {"trial_id": f"{trial_id}@science-{name}", "superseded_by_science_version": str(SCIENCE_VERSION)}
