@@ -22,6 +22,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from analysis.quantiles import register_quantiles
+
 TABLES = ("trials", "train", "eval", "samples")
 DERIVED_VIEWS = ("finished_trials", "groups", "final_eval")  # defined in views.sql over the tables, in this order
 ROOT_VARIABLE = "results_glob_root"  # the DuckDB variable views.sql reads
@@ -110,6 +112,7 @@ def open_results(root: Path, study: str | None = None) -> duckdb.DuckDBPyConnect
     search_root = root / study if study is not None else root
 
     con = duckdb.connect()
+    register_quantiles(con)  # chi2_quantile and f_quantile, for the intervals of replicates.sql
     views = _statements_by_view(con, "views.sql")
     empties = _statements_by_view(con, "empty_tables.sql")
     try:

@@ -332,6 +332,14 @@ def _aligned_field(number: np.ndarray, cells: int, fill_id: int, fill: bool, tok
     return tokens
 
 
+def _zero_extended(operands, cells) -> tuple[np.ndarray, ...]:
+    """Each operand (least significant digit first) with zeros up to its field's cells.
+    A scratchpad (parity's running parity) runs on through the zero cells of the input
+    field: solved on the question's own digits alone, it would restart at 0 there, and
+    two questions with the same padded input (01 and 001) would have different targets."""
+    return tuple(np.pad(o, ((0, 0), (0, int(c) - o.shape[1]))) for o, c in zip(operands, cells, strict=True))
+
+
 def _aligned(task, operands, fmt, tokenizer, width) -> EncodedQuestions:
     n = task.scaled(operands)[0].shape[1]
     if n > width:
@@ -353,7 +361,9 @@ def _aligned(task, operands, fmt, tokenizer, width) -> EncodedQuestions:
         fill = np.full((rows, answer_cells - question.shape[1]), tokenizer.digit_offset if fmt.pad else fill_id)
         question = np.concatenate([fill, question], axis=1)
     fill_answer = not fmt.pad and task.answer_is_number
-    answer = _aligned_field(task.solve(operands), answer_cells, fill_id, fill_answer, tokenizer)
+    solved = task.solve(_zero_extended(operands, task.operand_digits(width)) if fmt.pad and not
+                        task.answer_is_number else operands)
+    answer = _aligned_field(solved, answer_cells, fill_id, fill_answer, tokenizer)
     return EncodedQuestions(tokens=question, prompt_length=question.shape[1], answer=answer, aligned=True)
 
 

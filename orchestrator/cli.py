@@ -309,8 +309,8 @@ def status(
     if environments.num_rows:
         out.print(arrow_table(
             environments.drop_columns(["study", "environments_in_group"]),
-            "configuration groups whose trials ran in more than one environment or science version: "
-            "their seed variance includes floating-point chaos (environments.sql)",
+            "configuration groups whose trials ran in more than one environment: their seed variance "
+            "includes floating-point chaos (environments.sql)",
         ))
     for state in search_states(root, study, only):
         out.print(search_points(state, top, points))

@@ -84,11 +84,8 @@ def cpu_model() -> str:
     them (virtual machines often name every generation alike, e.g. "AMD EPYC"), else
     what platform knows."""
     try:
-        fields = dict(
-            (key.strip(), value.strip())
-            for key, _, value in (line.partition(":") for line in Path("/proc/cpuinfo").read_text().splitlines())
-            if value
-        )
+        lines = (line.partition(":") for line in Path("/proc/cpuinfo").read_text().splitlines())
+        fields = {key.strip(): value.strip() for key, _, value in lines if value}
     except OSError:
         fields = {}
     name = fields.get("model name") or fields.get("Model") or fields.get("Hardware")

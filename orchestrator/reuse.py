@@ -23,14 +23,14 @@ from pathlib import Path
 from analysis import groups
 from analysis.mlflow_ui import experiment_name
 from analysis.query import PROFILES, list_studies, results_roots
-from lengthgen.science import SCIENCE_VERSION
+from lengthgen import TrialConfig
 from orchestrator.results_store import (
     read_trial_row,
     read_trial_rows,
     table_path,
     write_trial_table,
 )
-from orchestrator.science_versions import trial_version
+from orchestrator.science_versions import still_valid
 from orchestrator.study import Study
 from orchestrator.trainable import artifact_folder
 from orchestrator.trial_rows import config_columns
@@ -54,22 +54,23 @@ class Source:
         return experiment_name(self.study, profile)
 
 
-def finished_elsewhere(root: Path, study: str, trial_ids: list[str]) -> dict[str, Source]:
+def finished_elsewhere(root: Path, study: str, configs: list[TrialConfig]) -> dict[str, Source]:
     """trial_id -> the first other study folder (the unprofiled ones first, then each
-    profile's; by name) under ``root``'s results folder where the trial is finished
-    under this science version (lengthgen.science): another version's numbers are not
-    this config's any more."""
+    profile's; by name) under ``root``'s results folder where the trial of each of
+    ``configs`` is finished, with numbers that this science version still gives its
+    config (lengthgen.science: a later change may have moved them)."""
     here = (Path(root).resolve(), study)
     found: dict[str, Source] = {}
     for other_root in results_roots(root):
         for name in list_studies(other_root):
             if (other_root, name) == here:
                 continue
-            for trial_id in trial_ids:
+            for config in configs:
+                trial_id = config.trial_id
                 if trial_id in found or not table_path(other_root, name, "trials", trial_id).is_file():
                     continue
                 row = read_trial_row(other_root, name, trial_id)
-                if row is not None and row["status"] in FINISHED and trial_version(row) == SCIENCE_VERSION:
+                if row is not None and row["status"] in FINISHED and still_valid(row, config):
                     found[trial_id] = Source(other_root, name)
     return found
 
@@ -82,7 +83,7 @@ def reuse_trials(root: Path, study: Study, sources: dict[str, Source]) -> dict[s
     reused = {}
     for trial_id, source in sources.items():
         row = read_trial_row(source.root, source.study, trial_id)
-        if row is None or row["status"] not in FINISHED or trial_version(row) != SCIENCE_VERSION:
+        if row is None or row["status"] not in FINISHED or not still_valid(row, configs[trial_id]):
             continue
         for table in ROW_TABLES:
             rows = read_trial_rows(source.root, source.study, table, trial_id)

@@ -1,15 +1,16 @@
 """Finished trials of another science version: found, refused, or set aside and retrained.
 
 A trial id names a config, and lengthgen's science version (lengthgen.science) names
-the code's numbers for it; a finished trial counts as finished only under the version
-that trained it. Before training, `run` looks for the design's trials that finished
-under another version (or before versions were recorded: no `science_version` in the
-row). It refuses to go on, naming them, unless asked to retrain them
+the code's numbers for it; a finished trial counts as finished only while no science
+change since the version that trained it touches its config (`changes_since`). Before
+training, `run` looks for the design's trials that finished under a version whose
+numbers a later change moved (or before versions were recorded: no `science_version`
+in the row). It refuses to go on, naming them, unless asked to retrain them
 (`run --retrain-stale`): then each one's files move to
 ``<study>/_superseded/science-<version>/`` (readable there with the same layout, out of
 the views' globs), its MLflow run is re-tagged ``trial_id=<id>@science-<version>`` (kept,
 no longer the trial's run), and the trial trains again. Nothing is deleted. Reuse
-across studies takes only trials of this version (orchestrator.reuse).
+across studies and resuming a checkpoint follow the same rule.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from lengthgen.science import CHANGES, SCIENCE_VERSION
+from lengthgen import TrialConfig
+from lengthgen.science import SCIENCE_VERSION, changes_since
 from orchestrator.results_store import TABLES, artifact_folder, read_trial_row, table_path
 from orchestrator.trainable import checkpoint_path
 from orchestrator.trial_status import FINISHED
@@ -33,16 +35,23 @@ def trial_version(row: dict | None) -> int | None:
     return None if row is None else row.get("science_version")
 
 
-def stale_trials(root: Path, study: str, trial_ids: list[str], statuses: dict[str, str]) -> dict[str, int | None]:
-    """trial_id -> the science version of each trial of ``trial_ids`` that finished in
-    ``study`` under a version other than this one (None: before versions were recorded)."""
+def still_valid(row: dict | None, config: TrialConfig) -> bool:
+    """Whether the numbers of a trial's row still are its config's under this science."""
+    return row is not None and not changes_since(trial_version(row), config)
+
+
+def stale_trials(
+    root: Path, study: str, configs: list[TrialConfig], statuses: dict[str, str]
+) -> dict[str, int | None]:
+    """trial_id -> the science version of each of ``configs`` that finished in ``study``
+    under a version whose numbers a later change moved (None: before versions existed)."""
     stale = {}
-    for trial_id in trial_ids:
-        if statuses.get(trial_id) not in FINISHED:
+    for config in configs:
+        if statuses.get(config.trial_id) not in FINISHED:
             continue
-        version = trial_version(read_trial_row(root, study, trial_id))
-        if version != SCIENCE_VERSION:
-            stale[trial_id] = version
+        row = read_trial_row(root, study, config.trial_id)
+        if row is not None and not still_valid(row, config):
+            stale[config.trial_id] = trial_version(row)
     return stale
 
 
@@ -54,9 +63,9 @@ class StaleScience(ValueError):
         shown = ", ".join(sorted(stale)[:10]) + (f" and {len(stale) - 10} more" if len(stale) > 10 else "")
         super().__init__(
             f"{len(stale)} finished trial(s) of study {study} were trained under science version "
-            f"{' and '.join(versions)}; this lg-study is science version {SCIENCE_VERSION} "
-            f"({CHANGES[SCIENCE_VERSION]}). The same config now gives other numbers, so they "
-            f"would not be comparable with new trials: {shown}. Run again with --retrain-stale to "
+            f"{' and '.join(versions)}, and this lg-study's science (version {SCIENCE_VERSION}) gives "
+            f"their configs other numbers (lengthgen/science.py says what changed), so they would "
+            f"not be comparable with new trials: {shown}. Run again with --retrain-stale to "
             f"retrain them (their old rows move to {study}/{SUPERSEDED}/, their MLflow runs are "
             f"kept under a new trial_id tag), or with --results ELSEWHERE to leave this study as it is"
         )

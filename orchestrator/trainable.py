@@ -37,7 +37,7 @@ import torch
 from ray import tune
 
 from lengthgen import Report, TrialConfig, train
-from lengthgen.science import SCIENCE_VERSION
+from lengthgen.science import changes_since
 from lengthgen.training import resolve_device
 from orchestrator.config_paths import TRIAL_CONFIG
 from orchestrator.metric_names import eval_metrics, train_metrics
@@ -101,9 +101,9 @@ def load_checkpoint(path: Path, config: TrialConfig) -> dict | None:
     if not isinstance(state, dict) or state.get("config") != config.to_dict():
         print(f"lg-study: ignoring checkpoint {path}: it is not this trial's", file=sys.stderr)
         return None
-    if state.get("science_version") != SCIENCE_VERSION:
-        print(f"lg-study: ignoring checkpoint {path}: it was made by science version "
-              f"{state.get('science_version')}, this is {SCIENCE_VERSION} (lengthgen.science)", file=sys.stderr)
+    if changes_since(state.get("science_version"), config):
+        print(f"lg-study: ignoring checkpoint {path}: science version {state.get('science_version')} made it, "
+              f"and a later change moves this trial's numbers (lengthgen/science.py)", file=sys.stderr)
         return None
     return state
 

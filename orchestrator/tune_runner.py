@@ -254,12 +254,12 @@ def run_trials(
     results_root = Path(results_root).resolve()
     check_not_busy(results_root, study.name)
     statuses = {} if restart else read_trial_statuses(results_root, study.name)
-    stale = stale_trials(results_root, study.name, [t.trial_id for t in study.trials], statuses)
+    stale = stale_trials(results_root, study.name, study.trials, statuses)
     if stale and not study.retrain_stale:
         raise StaleScience(study.name, stale)
     pending = [t for t in study.trials if statuses.get(t.trial_id) not in FINISHED or t.trial_id in stale]
     reuse = study.reuse and not restart  # --restart trains every trial again
-    reusable = finished_elsewhere(results_root, study.name, [t.trial_id for t in pending]) if reuse else {}
+    reusable = finished_elsewhere(results_root, study.name, pending) if reuse else {}
     resources = study.spec.resources
     if len(pending) > len(reusable):
         # checkpoints at every evaluation are intended; Tune's warning about them is noise here
@@ -320,7 +320,7 @@ def _set_aside_stale(results_root: Path, study: Study, tracker: StudyTracker, co
     """With --retrain-stale: the design's trials finished under another science version
     move aside (orchestrator.science_versions) and train again. Under the study lock."""
     statuses = read_trial_statuses(results_root, study.name)
-    stale = stale_trials(results_root, study.name, [t.trial_id for t in study.trials], statuses)
+    stale = stale_trials(results_root, study.name, study.trials, statuses)
     if not stale or not study.retrain_stale:
         return
     for trial_id, version in sorted(stale.items()):

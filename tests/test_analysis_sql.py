@@ -519,7 +519,8 @@ def test_training_curves_and_grokking_step(con, study) -> None:
 # --- every file ---------------------------------------------------------------------------
 
 ANALYSIS_FILES = ("variance", "lucky_tickets", "success", "compare", "cascade", "errors",
-                  "error_checkpoints", "coverage", "training", "final_accuracy", "environments")
+                  "error_checkpoints", "coverage", "training", "final_accuracy", "environments",
+                  "replicates")
 
 
 @pytest.mark.parametrize("name", ANALYSIS_FILES)

@@ -324,3 +324,25 @@ def test_interleave_leaves_a_one_operand_question_as_it_is(name):
                           encode_questions(task, operands, paired, tokenizer).tokens)
     assert input_layout(task, paired, 4) == input_layout(task, plain, 4)
     assert sequence_length(task, 4, paired) == sequence_length(task, 4, plain)
+
+
+@pytest.mark.parametrize("distribution", ["uniform_length", "cascade_uniform", "mixed"])
+def test_parity_in_the_fixed_length_layout_gives_one_target_per_input(distribution):
+    """The scratchpad runs on through the zero cells left of a short question: 01 and 001
+    padded to one field are one input and must have one target (science version 2)."""
+    from lengthgen.config import DataConfig, ModelConfig, TaskConfig, TrialConfig, derive
+    from lengthgen.training import training_batch
+
+    config = TrialConfig(
+        task=TaskConfig(name="parity", train_digits=(1, 4)),
+        format=FormatConfig(fixed_length=True, reverse=False, pad=True),
+        data=DataConfig(distribution=distribution),
+        model=ModelConfig(arch="encoder", max_positions=64),
+    )
+    task, sampler = derive(config).task, derive(config).distribution
+    targets: dict[tuple, set] = {}
+    for step in range(20):
+        batch = training_batch(config, task, sampler, CharTokenizer(), step)
+        for row, target in zip(batch.tokens, batch.targets, strict=True):
+            targets.setdefault(tuple(row), set()).add(tuple(target))
+    assert len(targets) > 8 and all(len(seen) == 1 for seen in targets.values())

@@ -135,7 +135,27 @@ def test_reuse_takes_only_trials_of_this_science_version(tmp_path):
     row = {"trial_id": config.trial_id, "status": "done", "config_json": config.canonical_json(),
            "device": "cpu", "started_at": datetime.now(timezone.utc)}
     write_trial_table(tmp_path, "elsewhere", "trials", config.trial_id, [{**row, "science_version": None}])
-    assert finished_elsewhere(tmp_path, "here", [config.trial_id]) == {}
+    assert finished_elsewhere(tmp_path, "here", [config]) == {}
     write_trial_table(tmp_path, "elsewhere", "trials", config.trial_id, [{**row, "science_version": SCIENCE_VERSION}])
-    assert set(finished_elsewhere(tmp_path, "here", [config.trial_id])) == {config.trial_id}
+    assert set(finished_elsewhere(tmp_path, "here", [config])) == {config.trial_id}
     assert table_path(tmp_path, "elsewhere", "trials", config.trial_id).is_file()
+
+
+def test_a_science_change_sends_back_only_the_configs_it_touches():
+    """Version 2 moved parity under the fixed-length layout only: a version-1 Successor
+    trial still stands, a version-1 parity fixed-length trial does not, a trial with no
+    version (written before versions) never does."""
+    from lengthgen.config import FormatConfig, ModelConfig, TaskConfig, TrialConfig
+    from lengthgen.science import CHANGES, changes_since
+    from orchestrator.science_versions import still_valid
+
+    successor = TrialConfig(task=TaskConfig(name="successor"))
+    parity = TrialConfig(task=TaskConfig(name="parity", train_digits=(1, 4)),
+                         format=FormatConfig(fixed_length=True, reverse=False),
+                         model=ModelConfig(arch="encoder"))
+    assert [c.version for c in CHANGES] == list(range(1, SCIENCE_VERSION + 1))
+    assert still_valid({"science_version": 1}, successor)
+    assert [c.version for c in changes_since(1, parity)] == [2]
+    assert not still_valid({"science_version": 1}, parity)
+    assert still_valid({"science_version": SCIENCE_VERSION}, parity)
+    assert not still_valid({"science_version": None}, successor) and not still_valid({}, successor)

@@ -296,8 +296,9 @@ def failure_message(expected: dict[str, object], actual: dict[str, object], move
     if changed:
         lines.append(
             f"the science moved: {_listing(changed)} changed. If this change is intended, raise "
-            f"SCIENCE_VERSION in lengthgen/science.py (and say what changed in CHANGES), then rewrite "
-            f"the pins with `{WRITE_COMMAND}`"
+            f"SCIENCE_VERSION: add a Change to CHANGES in lengthgen/science.py (the next version, "
+            f"what changed, and `affects`, the configs whose numbers it moves), then rewrite the "
+            f"pins with `{WRITE_COMMAND}`"
         )
     if new or gone:
         lines.append(

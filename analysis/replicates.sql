@@ -1,0 +1,343 @@
+-- Seed luck or numerical chaos? For every configuration group whose trials cross
+-- weight seeds, data seeds and perturbation replicates (seeds.perturb: the same seeds
+-- with one initial weight moved by one ulp, Summers & Dinneen 2021, arXiv 2103.04514):
+-- how much of the variance of accuracy comes from the weight seed, the data seed,
+-- their interaction, and numerical noise (what one ulp at initialisation does). One
+-- row per (group, component, at_digits): at_digits 0 is a trial's mean accuracy over
+-- the measured lengths (the out-of-distribution ones, or `digits`), other values that
+-- length alone. A group that cannot be split gets one row with `skipped_reason`.
+--
+-- The split needs a balanced design: a weight seeds x b data seeds x r perturb seeds,
+-- each at least 2, every trial measured. With y the accuracy, m_wd the mean of cell
+-- (w, d) over its r replicates, m_w, m_d and m the weight, data and grand means, the
+-- two-way random-effects ANOVA with replication (Searle, Casella & McCulloch,
+-- "Variance Components", 1992, §4.7):
+--     SS_weight      = b r Σ_w (m_w − m)²                  df a − 1
+--     SS_data        = a r Σ_d (m_d − m)²                  df b − 1
+--     SS_interaction = r Σ_wd (m_wd − m_w − m_d + m)²      df (a − 1)(b − 1)
+--     SS_noise       = Σ_wdp (y − m_wd)²                   df a b (r − 1)
+-- with E[MS_noise] = σ²_noise, E[MS_interaction] = σ²_noise + r σ²_wd,
+-- E[MS_weight] = σ²_noise + r σ²_wd + b r σ²_weight, and alike for data, so by the
+-- method of moments
+--     σ²_weight = (MS_weight − MS_interaction) / (b r)
+--     σ²_data   = (MS_data − MS_interaction) / (a r)
+--     σ²_wd     = (MS_interaction − MS_noise) / r
+--     σ²_noise  = MS_noise
+-- `estimate` keeps a negative difference (unbiased); `component` is it truncated at 0,
+-- and `share` is the component over the sum of the four components.
+--
+-- Intervals (`low`, `high`, at `level`): each component is (S1 − S2)/c, a difference
+-- of two independent mean squares S_i with n_i degrees of freedom; the modified
+-- large-sample interval of Ting, Burdick, Graybill, Jeyaratnam & Lu (1990, J. Stat.
+-- Comput. Simul. 35, 135-143; Burdick & Graybill, "Confidence Intervals on Variance
+-- Components", 1992, §3.2), with α = (1 − level)/2, F_q(n1, n2) the q-quantile of F
+-- and χ²_q(n) of chi-square:
+--     G_i = 1 − n_i/χ²_{1−α}(n_i)        H_i = n_i/χ²_α(n_i) − 1
+--     F_hi = F_{1−α}(n1, n2)              F_lo = F_α(n1, n2)
+--     G12 = ((F_hi − 1)² − G1² F_hi² − H2²)/F_hi
+--     H12 = ((1 − F_lo)² − H1² F_lo² − G2²)/F_lo
+--     low  = (S1 − S2 − √(G1² S1² + H2² S2² + G12 S1 S2)) / c
+--     high = (S1 − S2 + √(H1² S1² + G2² S2² + H12 S1 S2)) / c
+-- each truncated at 0. For noise S2 = 0 and the interval is the exact chi-square one,
+-- [SS_noise/χ²_{1−α}(df), SS_noise/χ²_α(df)]. Coverage measured by simulation:
+-- tests/test_replicates.py and docs/analysis.md. The quantiles come from the functions
+-- analysis/quantiles.py registers (lg-study query and report have them).
+--
+-- Parameters: digits (default: the out-of-distribution lengths; e.g. '8,16'),
+-- level (default 0.95).
+
+with
+
+params as (
+    select
+        cast(
+            string_split(replace(trim(cast(getvariable('digits') as varchar), '[]'), ' ', ''), ',')
+            as bigint[]
+        ) as digits,
+        case
+            when coalesce(cast(getvariable('level') as double), 0.95) not between 0.5 and 0.999
+                then error('level must be between 0.5 and 0.999')
+            else coalesce(cast(getvariable('level') as double), 0.95)
+        end as level
+),
+
+measured as (
+    select
+        groups.group_id,
+        groups.group_label,
+        groups.weight_seed,
+        groups.data_seed,
+        groups.perturb_seed,
+        eval.digits,
+        eval.accuracy
+    from final_eval as eval
+    inner join finished_trials using (study, trial_id)
+    inner join groups using (study, trial_id)
+    cross join params
+    where case
+        when params.digits is null then not eval.in_distribution
+        else list_contains(params.digits, eval.digits)
+    end
+),
+
+-- y per seed triple at each length and over all (at_digits 0); a triple run in two
+-- studies averages them; means add in a fixed order, so row order never moves a bit
+trial_values as (
+    select
+        group_id,
+        weight_seed,
+        data_seed,
+        perturb_seed,
+        digits as at_digits,
+        list_avg(list(accuracy order by accuracy)) as y,
+        bool_and(accuracy is not null) as has_value
+    from measured
+    group by group_id, weight_seed, data_seed, perturb_seed, digits
+    union all
+    select
+        group_id,
+        weight_seed,
+        data_seed,
+        perturb_seed,
+        0 as at_digits,
+        list_avg(list(accuracy order by digits, accuracy)) as y,
+        bool_and(accuracy is not null) as has_value
+    from measured
+    group by group_id, weight_seed, data_seed, perturb_seed
+),
+
+design as (
+    select
+        group_id,
+        at_digits,
+        count(distinct weight_seed) as a,
+        count(distinct data_seed) as b,
+        count(distinct perturb_seed) as r,
+        count(*) filter (where has_value) as n_measured
+    from trial_values
+    group by group_id, at_digits
+),
+
+balanced as (
+    select *
+    from design
+    where a >= 2 and b >= 2 and r >= 2 and n_measured = a * b * r
+),
+
+cell_means as (
+    select
+        trial_values.group_id,
+        trial_values.at_digits,
+        trial_values.weight_seed,
+        trial_values.data_seed,
+        list_avg(list(trial_values.y order by trial_values.perturb_seed)) as m_wd
+    from trial_values
+    semi join balanced using (group_id, at_digits)
+    group by trial_values.group_id, trial_values.at_digits, trial_values.weight_seed, trial_values.data_seed
+),
+
+weight_means as (
+    select
+        group_id,
+        at_digits,
+        weight_seed,
+        list_avg(list(m_wd order by data_seed)) as m_w
+    from cell_means
+    group by group_id, at_digits, weight_seed
+),
+
+data_means as (
+    select
+        group_id,
+        at_digits,
+        data_seed,
+        list_avg(list(m_wd order by weight_seed)) as m_d
+    from cell_means
+    group by group_id, at_digits, data_seed
+),
+
+grand_means as (
+    select
+        group_id,
+        at_digits,
+        list_avg(list(m_wd order by weight_seed, data_seed)) as m
+    from cell_means
+    group by group_id, at_digits
+),
+
+cell_residuals as (
+    select
+        cell_means.group_id,
+        cell_means.at_digits,
+        cell_means.weight_seed,
+        cell_means.data_seed,
+        cell_means.m_wd - weight_means.m_w - data_means.m_d + grand_means.m as interaction,
+        weight_means.m_w - grand_means.m as weight_effect,
+        data_means.m_d - grand_means.m as data_effect
+    from cell_means
+    inner join weight_means using (group_id, at_digits, weight_seed)
+    inner join data_means using (group_id, at_digits, data_seed)
+    inner join grand_means using (group_id, at_digits)
+),
+
+noise as (
+    select
+        trial_values.group_id,
+        trial_values.at_digits,
+        list_sum(list(
+            (trial_values.y - cell_means.m_wd) ^ 2
+            order by trial_values.weight_seed, trial_values.data_seed, trial_values.perturb_seed
+        )) as ss_noise
+    from trial_values
+    inner join cell_means using (group_id, at_digits, weight_seed, data_seed)
+    group by trial_values.group_id, trial_values.at_digits
+),
+
+mean_squares as (
+    select
+        balanced.group_id,
+        balanced.at_digits,
+        balanced.a,
+        balanced.b,
+        balanced.r,
+        any_value(balanced.b * balanced.r) * list_sum(list(
+            cell_residuals.weight_effect ^ 2 order by cell_residuals.weight_seed, cell_residuals.data_seed
+        )) / any_value(balanced.b) / (any_value(balanced.a) - 1) as ms_weight,
+        any_value(balanced.a * balanced.r) * list_sum(list(
+            cell_residuals.data_effect ^ 2 order by cell_residuals.weight_seed, cell_residuals.data_seed
+        )) / any_value(balanced.a) / (any_value(balanced.b) - 1) as ms_data,
+        any_value(balanced.r) * list_sum(list(
+            cell_residuals.interaction ^ 2 order by cell_residuals.weight_seed, cell_residuals.data_seed
+        )) / ((any_value(balanced.a) - 1) * (any_value(balanced.b) - 1)) as ms_interaction,
+        any_value(noise.ss_noise) / (any_value(balanced.a * balanced.b) * (any_value(balanced.r) - 1))
+            as ms_noise
+    from balanced
+    inner join cell_residuals using (group_id, at_digits)
+    inner join noise using (group_id, at_digits)
+    group by balanced.group_id, balanced.at_digits, balanced.a, balanced.b, balanced.r
+),
+
+-- each component as (S1 − S2)/c with the degrees of freedom of S1 and S2
+differences as (
+    select group_id, at_digits, a, b, r, 'weight' as component, 1 as component_order,
+        ms_weight as s1, a - 1 as n1, ms_interaction as s2, (a - 1) * (b - 1) as n2, b * r as c
+    from mean_squares
+    union all
+    select group_id, at_digits, a, b, r, 'data', 2,
+        ms_data, b - 1, ms_interaction, (a - 1) * (b - 1), a * r
+    from mean_squares
+    union all
+    select group_id, at_digits, a, b, r, 'weight x data', 3,
+        ms_interaction, (a - 1) * (b - 1), ms_noise, a * b * (r - 1), r
+    from mean_squares
+    union all
+    select group_id, at_digits, a, b, r, 'numerical noise', 4,
+        ms_noise, a * b * (r - 1), 0.0, 1, 1
+    from mean_squares
+),
+
+quantiles as (
+    select
+        differences.*,
+        (1 - params.level) / 2 as alpha,
+        params.level,
+        1 - n1 / chi2_quantile(1 - (1 - params.level) / 2, n1) as g1,
+        n1 / chi2_quantile((1 - params.level) / 2, n1) - 1 as h1,
+        1 - n2 / chi2_quantile(1 - (1 - params.level) / 2, n2) as g2,
+        n2 / chi2_quantile((1 - params.level) / 2, n2) - 1 as h2,
+        f_quantile(1 - (1 - params.level) / 2, n1, n2) as f_hi,
+        f_quantile((1 - params.level) / 2, n1, n2) as f_lo
+    from differences
+    cross join params
+),
+
+intervals as (
+    select
+        *,
+        (s1 - s2) / c as estimate,
+        greatest(0, (s1 - s2 - sqrt(greatest(0,
+            g1 ^ 2 * s1 ^ 2 + h2 ^ 2 * s2 ^ 2
+            + ((f_hi - 1) ^ 2 - g1 ^ 2 * f_hi ^ 2 - h2 ^ 2) / f_hi * s1 * s2
+        ))) / c) as low,
+        greatest(0, (s1 - s2 + sqrt(greatest(0,
+            h1 ^ 2 * s1 ^ 2 + g2 ^ 2 * s2 ^ 2
+            + ((1 - f_lo) ^ 2 - h1 ^ 2 * f_lo ^ 2 - g2 ^ 2) / f_lo * s1 * s2
+        ))) / c) as high
+    from quantiles
+),
+
+totals as (
+    select
+        group_id,
+        at_digits,
+        sum(greatest(0, estimate)) as total
+    from intervals
+    group by group_id, at_digits
+),
+
+labels as (
+    select
+        group_id,
+        any_value(group_label) as group_label
+    from measured
+    group by group_id
+),
+
+split as (
+    select
+        intervals.group_id,
+        labels.group_label,
+        intervals.at_digits,
+        intervals.a as weight_seeds,
+        intervals.b as data_seeds,
+        intervals.r as perturb_seeds,
+        intervals.component,
+        intervals.estimate,
+        greatest(0, intervals.estimate) as component,
+        greatest(0, intervals.estimate) / nullif(totals.total, 0) as share,
+        intervals.low,
+        intervals.high,
+        intervals.level,
+        null as skipped_reason
+    from intervals
+    inner join totals using (group_id, at_digits)
+    inner join labels using (group_id)
+),
+
+skipped as (
+    select
+        design.group_id,
+        labels.group_label,
+        design.at_digits,
+        design.a as weight_seeds,
+        design.b as data_seeds,
+        design.r as perturb_seeds,
+        case
+            when design.r < 2 then
+                'no perturbation replicates (seeds.perturb): the weight x data interaction and '
+                || 'numerical noise cannot be told apart'
+            when design.a < 2 or design.b < 2 then 'needs at least 2 weight seeds and 2 data seeds'
+            else 'needs every weight x data x perturb seed measured: ' || design.n_measured
+                || ' of ' || design.a * design.b * design.r || ' are'
+        end as skipped_reason
+    from design
+    inner join labels using (group_id)
+    anti join balanced using (group_id, at_digits)
+    where design.at_digits = 0
+),
+
+final as (
+    select *
+    from split
+    union all by name
+    select *
+    from skipped
+)
+
+select *
+from final
+order by
+    group_label,
+    group_id,
+    at_digits,
+    list_position(['weight', 'data', 'weight x data', 'numerical noise'], component) nulls first
