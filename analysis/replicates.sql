@@ -270,7 +270,7 @@ totals as (
     select
         group_id,
         at_digits,
-        sum(greatest(0, estimate)) as total
+        list_sum(list(greatest(0, estimate) order by component)) as total
     from intervals
     group by group_id, at_digits
 ),

@@ -27,9 +27,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from lengthgen.science import SCIENCE_VERSION
-
-#: the provenance columns, in the order `trials` shows them
+#: the provenance columns, in the order `trials` shows them (science_version is written
+#: by orchestrator.trial_rows with every row)
 PROVENANCE_COLUMNS = (
     "environment", "science_version", "lgstudy_version", "git_commit", "git_dirty", "python_version",
     "torch_version", "numpy_version", "cuda_version", "cudnn_version", "device_type", "cpu_model",
@@ -43,7 +42,6 @@ def provenance(device: torch.device | str, deterministic: bool) -> dict[str, Any
     device = torch.device(device)
     code = code_version()
     columns = {
-        "science_version": SCIENCE_VERSION,
         "lgstudy_version": code["version"],
         "git_commit": code["commit"],
         "git_dirty": code["dirty"],

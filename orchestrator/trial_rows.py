@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from analysis import groups
 from lengthgen import TrialConfig, TrialResult
+from lengthgen.science import SCIENCE_VERSION
 from orchestrator.config_paths import TRIAL_CONFIG
 from orchestrator.results_store import (
     EVAL_SCHEMA,
@@ -93,6 +94,8 @@ def trials_row(
         "config_json": config.canonical_json(),
         "group_id": groups.group_id(config),
         "group_label": group_label or groups.base_label(config.to_dict()),
+        # which science made its numbers (lengthgen.science): checked by run and reuse
+        "science_version": SCIENCE_VERSION,
         **config_columns(config),
         "n_params": n_params,
         "device": device,
