@@ -3,7 +3,7 @@
 -- with one initial weight moved by one ulp, Summers & Dinneen 2021, arXiv 2103.04514):
 -- how much of the variance of accuracy comes from the weight seed, the data seed,
 -- their interaction, and numerical noise (what one ulp at initialisation does). One
--- row per (group, component, at_digits): at_digits 0 is a trial's mean accuracy over
+-- row per (group, component, at_digits), `component` naming it: at_digits 0 is a trial's mean accuracy over
 -- the measured lengths (the out-of-distribution ones, or `digits`), other values that
 -- length alone. A group that cannot be split gets one row with `skipped_reason`.
 --
@@ -23,8 +23,8 @@
 --     σ²_data   = (MS_data − MS_interaction) / (a r)
 --     σ²_wd     = (MS_interaction − MS_noise) / r
 --     σ²_noise  = MS_noise
--- `estimate` keeps a negative difference (unbiased); `component` is it truncated at 0,
--- and `share` is the component over the sum of the four components.
+-- `estimate` keeps a negative difference (unbiased); `sigma2` is it truncated at 0, and
+-- `share` is sigma2 over the sum of the four.
 --
 -- Intervals (`low`, `high`, at `level`): each component is (S1 − S2)/c, a difference
 -- of two independent mean squares S_i with n_i degrees of freedom; the modified
@@ -293,7 +293,7 @@ split as (
         intervals.r as perturb_seeds,
         intervals.component,
         intervals.estimate,
-        greatest(0, intervals.estimate) as component,
+        greatest(0, intervals.estimate) as sigma2,
         greatest(0, intervals.estimate) / nullif(totals.total, 0) as share,
         intervals.low,
         intervals.high,

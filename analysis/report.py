@@ -501,7 +501,7 @@ def _replicates_section(rows: list[dict]) -> list[str]:
         return [("<p class='empty'>No group has perturbation replicates (seeds.perturb): the "
                  "residual above holds the weight × data interaction and numerical noise together "
                  "(replicates.sql splits them when each seed pair also runs perturbed).</p>")]
-    shown = [{**r, "component_ci": f"{r['component']:.4g} [{r['low']:.4g}, {r['high']:.4g}]",
+    shown = [{**r, "component_ci": f"{r['sigma2']:.4g} [{r['low']:.4g}, {r['high']:.4g}]",
               "at": "mean of lengths" if r["at_digits"] == 0 else r["at_digits"]} for r in split]
     return [rendering.table(
         shown,

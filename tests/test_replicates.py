@@ -146,3 +146,15 @@ def test_the_split_does_not_depend_on_the_order_of_rows():
     tables = simulate(np.random.default_rng(3), 3, 3, 4, 2, SIGMA2)
     first = split(tables, lengths=(6, 8))
     assert first == split(tables, lengths=(6, 8), shuffle=1) == split(tables, lengths=(6, 8), shuffle=2)
+
+
+def test_the_report_shows_each_component_with_its_interval_or_says_why_not():
+    from analysis.report import _replicates_section
+
+    rows = split(simulate(np.random.default_rng(4), 1, 3, 3, 2, SIGMA2))
+    page = "".join(_replicates_section(rows))
+    noise = next(r for r in rows if r["component"] == "numerical noise" and r["at_digits"] == 0)
+    assert f"{noise['sigma2']:.4g} [{noise['low']:.4g}, {noise['high']:.4g}]" in page
+    unreplicated = split(simulate(np.random.default_rng(4), 1, 3, 3, 1, SIGMA2))
+    assert "cannot" not in page and "No group has perturbation replicates" in "".join(
+        _replicates_section(unreplicated))
