@@ -5,7 +5,7 @@
 -- best-of-N, and an interval of the mean that stays inside [0, 1].
 --
 -- best_of_n is the accuracy of one trial, the group's best: the highest mean accuracy
--- over all its tested lengths (ties to the smaller trial_id), as papers report "best of
+-- over the lengths the group measured (ties to the smaller trial_id), as papers report "best of
 -- N seeds" curves; max is the per-length envelope, which may mix trials. An accuracy of
 -- NaN (final_eval reads it as null) is no measurement: it counts in no statistic, and a
 -- trial with one never becomes the best of N. The same trial_id in two studies is two
@@ -55,15 +55,32 @@ measured as (
     inner join groups using (study, trial_id)
 ),
 
--- a trial's mean over its lengths; null when one of them has no accuracy
-trial_means as (
+-- the lengths some trial of the group measured: a length no trial has an accuracy at
+-- says nothing about which trial is best
+measured_lengths as (
     select
         group_id,
-        study,
-        trial_id,
-        case when count(accuracy) = count(*) then avg(accuracy) end as mean_accuracy
+        digits
     from measured
-    group by group_id, study, trial_id
+    group by group_id, digits
+    having count(accuracy) > 0
+),
+
+-- a trial's mean over those lengths, its accuracies added smallest first: two trials
+-- with the same accuracies tie to the last bit, whatever the order of the rows or of
+-- the lengths they scored them at; null when it lacks one of the lengths
+trial_means as (
+    select
+        measured.group_id,
+        measured.study,
+        measured.trial_id,
+        case
+            when count(measured.accuracy) = count(*)
+                then list_avg(list(measured.accuracy order by measured.accuracy))
+        end as mean_accuracy
+    from measured
+    inner join measured_lengths using (group_id, digits)
+    group by measured.group_id, measured.study, measured.trial_id
 ),
 
 best_trials as (

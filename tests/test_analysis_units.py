@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_analysis_sql import FINAL, LENGTHS, config, run, write_trial
+from test_analysis_sql import FINAL, LENGTHS, config, run, trial_id, write_trial
 
 from analysis.query import open_results, run_query
 
@@ -397,6 +397,29 @@ def test_nan_accuracies_never_pick_best_of_n_nor_mark_a_seed_lucky(tmp_path: Pat
     assert variance[6]["mean"] == pytest.approx((0.95 + 0.2 + 0.3) / 3)
     assert not any(r["lucky"] for r in lucky)
     assert lucky[0]["missing_cells"] == ["w0 d1: no accuracy at the measured lengths"]
+
+
+def test_a_length_no_trial_measured_does_not_decide_the_best_of_n(tmp_path: Path) -> None:
+    """8 digits is NaN for every trial: the best of N is the best over the lengths the
+    group measured (0.9), not the smallest trial id (the bug: every mean was null)."""
+    crossed(tmp_path, "allnan", "fire", {(w, 0): {6: acc, 8: float("nan")}
+                                         for w, acc in enumerate((0.1, 0.9, 0.5))})
+    with open_results(tmp_path, "allnan") as con:
+        variance = {r["digits"]: r for r in run(con, "variance")}
+    assert variance[6]["best_of_n"] == 0.9 and variance[8]["best_of_n"] is None
+
+
+def test_tied_trials_tie_to_the_last_bit_whatever_the_order_of_rows(tmp_path: Path) -> None:
+    """Two trials whose lengths hold the same accuracies in another order have the same
+    mean: the best of N is the smaller trial id, not whichever sum rounded up."""
+    # added in row order, 0.1 + 0.2 + 0.3 + 0.7 and 0.3 + 0.2 + 0.1 + 0.7 differ in the last bit
+    first, second = (0.1, 0.2, 0.3, 0.7), (0.3, 0.2, 0.1, 0.7)
+    for w, values in enumerate((first, second) if trial_id(config("fire", 0, 0)) > trial_id(
+            config("fire", 1, 0)) else (second, first)):
+        write_trial(tmp_path, "ties", config("fire", w, 0), dict(zip(LENGTHS, values, strict=True)))
+    with open_results(tmp_path, "ties") as con:
+        best = {r["digits"]: r["best_trial_id"] for r in run(con, "variance")}
+    assert set(best.values()) == {min(trial_id(config("fire", w, 0)) for w in (0, 1))}
 
 
 def test_variance_shares_per_test_length_as_001_f9(tmp_path: Path) -> None:
