@@ -20,7 +20,11 @@
 -- lengths, or was never run (`missing_cells` says which, e.g. "w2 d3: failed"). The
 -- statistics use the largest complete subgrid: the set of weight seeds x data seeds,
 -- each at least 2, with every cell measured and the most cells (ties: the first seeds
--- in order; searched over the subsets of the side with fewer seeds, at most 16).
+-- in order; searched over the subsets of the side with fewer seeds when it has at most
+-- 16). With more than 16 seeds on each side a complete grid is its own subgrid, and an
+-- incomplete one drops every seed of one side that has a missing cell (the side whose
+-- dropping keeps more cells; ties: weight seeds): a large complete subgrid, not always
+-- the largest.
 -- `left_out_seeds` names the seeds outside it; finished diverged trials count with
 -- the accuracy they had reached, like everywhere in analysis/.
 --
@@ -325,7 +329,7 @@ best_masks as (
     qualify row_number() over (partition by group_id order by area desc, mask) = 1
 ),
 
-subgrid as (
+searched_subgrid as (
     select
         enumerated.group_id,
         enumerated.weight_seed,
@@ -336,6 +340,79 @@ subgrid as (
     where
         (best_masks.mask >> enumerated.enum_index) & 1 = 1
         and measured_sets.have & best_masks.mask = best_masks.mask
+),
+
+-- more than 16 seeds on each side: a complete grid is its own subgrid; an incomplete one
+-- drops every seed of one side that has a missing cell, the side whose dropping keeps
+-- more cells (ties: weight seeds go), a complete subgrid found without a search
+full_weight_seeds as (
+    select
+        group_id,
+        weight_seed
+    from grid_cells
+    group by group_id, weight_seed
+    having bool_and(measured)
+),
+
+full_data_seeds as (
+    select
+        group_id,
+        data_seed
+    from grid_cells
+    group by group_id, data_seed
+    having bool_and(measured)
+),
+
+large_sides as (
+    select
+        sides.group_id,
+        grid_size.grid_data_seeds * (
+            select count(*) from full_weight_seeds where full_weight_seeds.group_id = sides.group_id
+        ) as cells_keeping_full_weight_seeds,
+        grid_size.grid_weight_seeds * (
+            select count(*) from full_data_seeds where full_data_seeds.group_id = sides.group_id
+        ) as cells_keeping_full_data_seeds
+    from sides
+    inner join grid_size using (group_id)
+    where sides.k > 16
+),
+
+large_subgrid as (
+    select
+        grid_cells.group_id,
+        grid_cells.weight_seed,
+        grid_cells.data_seed
+    from grid_cells
+    inner join large_sides using (group_id)
+    where case
+        when large_sides.cells_keeping_full_weight_seeds >= large_sides.cells_keeping_full_data_seeds
+            then grid_cells.weight_seed in (
+                select full_weight_seeds.weight_seed from full_weight_seeds
+                where full_weight_seeds.group_id = grid_cells.group_id
+            )
+        else grid_cells.data_seed in (
+            select full_data_seeds.data_seed from full_data_seeds
+            where full_data_seeds.group_id = grid_cells.group_id
+        )
+    end
+),
+
+-- at least 2 seeds on each side, as the search asks
+large_subgrid_kept as (
+    select large_subgrid.*
+    from large_subgrid
+    semi join (
+        select group_id
+        from large_subgrid
+        group by group_id
+        having count(distinct weight_seed) >= 2 and count(distinct data_seed) >= 2
+    ) as wide_enough using (group_id)
+),
+
+subgrid as (
+    select * from searched_subgrid
+    union all
+    select * from large_subgrid_kept
 ),
 
 coverage as (
@@ -349,8 +426,9 @@ coverage as (
             order by grid_cells.weight_seed, grid_cells.data_seed
         ) filter (where not grid_cells.measured) as missing_cells,
         case
-            when any_value(sides.k) > 16 and not any_value(sides.complete)
-                then 'no complete subgrid searched: more than 16 seeds on each side'
+            when count(subgrid.group_id) = 0 and any_value(sides.k) > 16
+                then 'no complete 2 x 2 subgrid left after dropping the seeds with missing cells '
+                    || '(more than 16 seeds on each side: not searched seed set by seed set)'
             when count(subgrid.group_id) = 0
                 then 'no complete 2 x 2 subgrid of measured trials'
         end as skipped_reason
