@@ -50,7 +50,13 @@
 -- 0. component_share_* = sigma2_* / (sigma2_weight + sigma2_data + sigma2_residual):
 -- the share of the variance of one new trial's y due to each seed.
 --
--- Intervals (columns *_boot_low, *_boot_high): percentile bootstrap over both seeds at
+-- Intervals of the components (sigma2_*_low, sigma2_*_high): the modified large-sample
+-- interval of (MS_weight − MS_residual)/b and (MS_data − MS_residual)/a, and the exact
+-- chi-square interval of MS_residual (macros mls_low and mls_high, analysis/macros.sql;
+-- coverage 0.94-0.96 measured at 3 x 5, 8 x 8 and 24 x 20 seeds, docs/analysis.md).
+--
+-- Intervals of the shares (columns *_boot_low, *_boot_high; also given for the
+-- components, for comparison): percentile bootstrap over both seeds at
 -- once. A replicate draws a weight seeds and b data seeds of the subgrid with
 -- replacement and recomputes every statistic on the a x b table of the drawn rows and
 -- columns; the interval is the (1 − level)/2 and (1 + level)/2 quantiles of the
@@ -59,10 +65,9 @@
 -- same result; the outer hash because DuckDB combines the hashes of several arguments
 -- so that their low bits only XOR (8 draws of 8 seeds came out as a fixed pattern).
 -- Replicates whose table is constant have no shares and are left out of the share
--- intervals (boot_undefined counts them). With 2 or 3 seeds on a side the bootstrap has
--- only a handful of distinct tables: read its intervals as rough. Over 200 simulated
--- 8 x 8 studies its 90 % interval for the weight share covered the true share in 80 to
--- 97 % of them (tests/test_statistics.py).
+-- intervals (boot_undefined counts them). The bootstrap shrinks the components and
+-- does not hold its level with few seeds: its 95 % interval of the weight share covered
+-- the truth in 0.88 of simulated 3 x 5 studies and 0.93 of 8 x 8 ones (docs/analysis.md).
 
 -- Lucky ticket: a weight seed whose minimum over data orders is above `threshold`.
 --
@@ -867,14 +872,26 @@ group_summary as (
         estimates.ms_data,
         estimates.ms_residual,
         estimates.sigma2_weight,
+        mls_low(estimates.ms_weight, crossed.a - 1, estimates.ms_residual, (crossed.a - 1) * (crossed.b - 1),
+            crossed.b, params.level) as sigma2_weight_low,
+        mls_high(estimates.ms_weight, crossed.a - 1, estimates.ms_residual, (crossed.a - 1) * (crossed.b - 1),
+            crossed.b, params.level) as sigma2_weight_high,
         intervals.sigma2_weight_boot_low,
         intervals.sigma2_weight_boot_high,
         estimates.sigma2_weight_truncated,
         estimates.sigma2_data,
+        mls_low(estimates.ms_data, crossed.b - 1, estimates.ms_residual, (crossed.a - 1) * (crossed.b - 1),
+            crossed.a, params.level) as sigma2_data_low,
+        mls_high(estimates.ms_data, crossed.b - 1, estimates.ms_residual, (crossed.a - 1) * (crossed.b - 1),
+            crossed.a, params.level) as sigma2_data_high,
         intervals.sigma2_data_boot_low,
         intervals.sigma2_data_boot_high,
         estimates.sigma2_data_truncated,
         estimates.sigma2_residual,
+        mls_low(estimates.ms_residual, (crossed.a - 1) * (crossed.b - 1), 0, 1, 1, params.level)
+            as sigma2_residual_low,
+        mls_high(estimates.ms_residual, (crossed.a - 1) * (crossed.b - 1), 0, 1, 1, params.level)
+            as sigma2_residual_high,
         intervals.sigma2_residual_boot_low,
         intervals.sigma2_residual_boot_high,
         estimates.component_share_weight,
@@ -897,6 +914,7 @@ group_summary as (
     left join undefined_replicates using (group_id, at_digits)
     inner join concordance using (group_id, at_digits)
     inner join friedman_p using (group_id, at_digits)
+    cross join params
 ),
 
 -- the group's statistics at each measured length apart (001 F.9), one struct per length
@@ -988,14 +1006,20 @@ final as (
         analysed.ms_data,
         analysed.ms_residual,
         analysed.sigma2_weight,
+        analysed.sigma2_weight_low,
+        analysed.sigma2_weight_high,
         analysed.sigma2_weight_boot_low,
         analysed.sigma2_weight_boot_high,
         analysed.sigma2_weight_truncated,
         analysed.sigma2_data,
+        analysed.sigma2_data_low,
+        analysed.sigma2_data_high,
         analysed.sigma2_data_boot_low,
         analysed.sigma2_data_boot_high,
         analysed.sigma2_data_truncated,
         analysed.sigma2_residual,
+        analysed.sigma2_residual_low,
+        analysed.sigma2_residual_high,
         analysed.sigma2_residual_boot_low,
         analysed.sigma2_residual_boot_high,
         analysed.component_share_weight,

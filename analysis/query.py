@@ -112,7 +112,7 @@ def open_results(root: Path, study: str | None = None) -> duckdb.DuckDBPyConnect
     search_root = root / study if study is not None else root
 
     con = duckdb.connect()
-    register_quantiles(con)  # chi2_quantile and f_quantile, for the intervals of replicates.sql
+    prepare_connection(con)
     views = _statements_by_view(con, "views.sql")
     empties = _statements_by_view(con, "empty_tables.sql")
     try:
@@ -260,6 +260,13 @@ def write_parquet(table: pa.Table, path: Path) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, path)
+
+
+def prepare_connection(con: duckdb.DuckDBPyConnection) -> None:
+    """The functions the analysis files call: chi2_quantile and f_quantile
+    (analysis/quantiles.py), then the macros of macros.sql (e.g. mls_low)."""
+    register_quantiles(con)
+    con.execute((files("analysis") / "macros.sql").read_text())
 
 
 def _statements_by_view(con: duckdb.DuckDBPyConnection, sql_file: str) -> dict[str, str]:

@@ -27,21 +27,11 @@
 -- `share` is sigma2 over the sum of the four.
 --
 -- Intervals (`low`, `high`, at `level`): each component is (S1 − S2)/c, a difference
--- of two independent mean squares S_i with n_i degrees of freedom; the modified
--- large-sample interval of Ting, Burdick, Graybill, Jeyaratnam & Lu (1990, J. Stat.
--- Comput. Simul. 35, 135-143; Burdick & Graybill, "Confidence Intervals on Variance
--- Components", 1992, §3.2), with α = (1 − level)/2, F_q(n1, n2) the q-quantile of F
--- and χ²_q(n) of chi-square:
---     G_i = 1 − n_i/χ²_{1−α}(n_i)        H_i = n_i/χ²_α(n_i) − 1
---     F_hi = F_{1−α}(n1, n2)              F_lo = F_α(n1, n2)
---     G12 = ((F_hi − 1)² − G1² F_hi² − H2²)/F_hi
---     H12 = ((1 − F_lo)² − H1² F_lo² − G2²)/F_lo
---     low  = (S1 − S2 − √(G1² S1² + H2² S2² + G12 S1 S2)) / c
---     high = (S1 − S2 + √(H1² S1² + G2² S2² + H12 S1 S2)) / c
--- each truncated at 0. For noise S2 = 0 and the interval is the exact chi-square one,
--- [SS_noise/χ²_{1−α}(df), SS_noise/χ²_α(df)]. Coverage measured by simulation:
--- tests/test_replicates.py and docs/analysis.md. The quantiles come from the functions
--- analysis/quantiles.py registers (lg-study query and report have them).
+-- of two independent mean squares; its modified large-sample interval (Ting, Burdick,
+-- Graybill, Jeyaratnam & Lu 1990), the macros mls_low and mls_high of macros.sql, which
+-- for the noise (S2 = 0) give the exact chi-square interval [SS_noise/χ²_{1−α}(df),
+-- SS_noise/χ²_α(df)]. Coverage measured by simulation: tests/test_replicates.py and
+-- docs/analysis.md.
 --
 -- Parameters: digits (default: the out-of-distribution lengths; e.g. '8,16'),
 -- level (default 0.95).
@@ -236,34 +226,17 @@ differences as (
     from mean_squares
 ),
 
-quantiles as (
-    select
-        differences.*,
-        (1 - params.level) / 2 as alpha,
-        params.level,
-        1 - n1 / chi2_quantile(1 - (1 - params.level) / 2, n1) as g1,
-        n1 / chi2_quantile((1 - params.level) / 2, n1) - 1 as h1,
-        1 - n2 / chi2_quantile(1 - (1 - params.level) / 2, n2) as g2,
-        n2 / chi2_quantile((1 - params.level) / 2, n2) - 1 as h2,
-        f_quantile(1 - (1 - params.level) / 2, n1, n2) as f_hi,
-        f_quantile((1 - params.level) / 2, n1, n2) as f_lo
-    from differences
-    cross join params
-),
-
 intervals as (
     select
-        *,
-        (s1 - s2) / c as estimate,
-        greatest(0, (s1 - s2 - sqrt(greatest(0,
-            g1 ^ 2 * s1 ^ 2 + h2 ^ 2 * s2 ^ 2
-            + ((f_hi - 1) ^ 2 - g1 ^ 2 * f_hi ^ 2 - h2 ^ 2) / f_hi * s1 * s2
-        ))) / c) as low,
-        greatest(0, (s1 - s2 + sqrt(greatest(0,
-            h1 ^ 2 * s1 ^ 2 + g2 ^ 2 * s2 ^ 2
-            + ((1 - f_lo) ^ 2 - h1 ^ 2 * f_lo ^ 2 - g2 ^ 2) / f_lo * s1 * s2
-        ))) / c) as high
-    from quantiles
+        differences.*,
+        params.level,
+        (differences.s1 - differences.s2) / differences.c as estimate,
+        mls_low(differences.s1, differences.n1, differences.s2, differences.n2, differences.c, params.level)
+            as low,
+        mls_high(differences.s1, differences.n1, differences.s2, differences.n2, differences.c, params.level)
+            as high
+    from differences
+    cross join params
 ),
 
 totals as (

@@ -286,3 +286,4 @@ final as (
 )
 
 select * from final;
+

@@ -17,8 +17,7 @@ import pyarrow as pa
 import pytest
 from scipy import stats
 
-from analysis.quantiles import register_quantiles
-from analysis.query import DERIVED_VIEWS, _statements_by_view, run_sql_file
+from analysis.query import DERIVED_VIEWS, _statements_by_view, prepare_connection, run_sql_file
 
 SQL = Path(__file__).parents[1] / "analysis" / "replicates.sql"
 COMPONENTS = ("weight", "data", "weight x data", "numerical noise")
@@ -41,7 +40,7 @@ def connect(tables: list[np.ndarray], lengths: tuple[int, ...] = (8,), shuffle: 
         trials = [trials[i] for i in order.permutation(len(trials))]
         evals = [evals[i] for i in order.permutation(len(evals))]
     con = duckdb.connect()
-    register_quantiles(con)
+    prepare_connection(con)
     empties, views = _statements_by_view(con, "empty_tables.sql"), _statements_by_view(con, "views.sql")
     for table in ("train", "samples"):
         con.execute(empties[table])

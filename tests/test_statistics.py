@@ -20,7 +20,13 @@ import pyarrow as pa
 import pytest
 from test_analysis_sql import SQL, canonical, config, trial_id
 
-from analysis.query import DERIVED_VIEWS, QueryError, _statements_by_view, run_sql_file
+from analysis.query import (
+    DERIVED_VIEWS,
+    QueryError,
+    _statements_by_view,
+    prepare_connection,
+    run_sql_file,
+)
 
 # --- an in-memory study -------------------------------------------------------------------
 
@@ -47,6 +53,7 @@ class Study:
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         con = duckdb.connect()
+        prepare_connection(con)
         empties = _statements_by_view(con, "empty_tables.sql")
         views = _statements_by_view(con, "views.sql")
         for table in ("train", "samples"):

@@ -1,0 +1,38 @@
+-- Macros shared by the analysis files. lg-study query and the report define them on
+-- every connection (analysis.query.prepare_connection), after registering
+-- chi2_quantile and f_quantile (analysis/quantiles.py, from scipy): DuckDB binds a
+-- macro's functions when it creates it, so this file, unlike views.sql, does not load in
+-- the bare DuckDB client.
+--
+-- mls_low / mls_high: the modified large-sample interval at `level` of a variance
+-- component written as (s1 − s2)/c, s1 and s2 independent mean squares with n1 and n2
+-- degrees of freedom (Ting, Burdick, Graybill, Jeyaratnam & Lu 1990; Burdick &
+-- Graybill, "Confidence Intervals on Variance Components", 1992, §3.2). With
+-- α = (1 − level)/2, G_i = 1 − n_i/χ²_{1−α}(n_i), H_i = n_i/χ²_α(n_i) − 1 and
+-- F_hi, F_lo the 1 − α and α quantiles of F(n1, n2):
+--     low  = (s1 − s2 − √(G1² s1² + H2² s2² + ((F_hi − 1)² − G1² F_hi² − H2²)/F_hi · s1 s2)) / c
+--     high = (s1 − s2 + √(H1² s1² + G2² s2² + ((1 − F_lo)² − H1² F_lo² − G2²)/F_lo · s1 s2)) / c
+-- each at least 0. With s2 = 0 it is the exact chi-square interval of s1/c. Coverage:
+-- tests/test_replicates.py, tests/test_component_intervals.py, docs/analysis.md.
+
+create or replace macro mls_g(n, level) as 1 - n / chi2_quantile((1 + level) / 2, n);
+
+create or replace macro mls_h(n, level) as n / chi2_quantile((1 - level) / 2, n) - 1;
+
+create or replace macro mls_low(s1, n1, s2, n2, c, level) as greatest(0, (
+    s1 - s2 - sqrt(greatest(0,
+        mls_g(n1, level) ^ 2 * s1 ^ 2 + mls_h(n2, level) ^ 2 * s2 ^ 2
+        + ((f_quantile((1 + level) / 2, n1, n2) - 1) ^ 2
+            - mls_g(n1, level) ^ 2 * f_quantile((1 + level) / 2, n1, n2) ^ 2
+            - mls_h(n2, level) ^ 2) / f_quantile((1 + level) / 2, n1, n2) * s1 * s2
+    ))
+) / c);
+
+create or replace macro mls_high(s1, n1, s2, n2, c, level) as greatest(0, (
+    s1 - s2 + sqrt(greatest(0,
+        mls_h(n1, level) ^ 2 * s1 ^ 2 + mls_g(n2, level) ^ 2 * s2 ^ 2
+        + ((1 - f_quantile((1 - level) / 2, n1, n2)) ^ 2
+            - mls_h(n1, level) ^ 2 * f_quantile((1 - level) / 2, n1, n2) ^ 2
+            - mls_g(n2, level) ^ 2) / f_quantile((1 - level) / 2, n1, n2) * s1 * s2
+    ))
+) / c);
