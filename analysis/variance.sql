@@ -94,6 +94,15 @@ best_trials as (
     ) = 1
 ),
 
+mean_by_length as (
+    select
+        group_id,
+        digits,
+        list_avg(list(accuracy order by accuracy)) as mean
+    from measured
+    group by group_id, digits
+),
+
 per_length as (
     select
         measured.group_id,
@@ -101,8 +110,11 @@ per_length as (
         measured.digits,
         bool_and(measured.in_distribution) as in_distribution,
         count(measured.accuracy) as n_trials,
-        avg(measured.accuracy) as mean,
-        stddev_samp(measured.accuracy) as sd,
+        -- added smallest first: the same trials give the same bits in any row order
+        list_avg(list(measured.accuracy order by measured.accuracy)) as mean,
+        case when count(measured.accuracy) >= 2 then sqrt(list_sum(list(
+            (measured.accuracy - mean_by_length.mean) ^ 2 order by measured.accuracy
+        )) / (count(measured.accuracy) - 1)) end as sd,
         min(measured.accuracy) as min,
         median(measured.accuracy) as median,
         max(measured.accuracy) as max,
@@ -116,6 +128,7 @@ per_length as (
             filter (where measured.accuracy is not null) as accuracies
     from measured
     inner join best_trials using (group_id)
+    inner join mean_by_length using (group_id, digits)
     group by measured.group_id, measured.group_label, measured.digits
 ),
 
