@@ -71,10 +71,10 @@ def accuracy_by_group(trial_rows: list[dict], summary_rows: list[dict], path: Pa
         if stats:
             xs = [r["digits"] for r in stats]
             # no interval for a single trial: the band closes on the mean
-            low = [figures.value_or(r["mean_boot_low"], r["mean"]) for r in stats]
-            high = [figures.value_or(r["mean_boot_high"], r["mean"]) for r in stats]
+            low = [figures.value_or(r["mean_low"], r["mean"]) for r in stats]
+            high = [figures.value_or(r["mean_high"], r["mean"]) for r in stats]
             ax.fill_between(xs, low, high, color="tab:blue", alpha=0.15, lw=0,
-                            label="mean, bootstrap interval over trials")
+                            label="mean, interval over seeds")
             ax.plot(xs, [r["mean"] for r in stats], color="tab:blue", lw=2, marker="o", ms=3,
                     label="mean")
             ax.plot(xs, [r["best_of_n"] for r in stats], color="tab:red", lw=1.5, ls="--",

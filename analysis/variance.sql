@@ -10,7 +10,16 @@
 -- NaN (final_eval reads it as null) is no measurement: it counts in no statistic, and a
 -- trial with one never becomes the best of N. The same trial_id in two studies is two
 -- trials (rows are keyed by study and trial_id).
--- The interval (mean_boot_low, mean_boot_high) is a percentile bootstrap over trials:
+-- The interval of the mean over all seeds (mean_low, mean_high; mean_method says which):
+-- for a complete crossed grid of a >= 2 weight x b >= 2 data seeds, mean ± t_ν·√V with
+-- V = max(MS_w + MS_d − MS_e, MS_e)/(ab), the two-way random-effects variance of the
+-- grand mean, and Satterthwaite's ν = (MS_w + MS_d − MS_e)² / (MS_w²/(a − 1) +
+-- MS_d²/(b − 1) + MS_e²/((a − 1)(b − 1))); otherwise a t interval over the seed pairs'
+-- cells, n − 1 degrees of freedom; clipped to [0, 1]. A cell holds a seed pair's
+-- accuracy (the mean of its replicates). Coverage 0.94-0.96 measured by simulation at
+-- 3 x 5 to 24 x 20 seeds, 0.905 at 3 x 5 near the bound 1 (docs/analysis.md).
+--
+-- Kept for comparison, (mean_boot_low, mean_boot_high) is a percentile bootstrap over trials:
 -- each of `resamples` replicates draws n_trials of the length's trials with
 -- replacement (from hash(hash(boot_seed, group, length, replicate, draw)), so a
 -- result repeats; the outer hash mixes the low bits, which DuckDB's hash of several
@@ -18,7 +27,8 @@
 -- quantiles of those means (linear interpolation). A mean of accuracies is in [0, 1],
 -- so the interval is too; null for a single trial. With few trials it cannot reach
 -- beyond the trials' own range and is too narrow (two trials give at most their own
--- two values): read it with n_trials, min, median and max. It replaces a t interval,
+-- two values), and it treats trials that share seeds as independent (in crossed
+-- studies it covered 0.33-0.53). It had replaced a t interval over trials,
 -- mean ± t·sd/√n, which for bimodal "works / fails" seeds left [0, 1] (two trials at
 -- 0.105 and 1.000 gave −5.13 to 6.24).
 -- in_distribution marks lengths inside the training range.
@@ -45,6 +55,8 @@ measured as (
     select
         groups.group_id,
         groups.group_label,
+        groups.weight_seed,
+        groups.data_seed,
         eval.study,
         eval.trial_id,
         eval.digits,
@@ -187,6 +199,124 @@ bootstrap as (
     from replicate_sorted
 ),
 
+-- the interval of the mean over all seeds: a seed pair's cell holds its trial's accuracy
+-- (the mean of its replicates, or of the same trial in two studies)
+cells as (
+    select
+        group_id,
+        digits,
+        weight_seed,
+        data_seed,
+        list_avg(list(accuracy order by accuracy)) as y
+    from measured
+    where accuracy is not null
+    group by group_id, digits, weight_seed, data_seed
+),
+
+cell_design as (
+    select
+        group_id,
+        digits,
+        count(distinct weight_seed) as a,
+        count(distinct data_seed) as b,
+        count(*) as n_cells,
+        list_avg(list(y order by y)) as m
+    from cells
+    group by group_id, digits
+),
+
+weight_means as (
+    select
+        group_id,
+        digits,
+        weight_seed,
+        list_avg(list(y order by y)) as m_w
+    from cells
+    group by group_id, digits, weight_seed
+),
+
+data_means as (
+    select
+        group_id,
+        digits,
+        data_seed,
+        list_avg(list(y order by y)) as m_d
+    from cells
+    group by group_id, digits, data_seed
+),
+
+-- mean squares: two-way without replication for a complete crossed grid (a, b >= 2),
+-- else one-way over the cells (independent: one seed varies, or the grid has holes)
+cell_squares as (
+    select
+        cell_design.group_id,
+        cell_design.digits,
+        any_value(cell_design.a) as a,
+        any_value(cell_design.b) as b,
+        any_value(cell_design.n_cells) as n_cells,
+        any_value(cell_design.m) as m,
+        any_value(cell_design.a >= 2 and cell_design.b >= 2
+            and cell_design.n_cells = cell_design.a * cell_design.b) as crossed,
+        list_sum(list((weight_means.m_w - cell_design.m) ^ 2 order by cells.weight_seed, cells.data_seed))
+            as ss_weight_cells,
+        list_sum(list((data_means.m_d - cell_design.m) ^ 2 order by cells.weight_seed, cells.data_seed))
+            as ss_data_cells,
+        list_sum(list(
+            (cells.y - weight_means.m_w - data_means.m_d + cell_design.m) ^ 2
+            order by cells.weight_seed, cells.data_seed
+        )) as ss_residual,
+        list_sum(list((cells.y - cell_design.m) ^ 2 order by cells.weight_seed, cells.data_seed)) as ss_cells
+    from cells
+    inner join cell_design using (group_id, digits)
+    inner join weight_means using (group_id, digits, weight_seed)
+    inner join data_means using (group_id, digits, data_seed)
+    group by cell_design.group_id, cell_design.digits
+),
+
+-- Var(mean) = σ²_w/a + σ²_d/b + σ²_e/(ab), estimated by (MS_w + MS_d − MS_e)/(ab) (at
+-- least MS_e/(ab)), with Satterthwaite's degrees of freedom; one-way: s²/n, n − 1
+mean_variance as (
+    select
+        group_id,
+        digits,
+        m,
+        crossed,
+        case
+            when crossed then greatest(
+                ss_weight_cells / (a - 1) + ss_data_cells / (b - 1) - ss_residual / ((a - 1) * (b - 1)),
+                ss_residual / ((a - 1) * (b - 1))
+            ) / (a * b)
+            when n_cells >= 2 then ss_cells / (n_cells - 1) / n_cells
+        end as variance_of_mean,
+        case
+            when crossed then (
+                ss_weight_cells / (a - 1) + ss_data_cells / (b - 1) - ss_residual / ((a - 1) * (b - 1))
+            ) ^ 2 / nullif(
+                (ss_weight_cells / (a - 1)) ^ 2 / (a - 1) + (ss_data_cells / (b - 1)) ^ 2 / (b - 1)
+                + (ss_residual / ((a - 1) * (b - 1))) ^ 2 / ((a - 1) * (b - 1)), 0)
+            when n_cells >= 2 then n_cells - 1
+        end as df
+    from cell_squares
+),
+
+mean_interval as (
+    select
+        mean_variance.group_id,
+        mean_variance.digits,
+        case
+            when mean_variance.crossed then 'crossed seeds (two-way, Satterthwaite t)'
+            else 'independent cells (t over seed pairs)'
+        end as mean_method,
+        mean_variance.df as mean_df,
+        greatest(0, mean_variance.m - t_quantile((1 + params.level) / 2, greatest(mean_variance.df, 1))
+            * sqrt(mean_variance.variance_of_mean)) as mean_low,
+        least(1, mean_variance.m + t_quantile((1 + params.level) / 2, greatest(mean_variance.df, 1))
+            * sqrt(mean_variance.variance_of_mean)) as mean_high
+    from mean_variance
+    cross join params
+    where mean_variance.variance_of_mean is not null
+),
+
 final as (
     select
         per_length.group_id,
@@ -195,6 +325,10 @@ final as (
         per_length.in_distribution,
         per_length.n_trials,
         per_length.mean,
+        mean_interval.mean_low,
+        mean_interval.mean_high,
+        mean_interval.mean_method,
+        mean_interval.mean_df,
         bootstrap.mean_boot_low,
         bootstrap.mean_boot_high,
         per_length.sd,
@@ -209,6 +343,7 @@ final as (
         params.level
     from per_length
     left join bootstrap using (group_id, digits)
+    left join mean_interval using (group_id, digits)
     cross join params
 )
 

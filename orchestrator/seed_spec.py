@@ -35,10 +35,10 @@ SEED_METRICS = {
     "mean_accuracy": SeedMetric(
         "variance.sql",
         "mean",
-        "mean_boot_low",
-        "mean_boot_high",
+        "mean_low",
+        "mean_high",
         (),
-        "mean exact-match accuracy, 95 % percentile bootstrap over trials",
+        "mean exact-match accuracy over seeds, 95 % t interval (crossed seeds: two-way, Satterthwaite)",
     ),
     "success": SeedMetric(
         "success.sql",
