@@ -489,19 +489,22 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
         "its loss and accuracies as it goes (no Ray, no MLflow).",
     ))
 
-    # 9. where they ran: a group whose seeds ran on two machines mixes floating-point chaos
-    # into its seed variance
-    out.append("<h2 id='environments'>9. Where the trials ran</h2>")
-    out.append(rendering.table(
-        tables["environments"],
+    out += _environments_section(tables["environments"])
+    return out
+
+
+def _environments_section(rows: list[dict]) -> list[str]:
+    """Where the trials ran: a group whose seeds ran on two machines mixes floating-point
+    chaos into its seed variance."""
+    return ["<h2 id='environments'>9. Where the trials ran</h2>", rendering.table(
+        rows,
         [("group_label", "group"), ("environment", "environment"), ("science_versions", "science versions"),
          ("trials", "trials"), ("trial_ids", "trials' ids")],
         "Configuration groups whose finished trials ran in more than one numerical environment "
         "(CPU or GPU model, instruction set, torch, CUDA or numpy build, threads; environments.sql): "
         "training is chaotic across machines, so their seed variance includes floating-point "
         "differences. None here means every group ran in one.",
-    ))
-    return out
+    )]
 
 
 def _replicates_section(rows: list[dict]) -> list[str]:

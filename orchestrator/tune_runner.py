@@ -254,9 +254,7 @@ def run_trials(
     results_root = Path(results_root).resolve()
     check_not_busy(results_root, study.name)
     statuses = {} if restart else read_trial_statuses(results_root, study.name)
-    stale = stale_trials(results_root, study.name, study.trials, statuses)
-    if stale and not study.retrain_stale:
-        raise StaleScience(study.name, stale)
+    stale = _stale_or_refused(results_root, study, statuses)
     pending = [t for t in study.trials if statuses.get(t.trial_id) not in FINISHED or t.trial_id in stale]
     reuse = study.reuse and not restart  # --restart trains every trial again
     reusable = finished_elsewhere(results_root, study.name, pending) if reuse else {}
@@ -314,6 +312,15 @@ def run_trials(
         summary.interrupted = [t.trial_id for t in pending if after.get(t.trial_id) not in (*FINISHED, TrialStatus.FAILED)]
         summary.ran = len(pending) - len(summary.interrupted)
     return summary
+
+
+def _stale_or_refused(results_root: Path, study: Study, statuses: dict[str, str]) -> dict[str, int | None]:
+    """The design's finished trials whose numbers a later science change moved; raises
+    StaleScience, before anything runs, unless the study retrains them."""
+    stale = stale_trials(results_root, study.name, study.trials, statuses)
+    if stale and not study.retrain_stale:
+        raise StaleScience(study.name, stale)
+    return stale
 
 
 def _set_aside_stale(results_root: Path, study: Study, tracker: StudyTracker, console: Console) -> None:
