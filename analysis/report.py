@@ -265,6 +265,7 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
             "SS/SS_total. Friedman's χ² = b(a − 1)W with a − 1 degrees of freedom; random "
             "rankings give W ≈ 1/b.",
         ))
+        out += [_too_few_seeds_words(r) for r in group_rows if _too_few_seeds(r)]
         out.append(rendering.table(
             [rendering.with_intervals({"group_label": r["group_label"], **entry})
              for r in group_rows for entry in (r["by_length"] or [])],
@@ -505,6 +506,34 @@ def _environments_section(rows: list[dict]) -> list[str]:
         "training is chaotic across machines, so their seed variance includes floating-point "
         "differences. None here means every group ran in one.",
     )]
+
+
+#: a share interval wider than this spans "most of [0, 1]"
+TOO_WIDE_SHARE = 0.5
+
+
+def _too_few_seeds(row: dict) -> bool:
+    """Whether the group's weight share interval spans most of [0, 1], or the weight
+    component's interval more than an order of magnitude."""
+    low, high = row.get("component_share_weight_boot_low"), row.get("component_share_weight_boot_high")
+    wide_share = low is not None and high is not None and high - low > TOO_WIDE_SHARE
+    sigma_low, sigma_high = row.get("sigma2_weight_low"), row.get("sigma2_weight_high")
+    wide_sigma = sigma_high is not None and (not sigma_low or sigma_high > 10 * sigma_low)
+    return wide_share or wide_sigma
+
+
+def _too_few_seeds_words(row: dict) -> str:
+    """The group's design is too small to separate weight from data effects: said in words."""
+    a, b = row["n_weight_seeds"], row["n_data_seeds"]
+    return (
+        f"<p class='warning'>{html.escape(row['group_label'])}: with {a} weight × {b} data seeds the "
+        f"weight share's interval is [{row['component_share_weight_boot_low'] or 0:.2f}, "
+        f"{row['component_share_weight_boot_high'] or 0:.2f}] and σ²_weight's "
+        f"[{row['sigma2_weight_low'] or 0:.4f}, {row['sigma2_weight_high'] or 0:.4f}]: this many seeds "
+        "cannot tell how much of the variance is the weight seed's and how much the data seed's. "
+        f"σ²_weight rests on a − 1 = {a - 1} degrees of freedom, so more weight seeds narrow it; "
+        "more data seeds barely do. The point estimates above are a direction, not a measurement.</p>"
+    )
 
 
 def _replicates_section(rows: list[dict]) -> list[str]:

@@ -47,3 +47,18 @@ def test_component_intervals_hold_their_level_at_three_by_five_seeds():
 def test_component_intervals_hold_their_level_at_cluster_designs(a, b):
     covered = coverage(a, b, 1000, seed=a * b)
     assert all(0.93 <= value <= 0.97 for value in covered.values()), covered
+
+
+def test_the_report_says_in_words_when_the_seeds_are_too_few():
+    from analysis.report import _too_few_seeds, _too_few_seeds_words
+    from analysis.report_html import with_intervals
+
+    def group_row(a: int, b: int) -> dict:
+        y = normal_tables(np.random.default_rng(a), 1, a, b, SIGMA2)[0]
+        with crossed_study([y]).connect() as con:
+            return with_intervals(run(con, "lucky_tickets", resamples=200)[0])
+
+    laptop, cluster = group_row(3, 5), group_row(24, 20)
+    assert _too_few_seeds(laptop) and not _too_few_seeds(cluster)
+    words = _too_few_seeds_words(laptop)
+    assert "with 3 weight × 5 data seeds" in words and "cannot tell" in words and "a − 1 = 2" in words
