@@ -38,6 +38,7 @@ td.text { text-align: left; }
 caption { text-align: left; font-size: 0.9em; color: #444; padding-bottom: 4px; }
 code { background: #f4f4f4; padding: 0 3px; }
 .empty { color: #666; font-style: italic; }
+.warning { color: #8a4b00; }
 """
 
 
