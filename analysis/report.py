@@ -14,7 +14,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from analysis import error_plots, plots
+from analysis import error_plots, plots, report_sections
 from analysis import report_html as rendering
 from analysis.query import QueryError, open_results, run_sql_file, sql_parameters
 from analysis.report_html import MAX_GROUPS, Figure
@@ -265,7 +265,7 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
             "SS/SS_total. Friedman's χ² = b(a − 1)W with a − 1 degrees of freedom; random "
             "rankings give W ≈ 1/b.",
         ))
-        out += [_too_few_seeds_words(r) for r in group_rows if _too_few_seeds(r)]
+        out += [report_sections.too_few_seeds_words(r) for r in group_rows if report_sections.too_few_seeds(r)]
         out.append(rendering.table(
             [rendering.with_intervals({"group_label": r["group_label"], **entry})
              for r in group_rows for entry in (r["by_length"] or [])],
@@ -295,7 +295,7 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
             "Groups whose trials cross weight and data seeds but that lucky_tickets.sql "
             "could not analyse.",
         ))
-    out += _replicates_section(tables["replicates"])
+    out += report_sections.replicates_section(tables["replicates"])
 
     # 3. success probability
     success = tables["success"]
@@ -490,73 +490,8 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
         "its loss and accuracies as it goes (no Ray, no MLflow).",
     ))
 
-    out += _environments_section(tables["environments"])
+    out += report_sections.environments_section(tables["environments"])
     return out
-
-
-def _environments_section(rows: list[dict]) -> list[str]:
-    """Where the trials ran: a group whose seeds ran on two machines mixes floating-point
-    chaos into its seed variance."""
-    return ["<h2 id='environments'>9. Where the trials ran</h2>", rendering.table(
-        rows,
-        [("group_label", "group"), ("environment", "environment"), ("science_versions", "science versions"),
-         ("trials", "trials"), ("trial_ids", "trials' ids")],
-        "Configuration groups whose finished trials ran in more than one numerical environment "
-        "(CPU or GPU model, instruction set, torch, CUDA or numpy build, threads; environments.sql): "
-        "training is chaotic across machines, so their seed variance includes floating-point "
-        "differences. None here means every group ran in one.",
-    )]
-
-
-#: a share interval wider than this spans "most of [0, 1]"
-TOO_WIDE_SHARE = 0.5
-
-
-def _too_few_seeds(row: dict) -> bool:
-    """Whether the group's weight share interval spans most of [0, 1], or the weight
-    component's interval more than an order of magnitude."""
-    low, high = row.get("component_share_weight_boot_low"), row.get("component_share_weight_boot_high")
-    wide_share = low is not None and high is not None and high - low > TOO_WIDE_SHARE
-    sigma_low, sigma_high = row.get("sigma2_weight_low"), row.get("sigma2_weight_high")
-    wide_sigma = sigma_high is not None and (not sigma_low or sigma_high > 10 * sigma_low)
-    return wide_share or wide_sigma
-
-
-def _too_few_seeds_words(row: dict) -> str:
-    """The group's design is too small to separate weight from data effects: said in words."""
-    a, b = row["n_weight_seeds"], row["n_data_seeds"]
-    return (
-        f"<p class='warning'>{html.escape(row['group_label'])}: with {a} weight × {b} data seeds the "
-        f"weight share's interval is [{row['component_share_weight_boot_low'] or 0:.2f}, "
-        f"{row['component_share_weight_boot_high'] or 0:.2f}] and σ²_weight's "
-        f"[{row['sigma2_weight_low'] or 0:.4f}, {row['sigma2_weight_high'] or 0:.4f}]: this many seeds "
-        "cannot tell how much of the variance is the weight seed's and how much the data seed's. "
-        f"σ²_weight rests on a − 1 = {a - 1} degrees of freedom, so more weight seeds narrow it; "
-        "more data seeds barely do. The point estimates above are a direction, not a measurement.</p>"
-    )
-
-
-def _replicates_section(rows: list[dict]) -> list[str]:
-    """Seed luck or numerical chaos: replicates.sql's split, where a group has perturbation
-    replicates (without them lucky_tickets' residual holds both, and this says so)."""
-    split = [r for r in rows if r["skipped_reason"] is None]
-    if not split:
-        return [("<p class='empty'>No group has perturbation replicates (seeds.perturb): the "
-                 "residual above holds the weight × data interaction and numerical noise together "
-                 "(replicates.sql splits them when each seed pair also runs perturbed).</p>")]
-    shown = [{**r, "component_ci": f"{r['sigma2']:.4g} [{r['low']:.4g}, {r['high']:.4g}]",
-              "at": "mean of lengths" if r["at_digits"] == 0 else r["at_digits"]} for r in split]
-    return [rendering.table(
-        shown,
-        [("group_label", "group"), ("weight_seeds", "a"), ("data_seeds", "b"), ("perturb_seeds", "r"),
-         ("at", "at digits"), ("component", "component"), ("component_ci", "σ² [interval]"),
-         ("share", "share"), ("estimate", "moment estimate")],
-        f"Seed luck or numerical chaos (replicates.sql): variance components of a weight × b data "
-        f"× r perturbation seeds (two-way random effects with replication, method of moments); "
-        f"{split[0]['level']:.0%} modified large-sample intervals (Ting et al. 1990; exact χ² for the "
-        "noise), coverage 0.94-0.96 measured by simulation at 3 × 5 × 2 to 24 × 20 × 2 seeds "
-        "(docs/analysis.md). Numerical noise: what moving one initial weight by one ulp does.",
-    )]
 
 
 # --- HTML -------------------------------------------------------------------------------

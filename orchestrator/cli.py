@@ -142,9 +142,8 @@ def run(
     reuse: Annotated[bool, typer.Option(
         "--reuse/--no-reuse", help="Reuse trials already finished in another study or profile under "
         "--results (their rows and MLflow run are copied, not retrained).")] = True,
-    retrain_stale: Annotated[bool, typer.Option(
-        "--retrain-stale", help="Retrain trials finished under another science version of lengthgen "
-        "(their old rows move to STUDY/_superseded/; without it such a study is refused).")] = False,
+    retrain_stale: Annotated[bool, typer.Option("--retrain-stale", help="Retrain trials whose numbers a later "
+        "science version moved (old rows kept in STUDY/_superseded/); without it they are refused.")] = False,
     verbose: Annotated[bool, typer.Option(
         "--verbose", "-v", help="Print Ray's, Tune's and MLflow's own messages here, not in the run's log file.")] = False,
 ):
@@ -188,10 +187,9 @@ def _run(study, study_file: Path, root: Path, uri: str, address: str | None, res
     from orchestrator.recovery import StudyBusy
     from orchestrator.render import best_point, interrupted_line, run_summary, search_points
     from orchestrator.run_table import run_table
-    from orchestrator.science_versions import StaleScience
     from orchestrator.search import run_search
     from orchestrator.search_store import SearchChanged
-    from orchestrator.tune_runner import ResourceError, run_study
+    from orchestrator.tune_runner import ResourceError, StaleScience, run_study
 
     searched = None
     try:
@@ -274,7 +272,7 @@ def status(
     import pyarrow as pa
 
     from analysis.query import open_results, profile_root, run_sql_file
-    from orchestrator.render import arrow_table, progress_line, search_points
+    from orchestrator.render import arrow_table, problem_tables, progress_line, search_points
     from orchestrator.results_store import read_trial_statuses
     from orchestrator.search_store import search_name, search_states
     from orchestrator.seed_target import planned_trials, seed_states, state_rows
@@ -296,22 +294,15 @@ def status(
         raise _bad_input(str(error)) from None
     with con:
         counts = {r["status"]: r["trials"] for r in run_sql_file(con, _sql("status_counts.sql")).to_pylist()}
-        failures = run_sql_file(con, _sql("failures.sql"))
-        environments = run_sql_file(con, _sql("environments.sql"))
+        problems = problem_tables(run_sql_file(con, _sql("failures.sql")), run_sql_file(con, _sql("environments.sql")))
     with _results_warnings():
         statuses = read_trial_statuses(root, study)
     line = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "no trials yet"
     progress = progress_line(statuses, planned, total)
     where = f" (profile {profile})" if profile else ""
     out.print(f"study [bold]{study}[/bold]{where}: {line}{'; ' + progress if progress else ''}", highlight=False)
-    if failures.num_rows:
-        out.print(arrow_table(failures, "failed and diverged trials"))
-    if environments.num_rows:
-        out.print(arrow_table(
-            environments.drop_columns(["study", "environments_in_group"]),
-            "configuration groups whose trials ran in more than one environment: their seed variance "
-            "includes floating-point chaos (environments.sql)",
-        ))
+    for table in problems:
+        out.print(table)
     for state in search_states(root, study, only):
         out.print(search_points(state, top, points))
     targeted = seed_states(root, study, spec)

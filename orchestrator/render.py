@@ -21,6 +21,21 @@ def arrow_table(table: pa.Table, title: str | None = None, max_rows: int = 200) 
     return out
 
 
+def problem_tables(failures: pa.Table, environments: pa.Table) -> list[Table]:
+    """What `status` shows beyond the counts: failed and diverged trials (failures.sql), and
+    groups that ran in more than one environment (environments.sql); empty ones left out."""
+    tables = []
+    if failures.num_rows:
+        tables.append(arrow_table(failures, "failed and diverged trials"))
+    if environments.num_rows:
+        tables.append(arrow_table(
+            environments.drop_columns(["study", "environments_in_group"]),
+            "configuration groups whose trials ran in more than one environment: their seed variance "
+            "includes floating-point chaos (environments.sql)",
+        ))
+    return tables
+
+
 def _cell(value) -> str:
     if value is None:
         return ""

@@ -31,6 +31,11 @@ def version_name(version: int | None) -> str:
     return "none (written before lg-study versioned its science)" if version is None else str(version)
 
 
+def _version_tag(version: int | None) -> str:
+    """The version in a folder or tag name: `science-<version>`, `science-none`."""
+    return f"science-{'none' if version is None else version}"
+
+
 def trial_version(row: dict | None) -> int | None:
     return None if row is None else row.get("science_version")
 
@@ -72,7 +77,7 @@ class StaleScience(ValueError):
 
 
 def superseded_folder(root: Path, study: str, version: int | None) -> Path:
-    return Path(root) / study / SUPERSEDED / f"science-{'none' if version is None else version}"
+    return Path(root) / study / SUPERSEDED / _version_tag(version)
 
 
 def set_aside(root: Path, study: str, trial_id: str, version: int | None) -> Path:
@@ -100,5 +105,4 @@ def set_aside(root: Path, study: str, trial_id: str, version: int | None) -> Pat
 def superseded_run_tags(trial_id: str, version: int | None) -> dict[str, str]:
     """The tags that take a trial's MLflow run off the trial (tracking finds a trial's
     run by its `trial_id` tag) while keeping it in the experiment."""
-    name = "none" if version is None else str(version)
-    return {"trial_id": f"{trial_id}@science-{name}", "superseded_by_science_version": str(SCIENCE_VERSION)}
+    return {"trial_id": f"{trial_id}@{_version_tag(version)}", "superseded_by_science_version": str(SCIENCE_VERSION)}

@@ -326,10 +326,9 @@ def _stale_or_refused(results_root: Path, study: Study, statuses: dict[str, str]
 def _set_aside_stale(results_root: Path, study: Study, tracker: StudyTracker, console: Console) -> None:
     """With --retrain-stale: the design's trials finished under another science version
     move aside (orchestrator.science_versions) and train again. Under the study lock."""
-    statuses = read_trial_statuses(results_root, study.name)
-    stale = stale_trials(results_root, study.name, study.trials, statuses)
-    if not stale or not study.retrain_stale:
+    if not study.retrain_stale:  # without it, run_trials has refused any before the lock
         return
+    stale = stale_trials(results_root, study.name, study.trials, read_trial_statuses(results_root, study.name))
     for trial_id, version in sorted(stale.items()):
         folder = set_aside(results_root, study.name, trial_id, version)
         console.print(f"trial {trial_id}: trained under science version {version_name(version)}; retraining it "

@@ -50,8 +50,9 @@ def test_component_intervals_hold_their_level_at_cluster_designs(a, b):
 
 
 def test_the_report_says_in_words_when_the_seeds_are_too_few():
-    from analysis.report import _too_few_seeds, _too_few_seeds_words
     from analysis.report_html import with_intervals
+    from analysis.report_sections import too_few_seeds as _too_few_seeds
+    from analysis.report_sections import too_few_seeds_words as _too_few_seeds_words
 
     def group_row(a: int, b: int) -> dict:
         y = normal_tables(np.random.default_rng(a), 1, a, b, SIGMA2)[0]

@@ -148,7 +148,7 @@ def test_the_split_does_not_depend_on_the_order_of_rows():
 
 
 def test_the_report_shows_each_component_with_its_interval_or_says_why_not():
-    from analysis.report import _replicates_section
+    from analysis.report_sections import replicates_section as _replicates_section
 
     rows = split(simulate(np.random.default_rng(4), 1, 3, 3, 2, SIGMA2))
     page = "".join(_replicates_section(rows))
