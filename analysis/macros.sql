@@ -36,3 +36,15 @@ create or replace macro mls_high(s1, n1, s2, n2, c, level) as greatest(0, (
             - mls_g(n2, level) ^ 2) / f_quantile((1 - level) / 2, n1, n2) * s1 * s2
     ))
 ) / c);
+
+-- The variance of the grand mean of a crossed a x b grid of cells (random weight and data
+-- seeds), σ²_w/a + σ²_d/b + σ²_e/(ab), estimated by (MS_w + MS_d − MS_e)/(ab), at least
+-- MS_e/(ab); and Satterthwaite's degrees of freedom for it (variance.sql; Satterthwaite
+-- 1946, Biometrics Bulletin 2, 110-114).
+
+create or replace macro crossed_mean_variance(ms_w, ms_d, ms_e, a, b) as
+    greatest(ms_w + ms_d - ms_e, ms_e) / (a * b);
+
+create or replace macro crossed_mean_df(ms_w, ms_d, ms_e, a, b) as
+    (ms_w + ms_d - ms_e) ^ 2
+    / nullif(ms_w ^ 2 / (a - 1) + ms_d ^ 2 / (b - 1) + ms_e ^ 2 / ((a - 1) * (b - 1)), 0);

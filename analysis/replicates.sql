@@ -3,7 +3,7 @@
 -- with one initial weight moved by one ulp, Summers & Dinneen 2021, arXiv 2103.04514):
 -- how much of the variance of accuracy comes from the weight seed, the data seed,
 -- their interaction, and numerical noise (what one ulp at initialisation does). One
--- row per (group, component, at_digits), `component` naming it: at_digits 0 is a trial's mean accuracy over
+-- row per (group, component, at_digits): at_digits 0 is a trial's mean accuracy over
 -- the measured lengths (the out-of-distribution ones, or `digits`), other values that
 -- length alone. A group that cannot be split gets one row with `skipped_reason`.
 --
@@ -26,15 +26,10 @@
 -- `estimate` keeps a negative difference (unbiased); `sigma2` is it truncated at 0, and
 -- `share` is sigma2 over the sum of the four.
 --
--- Intervals (`low`, `high`, at `level`): each component is (S1 − S2)/c, a difference
--- of two independent mean squares; its modified large-sample interval (Ting, Burdick,
--- Graybill, Jeyaratnam & Lu 1990), the macros mls_low and mls_high of macros.sql, which
--- for the noise (S2 = 0) give the exact chi-square interval [SS_noise/χ²_{1−α}(df),
--- SS_noise/χ²_α(df)]. Coverage measured by simulation: tests/test_replicates.py and
--- docs/analysis.md.
---
--- Parameters: digits (default: the out-of-distribution lengths; e.g. '8,16'),
--- level (default 0.95).
+-- Intervals (`low`, `high`, at `level`): the modified large-sample interval of each
+-- (S1 − S2)/c (macros mls_low, mls_high in macros.sql; exact chi-square for the noise),
+-- coverage measured by simulation (tests/test_replicates.py, docs/analysis.md).
+-- Parameters: digits (default: the out-of-distribution lengths, e.g. '8,16'), level (0.95).
 
 with
 
@@ -126,48 +121,14 @@ cell_means as (
     group by trial_values.group_id, trial_values.at_digits, trial_values.weight_seed, trial_values.data_seed
 ),
 
-weight_means as (
+-- each cell with its weight, data and grand means, added in a fixed order
+cell_effects as (
     select
-        group_id,
-        at_digits,
-        weight_seed,
-        list_avg(list(m_wd order by data_seed)) as m_w
+        *,
+        list_avg(list(m_wd order by data_seed) over (partition by group_id, at_digits, weight_seed)) as m_w,
+        list_avg(list(m_wd order by weight_seed) over (partition by group_id, at_digits, data_seed)) as m_d,
+        list_avg(list(m_wd order by weight_seed, data_seed) over (partition by group_id, at_digits)) as m
     from cell_means
-    group by group_id, at_digits, weight_seed
-),
-
-data_means as (
-    select
-        group_id,
-        at_digits,
-        data_seed,
-        list_avg(list(m_wd order by weight_seed)) as m_d
-    from cell_means
-    group by group_id, at_digits, data_seed
-),
-
-grand_means as (
-    select
-        group_id,
-        at_digits,
-        list_avg(list(m_wd order by weight_seed, data_seed)) as m
-    from cell_means
-    group by group_id, at_digits
-),
-
-cell_residuals as (
-    select
-        cell_means.group_id,
-        cell_means.at_digits,
-        cell_means.weight_seed,
-        cell_means.data_seed,
-        cell_means.m_wd - weight_means.m_w - data_means.m_d + grand_means.m as interaction,
-        weight_means.m_w - grand_means.m as weight_effect,
-        data_means.m_d - grand_means.m as data_effect
-    from cell_means
-    inner join weight_means using (group_id, at_digits, weight_seed)
-    inner join data_means using (group_id, at_digits, data_seed)
-    inner join grand_means using (group_id, at_digits)
 ),
 
 noise as (
@@ -183,6 +144,18 @@ noise as (
     group by trial_values.group_id, trial_values.at_digits
 ),
 
+two_way_sums as (
+    select
+        group_id,
+        at_digits,
+        list_sum(list((m_w - m) ^ 2 order by weight_seed, data_seed)) as weight_sum,
+        list_sum(list((m_d - m) ^ 2 order by weight_seed, data_seed)) as data_sum,
+        list_sum(list((m_wd - m_w - m_d + m) ^ 2 order by weight_seed, data_seed)) as interaction_sum
+    from cell_effects
+    group by group_id, at_digits
+),
+
+-- the sums run over the a x b cells, so r times each is its SS (weight_sum = b Σ_w (m_w − m)²)
 mean_squares as (
     select
         balanced.group_id,
@@ -190,21 +163,13 @@ mean_squares as (
         balanced.a,
         balanced.b,
         balanced.r,
-        any_value(balanced.b * balanced.r) * list_sum(list(
-            cell_residuals.weight_effect ^ 2 order by cell_residuals.weight_seed, cell_residuals.data_seed
-        )) / any_value(balanced.b) / (any_value(balanced.a) - 1) as ms_weight,
-        any_value(balanced.a * balanced.r) * list_sum(list(
-            cell_residuals.data_effect ^ 2 order by cell_residuals.weight_seed, cell_residuals.data_seed
-        )) / any_value(balanced.a) / (any_value(balanced.b) - 1) as ms_data,
-        any_value(balanced.r) * list_sum(list(
-            cell_residuals.interaction ^ 2 order by cell_residuals.weight_seed, cell_residuals.data_seed
-        )) / ((any_value(balanced.a) - 1) * (any_value(balanced.b) - 1)) as ms_interaction,
-        any_value(noise.ss_noise) / (any_value(balanced.a * balanced.b) * (any_value(balanced.r) - 1))
-            as ms_noise
+        balanced.r * two_way_sums.weight_sum / (balanced.a - 1) as ms_weight,
+        balanced.r * two_way_sums.data_sum / (balanced.b - 1) as ms_data,
+        balanced.r * two_way_sums.interaction_sum / ((balanced.a - 1) * (balanced.b - 1)) as ms_interaction,
+        noise.ss_noise / (balanced.a * balanced.b * (balanced.r - 1)) as ms_noise
     from balanced
-    inner join cell_residuals using (group_id, at_digits)
+    inner join two_way_sums using (group_id, at_digits)
     inner join noise using (group_id, at_digits)
-    group by balanced.group_id, balanced.at_digits, balanced.a, balanced.b, balanced.r
 ),
 
 -- each component as (S1 − S2)/c with the degrees of freedom of S1 and S2

@@ -11,26 +11,14 @@
 -- trial with one never becomes the best of N. The same trial_id in two studies is two
 -- trials (rows are keyed by study and trial_id).
 -- The interval of the mean over all seeds (mean_low, mean_high; mean_method says which):
--- for a complete crossed grid of a >= 2 weight x b >= 2 data seeds, mean ± t_ν·√V with
--- V = max(MS_w + MS_d − MS_e, MS_e)/(ab), the two-way random-effects variance of the
--- grand mean, and Satterthwaite's ν = (MS_w + MS_d − MS_e)² / (MS_w²/(a − 1) +
--- MS_d²/(b − 1) + MS_e²/((a − 1)(b − 1))); otherwise a t interval over the seed pairs'
--- cells, n − 1 degrees of freedom; clipped to [0, 1]. A cell holds a seed pair's
--- accuracy (the mean of its replicates). Coverage 0.94-0.96 measured by simulation at
--- 3 x 5 to 24 x 20 seeds, 0.905 at 3 x 5 near the bound 1 (docs/analysis.md).
+-- for a complete crossed grid of weight x data seeds, mean ± t_ν·√V with V the two-way
+-- random-effects variance of the grand mean and ν Satterthwaite's (macros.sql); else a
+-- t interval over the seed pairs' cells (a cell: a seed pair's mean over its trials);
+-- clipped to [0, 1]. Coverage 0.94-0.96 measured at 3 x 5 to 24 x 20 seeds, 0.905 at
+-- 3 x 5 near the bound 1 (docs/analysis.md, formulas there).
 --
--- Kept for comparison, (mean_boot_low, mean_boot_high) is a percentile bootstrap over trials:
--- each of `resamples` replicates draws n_trials of the length's trials with
--- replacement (from hash(hash(boot_seed, group, length, replicate, draw)), so a
--- result repeats; the outer hash mixes the low bits, which DuckDB's hash of several
--- arguments only XORs) and takes their mean; the interval is the (1 − level)/2 and (1 + level)/2
--- quantiles of those means (linear interpolation). A mean of accuracies is in [0, 1],
--- so the interval is too; null for a single trial. With few trials it cannot reach
--- beyond the trials' own range and is too narrow (two trials give at most their own
--- two values), and it treats trials that share seeds as independent (in crossed
--- studies it covered 0.33-0.53). It had replaced a t interval over trials,
--- mean ± t·sd/√n, which for bimodal "works / fails" seeds left [0, 1] (two trials at
--- 0.105 and 1.000 gave −5.13 to 6.24).
+-- Kept for comparison, (mean_boot_low, mean_boot_high): a percentile bootstrap over trials
+-- (docs/analysis.md), which treats trials sharing seeds as independent (covered 0.33-0.53).
 -- in_distribution marks lengths inside the training range.
 --
 -- Parameters (DuckDB variables; `lg-study query --param name=value`):
@@ -61,7 +49,10 @@ measured as (
         eval.trial_id,
         eval.digits,
         eval.in_distribution,
-        eval.accuracy
+        eval.accuracy,
+        -- added smallest first: the same trials give the same bits in any row order
+        list_avg(list(eval.accuracy order by eval.accuracy) over (partition by groups.group_id, eval.digits))
+            as length_mean
     from final_eval as eval
     inner join finished_trials using (study, trial_id)
     inner join groups using (study, trial_id)
@@ -106,15 +97,6 @@ best_trials as (
     ) = 1
 ),
 
-mean_by_length as (
-    select
-        group_id,
-        digits,
-        list_avg(list(accuracy order by accuracy)) as mean
-    from measured
-    group by group_id, digits
-),
-
 per_length as (
     select
         measured.group_id,
@@ -122,10 +104,9 @@ per_length as (
         measured.digits,
         bool_and(measured.in_distribution) as in_distribution,
         count(measured.accuracy) as n_trials,
-        -- added smallest first: the same trials give the same bits in any row order
-        list_avg(list(measured.accuracy order by measured.accuracy)) as mean,
+        any_value(measured.length_mean) as mean,
         case when count(measured.accuracy) >= 2 then sqrt(list_sum(list(
-            (measured.accuracy - mean_by_length.mean) ^ 2 order by measured.accuracy
+            (measured.accuracy - measured.length_mean) ^ 2 order by measured.accuracy
         )) / (count(measured.accuracy) - 1)) end as sd,
         min(measured.accuracy) as min,
         median(measured.accuracy) as median,
@@ -140,7 +121,6 @@ per_length as (
             filter (where measured.accuracy is not null) as accuracies
     from measured
     inner join best_trials using (group_id)
-    inner join mean_by_length using (group_id, digits)
     group by measured.group_id, measured.group_label, measured.digits
 ),
 
@@ -213,108 +193,70 @@ cells as (
     group by group_id, digits, weight_seed, data_seed
 ),
 
-cell_design as (
+-- each cell with its weight, data and grand means, added in a fixed order
+cell_effects as (
+    select
+        *,
+        list_avg(list(y order by y) over (partition by group_id, digits, weight_seed)) as m_w,
+        list_avg(list(y order by y) over (partition by group_id, digits, data_seed)) as m_d,
+        list_avg(list(y order by y) over (partition by group_id, digits)) as m
+    from cells
+),
+
+-- mean squares: two-way without replication over a complete crossed grid (a, b >= 2;
+-- the sums run over the a x b cells, so they are the SS); otherwise the cells' own
+-- (independent: one seed varies, or the grid has holes)
+cell_squares as (
     select
         group_id,
         digits,
+        any_value(m) as m,
         count(distinct weight_seed) as a,
         count(distinct data_seed) as b,
         count(*) as n_cells,
-        list_avg(list(y order by y)) as m
-    from cells
+        a >= 2 and b >= 2 and n_cells = a * b as crossed,
+        list_sum(list((m_w - m) ^ 2 order by weight_seed, data_seed)) / greatest(a - 1, 1) as ms_weight,
+        list_sum(list((m_d - m) ^ 2 order by weight_seed, data_seed)) / greatest(b - 1, 1) as ms_data,
+        list_sum(list((y - m_w - m_d + m) ^ 2 order by weight_seed, data_seed))
+            / greatest((a - 1) * (b - 1), 1) as ms_residual,
+        list_sum(list((y - m) ^ 2 order by weight_seed, data_seed)) / greatest(n_cells - 1, 1) as ms_cells
+    from cell_effects
     group by group_id, digits
 ),
 
-weight_means as (
-    select
-        group_id,
-        digits,
-        weight_seed,
-        list_avg(list(y order by y)) as m_w
-    from cells
-    group by group_id, digits, weight_seed
-),
-
-data_means as (
-    select
-        group_id,
-        digits,
-        data_seed,
-        list_avg(list(y order by y)) as m_d
-    from cells
-    group by group_id, digits, data_seed
-),
-
--- mean squares: two-way without replication for a complete crossed grid (a, b >= 2),
--- else one-way over the cells (independent: one seed varies, or the grid has holes)
-cell_squares as (
-    select
-        cell_design.group_id,
-        cell_design.digits,
-        any_value(cell_design.a) as a,
-        any_value(cell_design.b) as b,
-        any_value(cell_design.n_cells) as n_cells,
-        any_value(cell_design.m) as m,
-        any_value(cell_design.a >= 2 and cell_design.b >= 2
-            and cell_design.n_cells = cell_design.a * cell_design.b) as crossed,
-        list_sum(list((weight_means.m_w - cell_design.m) ^ 2 order by cells.weight_seed, cells.data_seed))
-            as ss_weight_cells,
-        list_sum(list((data_means.m_d - cell_design.m) ^ 2 order by cells.weight_seed, cells.data_seed))
-            as ss_data_cells,
-        list_sum(list(
-            (cells.y - weight_means.m_w - data_means.m_d + cell_design.m) ^ 2
-            order by cells.weight_seed, cells.data_seed
-        )) as ss_residual,
-        list_sum(list((cells.y - cell_design.m) ^ 2 order by cells.weight_seed, cells.data_seed)) as ss_cells
-    from cells
-    inner join cell_design using (group_id, digits)
-    inner join weight_means using (group_id, digits, weight_seed)
-    inner join data_means using (group_id, digits, data_seed)
-    group by cell_design.group_id, cell_design.digits
-),
-
--- Var(mean) = σ²_w/a + σ²_d/b + σ²_e/(ab), estimated by (MS_w + MS_d − MS_e)/(ab) (at
--- least MS_e/(ab)), with Satterthwaite's degrees of freedom; one-way: s²/n, n − 1
-mean_variance as (
-    select
-        group_id,
-        digits,
-        m,
-        crossed,
-        case
-            when crossed then greatest(
-                ss_weight_cells / (a - 1) + ss_data_cells / (b - 1) - ss_residual / ((a - 1) * (b - 1)),
-                ss_residual / ((a - 1) * (b - 1))
-            ) / (a * b)
-            when n_cells >= 2 then ss_cells / (n_cells - 1) / n_cells
-        end as variance_of_mean,
-        case
-            when crossed then (
-                ss_weight_cells / (a - 1) + ss_data_cells / (b - 1) - ss_residual / ((a - 1) * (b - 1))
-            ) ^ 2 / nullif(
-                (ss_weight_cells / (a - 1)) ^ 2 / (a - 1) + (ss_data_cells / (b - 1)) ^ 2 / (b - 1)
-                + (ss_residual / ((a - 1) * (b - 1))) ^ 2 / ((a - 1) * (b - 1)), 0)
-            when n_cells >= 2 then n_cells - 1
-        end as df
-    from cell_squares
-),
-
+-- crossed: Var(mean) = σ²_w/a + σ²_d/b + σ²_e/(ab) and Satterthwaite's degrees of freedom
+-- (macros.sql); else s²/n with n − 1
 mean_interval as (
     select
-        mean_variance.group_id,
-        mean_variance.digits,
+        cell_squares.group_id,
+        cell_squares.digits,
         case
-            when mean_variance.crossed then 'crossed seeds (two-way, Satterthwaite t)'
+            when cell_squares.crossed then 'crossed seeds (two-way, Satterthwaite t)'
             else 'independent cells (t over seed pairs)'
         end as mean_method,
-        mean_variance.df as mean_df,
-        greatest(0, mean_variance.m - t_quantile((1 + params.level) / 2, greatest(mean_variance.df, 1))
-            * sqrt(mean_variance.variance_of_mean)) as mean_low,
-        least(1, mean_variance.m + t_quantile((1 + params.level) / 2, greatest(mean_variance.df, 1))
-            * sqrt(mean_variance.variance_of_mean)) as mean_high
-    from mean_variance
+        interval.df as mean_df,
+        greatest(0, cell_squares.m - interval.half_width) as mean_low,
+        least(1, cell_squares.m + interval.half_width) as mean_high
+    from cell_squares
     cross join params
-    where mean_variance.variance_of_mean is not null
+    cross join lateral (
+        select
+            case
+                when cell_squares.crossed then crossed_mean_df(
+                    cell_squares.ms_weight, cell_squares.ms_data, cell_squares.ms_residual,
+                    cell_squares.a, cell_squares.b)
+                else cell_squares.n_cells - 1
+            end as df,
+            t_quantile((1 + params.level) / 2, greatest(coalesce(df, 1), 1)) * sqrt(
+                case
+                    when cell_squares.crossed then crossed_mean_variance(
+                        cell_squares.ms_weight, cell_squares.ms_data, cell_squares.ms_residual,
+                        cell_squares.a, cell_squares.b)
+                    else cell_squares.ms_cells / cell_squares.n_cells
+                end
+            ) as half_width
+    ) as interval
+    where cell_squares.n_cells >= 2
 ),
 
 final as (
