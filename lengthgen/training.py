@@ -283,8 +283,7 @@ def _train(
     config: TrialConfig, on_report: Callable[[Report], None], resume_state: dict | None, target_device: torch.device
 ) -> TrialResult:
     tokenizer = CharTokenizer()
-    derived = derive(config)  # the task, distribution, longest length and layout, built once
-    task, distribution = derived.task, derived.distribution
+    task, distribution = derive(config).task, derive(config).distribution  # built once, then cached
     positions = build_position_sampler(config.model)
     eval_sets = build_eval_sets(config, task, tokenizer)
     phase_steps = config.train.steps
@@ -299,24 +298,9 @@ def _train(
     }
     #: {site: Ā}, the averaged attention logits of the first phase (abc)
     extracted: dict[str, torch.Tensor] | None = state.get("extracted")
-    last_finite_loss: float | None = None
-    final_samples: list[SampleRecord] = []
+    last_finite_loss, final_samples = None, []  # float | None, list[SampleRecord]
     for phase in range(state.get("phase", 0), phases):
-        model = build_model(
-            config.model, len(tokenizer), config.seeds.weight, derived.input_layout, config.seeds.perturb
-        )
-        if phase > 0:
-            model.structural_bias.calibrate(extracted)
-        model.to(target_device)
-        optimizer = torch.optim.AdamW(
-            _decay_groups(model, config.train.weight_decay), lr=config.train.lr, betas=(0.9, 0.98)
-        )
-        if state.get("phase", 0) == phase and "model" in state:
-            model.load_state_dict(state["model"])
-            optimizer.load_state_dict(state["optimizer"])
-        # the compiled step shares its parameters with `model`; evaluation runs uncompiled
-        forward_batch = torch.compile(model.forward_batch) if config.train.compile else model.forward_batch
-
+        model, optimizer, forward_batch = _phase_model(config, phase, extracted, state, target_device)
         model.train()
         while step < (phase + 1) * phase_steps:
             local = step - phase * phase_steps  # each phase sees the same batches (000 §5, step 3)
@@ -370,16 +354,30 @@ def _train(
     final_step = max((s for s, _ in history["eval"]), default=step)
     final_eval = [r for s, r in history["eval"] if s == final_step]
     return TrialResult(
-        status="done",
-        steps=step,
-        n_params=count_parameters(model),
-        device=str(target_device),
-        train=history["train"],
-        eval=history["eval"],
-        samples=final_samples,
+        status="done", steps=step, n_params=count_parameters(model), device=str(target_device),
+        train=history["train"], eval=history["eval"], samples=final_samples,
         summary=summarize(final_eval) if final_eval else {},
         attention_biases=_attention_biases(model, extracted, eval_sets),
     )
+
+
+def _phase_model(config: TrialConfig, phase: int, extracted, state: dict, target_device: torch.device):
+    """(model, optimizer, forward_batch) of a phase: built from the weight (and perturb)
+    seed, calibrated after the first phase (abc), resumed from `state` when it is this
+    phase's checkpoint. The compiled step shares its parameters with `model`; evaluation
+    runs uncompiled."""
+    model = build_model(
+        config.model, len(CharTokenizer()), config.seeds.weight, derive(config).input_layout, config.seeds.perturb
+    )
+    if phase > 0:
+        model.structural_bias.calibrate(extracted)
+    model.to(target_device)
+    optimizer = torch.optim.AdamW(_decay_groups(model, config.train.weight_decay), lr=config.train.lr, betas=(0.9, 0.98))
+    if state.get("phase", 0) == phase and "model" in state:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+    forward_batch = torch.compile(model.forward_batch) if config.train.compile else model.forward_batch
+    return model, optimizer, forward_batch
 
 
 def _checkpoint(config, phase, step, tokens, wall_s, model, optimizer, history, extracted) -> dict:
