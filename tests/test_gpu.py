@@ -188,14 +188,6 @@ def test_torch_compile_trains_like_eager_on_the_gpu():
     assert compiled_losses == pytest.approx(eager_losses, rel=1e-3)
 
 
-def _rows_without_time(result) -> dict:
-    from orchestrator.trial_rows import result_rows
-
-    rows = result_rows(result)
-    rows["train"] = [{k: v for k, v in row.items() if k != "wall_s"} for row in rows["train"]]
-    return rows
-
-
 @pytest.mark.parametrize("arch, pe, positions", [("decoder", "rope", "plain"), ("decoder", "fire", "randomized"),
                                                  ("encoder_decoder", "t5", "plain")])
 def test_a_deterministic_trial_gives_identical_rows_twice_on_the_gpu(arch, pe, positions):
@@ -206,7 +198,9 @@ def test_a_deterministic_trial_gives_identical_rows_twice_on_the_gpu(arch, pe, p
         pytest.skip(f"{arch} does not take {pe} with {positions} positions")
     config = replace(config, train=replace(config.train, steps=30, log_every=5, deterministic=True),
                      eval=replace(config.eval, samples=32))
-    first, second = (_rows_without_time(train(config, device=str(DEVICE))) for _ in range(2))
+    from test_determinism import timeless_rows
+
+    first, second = (timeless_rows(train(config, device=str(DEVICE))) for _ in range(2))
     assert first == second
 
 
