@@ -55,8 +55,14 @@
 -- chi-square interval of MS_residual (macros mls_low and mls_high, analysis/macros.sql;
 -- coverage 0.94-0.96 measured at 3 x 5, 8 x 8 and 24 x 20 seeds, docs/analysis.md).
 --
--- Intervals of the shares (columns *_boot_low, *_boot_high; also given for the
--- components, for comparison): percentile bootstrap over both seeds at
+-- Intervals of the shares (component_share_*_low, _high): generalized confidence
+-- intervals from the three mean squares' pivots (share_intervals, analysis/
+-- share_intervals.py: Weerahandi 1993; Hamada & Weerahandi 2000), coverage measured by
+-- simulation at 3 x 5, 8 x 8 and 24 x 20 seeds and printed in share_coverage
+-- (docs/analysis.md).
+--
+-- Kept for comparison (columns *_boot_low, *_boot_high; also given for the
+-- components): percentile bootstrap over both seeds at
 -- once. A replicate draws a weight seeds and b data seeds of the subgrid with
 -- replacement and recomputes every statistic on the a x b table of the drawn rows and
 -- columns; the interval is the (1 − level)/2 and (1 + level)/2 quantiles of the
@@ -895,14 +901,21 @@ group_summary as (
         intervals.sigma2_residual_boot_low,
         intervals.sigma2_residual_boot_high,
         estimates.component_share_weight,
+        share_gci.weight_low as component_share_weight_low,
+        share_gci.weight_high as component_share_weight_high,
         intervals.component_share_weight_boot_low,
         intervals.component_share_weight_boot_high,
         estimates.component_share_data,
+        share_gci.data_low as component_share_data_low,
+        share_gci.data_high as component_share_data_high,
         intervals.component_share_data_boot_low,
         intervals.component_share_data_boot_high,
         estimates.component_share_residual,
+        share_gci.residual_low as component_share_residual_low,
+        share_gci.residual_high as component_share_residual_high,
         intervals.component_share_residual_boot_low,
         intervals.component_share_residual_boot_high,
+        share_coverage(crossed.a, crossed.b, crossed.grand_mean) as share_coverage,
         undefined_replicates.boot_undefined,
         concordance.kendall_w,
         friedman_p.chi2 as friedman_chi2,
@@ -915,6 +928,11 @@ group_summary as (
     inner join concordance using (group_id, at_digits)
     inner join friedman_p using (group_id, at_digits)
     cross join params
+    cross join lateral (
+        select share_intervals(
+            estimates.ms_weight, estimates.ms_data, estimates.ms_residual, crossed.a, crossed.b, params.level
+        ) as share_gci
+    ) as generalized
 ),
 
 -- the group's statistics at each measured length apart (001 F.9), one struct per length
@@ -1023,14 +1041,21 @@ final as (
         analysed.sigma2_residual_boot_low,
         analysed.sigma2_residual_boot_high,
         analysed.component_share_weight,
+        analysed.component_share_weight_low,
+        analysed.component_share_weight_high,
         analysed.component_share_weight_boot_low,
         analysed.component_share_weight_boot_high,
         analysed.component_share_data,
+        analysed.component_share_data_low,
+        analysed.component_share_data_high,
         analysed.component_share_data_boot_low,
         analysed.component_share_data_boot_high,
         analysed.component_share_residual,
+        analysed.component_share_residual_low,
+        analysed.component_share_residual_high,
         analysed.component_share_residual_boot_low,
         analysed.component_share_residual_boot_high,
+        analysed.share_coverage,
         params.resamples,
         params.boot_seed,
         params.level,

@@ -48,3 +48,40 @@ create or replace macro crossed_mean_variance(ms_w, ms_d, ms_e, a, b) as
 create or replace macro crossed_mean_df(ms_w, ms_d, ms_e, a, b) as
     (ms_w + ms_d - ms_e) ^ 2
     / nullif(ms_w ^ 2 / (a - 1) + ms_d ^ 2 / (b - 1) + ms_e ^ 2 / ((a - 1) * (b - 1)), 0);
+
+-- Wilson's score interval of a proportion p out of n (n may be an effective number, not
+-- an integer), z = Φ⁻¹((1 + level)/2): (p + z²/2n ± z·√(p(1 − p)/n + z²/4n²)) / (1 + z²/n),
+-- within [0, 1] (success.sql).
+
+create or replace macro wilson_low(p, n, z) as greatest(0,
+    (p + z ^ 2 / (2 * n) - z * sqrt(p * (1 - p) / n + z ^ 2 / (4 * n ^ 2))) / (1 + z ^ 2 / n));
+
+create or replace macro wilson_high(p, n, z) as least(1,
+    (p + z ^ 2 / (2 * n) + z * sqrt(p * (1 - p) / n + z ^ 2 / (4 * n ^ 2))) / (1 + z ^ 2 / n));
+
+-- An aggregate: Σ (x − m)² over a group's cells, added in the order of their seeds, over
+-- k degrees of freedom (at least 1): a two-way layout's mean square when x and m are
+-- the cell's row, column or residual term and the grand mean.
+
+create or replace macro mean_square(x, m, weight_seed, data_seed, k) as
+    list_sum(list((x - m) ^ 2 order by weight_seed, data_seed)) / greatest(k, 1);
+
+-- The coverage of the 95 % intervals of the variance shares (lucky_tickets.sql) and of
+-- the success probability (success.sql), measured by simulation at the design nearest
+-- to a x b seeds (tests/test_share_intervals.py, tests/test_success_interval.py; the
+-- table in docs/analysis.md): printed beside each interval.
+
+create or replace macro share_coverage(a, b, grand_mean) as case
+    when a is null then null
+    when a < 8 or b < 8 then 'measured 0.95-0.97 at 3 x 5 seeds'
+    when grand_mean > 0.8 or grand_mean < 0.2
+        then 'measured 0.92-0.95 at 8 x 8 and 24 x 20 seeds near accuracy 1'
+    else 'measured 0.94-0.96 at 8 x 8 and 24 x 20 seeds'
+end;
+
+create or replace macro success_coverage(method, a, b) as case
+    when method like 'independent%' then 'Wilson over independent cells'
+    when a < 8 or b < 8 then 'measured 0.99-1.00 at 3 x 5 seeds: wider than 95 %'
+    when a < 24 or b < 20 then 'measured 0.96-0.97 at 8 x 8 seeds'
+    else 'measured 0.96-0.97 at 24 x 20 seeds'
+end;

@@ -138,7 +138,7 @@ COMPONENT_PARTS = (("weight", "weight seed", "tab:blue"), ("data", "data seed", 
 
 def _component_bars(ax, entries: list[dict], horizontal: bool) -> None:
     """Per entry, three bars: the variance-component shares of the weight seed, the data
-    seed and the residual with their bootstrap intervals as error bars, and the
+    seed and the residual with their generalized confidence intervals as error bars, and the
     fixed-effects share SS/SS_total of each as a black tick. An entry whose shares are
     null (every trial scored the same: no variance to share out) is marked n/a."""
     width = 0.26
@@ -151,8 +151,8 @@ def _component_bars(ax, entries: list[dict], horizontal: bool) -> None:
         xs = [x for x, _, _ in shown]
         ys = [v for _, v, _ in shown]
         # max(0, ...): a percentile a hair inside its estimate from round-off
-        err = [[max(0.0, v - figures.value_or(e[f"component_share_{part}_boot_low"], v)) for _, v, e in shown],
-               [max(0.0, figures.value_or(e[f"component_share_{part}_boot_high"], v) - v) for _, v, e in shown]]
+        err = [[max(0.0, v - figures.value_or(e[f"component_share_{part}_low"], v)) for _, v, e in shown],
+               [max(0.0, figures.value_or(e[f"component_share_{part}_high"], v) - v) for _, v, e in shown]]
         ss = [e[f"ss_share_{part}"] for _, _, e in shown]
         if horizontal:
             ax.barh(xs, ys, height=width, xerr=err, color=color, label=name, capsize=2,
@@ -172,7 +172,7 @@ def _component_bars(ax, entries: list[dict], horizontal: bool) -> None:
 
 
 def variance_shares(lucky_rows: list[dict], path: Path) -> Path | None:
-    """Variance components as shares of the total, with bootstrap intervals: weight seed,
+    """Variance components as shares of the total, with their intervals: weight seed,
     data seed and residual, one bar triple per analysed group; the label says the
     seeds (a x b) and the resamples behind them."""
     groups = {label: rows[0] for label, rows in
@@ -202,7 +202,7 @@ def variance_shares(lucky_rows: list[dict], path: Path) -> Path | None:
 
 def variance_shares_by_length(lucky_rows: list[dict], path: Path) -> Path | None:
     """001 F.9: the variance-component shares at each measured test length apart (and
-    for their mean), with bootstrap intervals, one panel per analysed group."""
+    for their mean), with their intervals, one panel per analysed group."""
     groups = {label: rows[0] for label, rows in
               figures.by_group([r for r in lucky_rows if r["weight_seed"] is not None]).items()
               if len(rows[0]["by_length"] or []) > 1}
@@ -230,8 +230,8 @@ def success_probability(success_rows: list[dict], path: Path) -> Path | None:
         rows = sorted(rows, key=lambda r: r["digits"])
         xs = [r["digits"] for r in rows]
         ys = [r["p_success"] for r in rows]
-        err = [[max(0.0, y - r["p_success_wilson_low"]) for y, r in zip(ys, rows)],
-               [max(0.0, r["p_success_wilson_high"] - y) for y, r in zip(ys, rows)]]
+        err = [[max(0.0, y - r["p_success_low"]) for y, r in zip(ys, rows)],
+               [max(0.0, r["p_success_high"] - y) for y, r in zip(ys, rows)]]
         ax.errorbar(xs, ys, yerr=err, color="tab:purple", marker="o", ms=3, lw=1.2, capsize=2,
                     label=f"P(accuracy ≥ {rows[0]['threshold']:g}), Wilson {figures.level_words(rows[0])}")
         for x, y, r in zip(xs, ys, rows):

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from analysis.quantiles import register_quantiles
+from analysis.share_intervals import register_share_intervals
 
 TABLES = ("trials", "train", "eval", "samples")
 DERIVED_VIEWS = ("finished_trials", "groups", "final_eval")  # defined in views.sql over the tables, in this order
@@ -264,8 +265,10 @@ def write_parquet(table: pa.Table, path: Path) -> None:
 
 def prepare_connection(con: duckdb.DuckDBPyConnection) -> None:
     """The functions the analysis files call: chi2_quantile and f_quantile
-    (analysis/quantiles.py), then the macros of macros.sql (e.g. mls_low)."""
+    (analysis/quantiles.py), share_intervals (analysis/share_intervals.py), then the
+    macros of macros.sql (e.g. mls_low)."""
     register_quantiles(con)
+    register_share_intervals(con)
     con.execute((files("analysis") / "macros.sql").read_text())
 
 

@@ -136,11 +136,13 @@ def resamples(rows: list[dict]) -> str:
 
 
 INTERVALS = {  # estimate -> (low, high) columns, shown as "estimate [low, high]"
-    **{f"component_share_{part}": (f"component_share_{part}_boot_low", f"component_share_{part}_boot_high")
+    # the shares' generalized confidence intervals and the success probability's interval over
+    # seeds (coverage measured and printed beside them; docs/analysis.md)
+    **{f"component_share_{part}": (f"component_share_{part}_low", f"component_share_{part}_high")
        for part in ("weight", "data", "residual")},
     # the components' modified large-sample intervals (coverage measured; docs/analysis.md)
     **{f"sigma2_{part}": (f"sigma2_{part}_low", f"sigma2_{part}_high") for part in ("weight", "data", "residual")},
-    "p_success": ("p_success_wilson_low", "p_success_wilson_high"),
+    "p_success": ("p_success_low", "p_success_high"),
     "accuracy_diff": ("accuracy_diff_boot_low", "accuracy_diff_boot_high"),
     "success_diff": ("success_diff_newcombe_low", "success_diff_newcombe_high"),
 }

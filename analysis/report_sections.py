@@ -14,7 +14,7 @@ TOO_WIDE_SHARE = 0.5
 def too_few_seeds(row: dict) -> bool:
     """Whether the group's weight share interval spans most of [0, 1], or the weight
     component's interval more than an order of magnitude."""
-    low, high = row.get("component_share_weight_boot_low"), row.get("component_share_weight_boot_high")
+    low, high = row.get("component_share_weight_low"), row.get("component_share_weight_high")
     wide_share = low is not None and high is not None and high - low > TOO_WIDE_SHARE
     sigma_low, sigma_high = row.get("sigma2_weight_low"), row.get("sigma2_weight_high")
     wide_sigma = sigma_high is not None and (not sigma_low or sigma_high > 10 * sigma_low)
@@ -26,8 +26,8 @@ def too_few_seeds_words(row: dict) -> str:
     a, b = row["n_weight_seeds"], row["n_data_seeds"]
     return (
         f"<p class='warning'>{html.escape(row['group_label'])}: with {a} weight × {b} data seeds the "
-        f"weight share's interval is [{row['component_share_weight_boot_low'] or 0:.2f}, "
-        f"{row['component_share_weight_boot_high'] or 0:.2f}] and σ²_weight's "
+        f"weight share's interval is [{row['component_share_weight_low'] or 0:.2f}, "
+        f"{row['component_share_weight_high'] or 0:.2f}] and σ²_weight's "
         f"[{row['sigma2_weight_low'] or 0:.4f}, {row['sigma2_weight_high'] or 0:.4f}]: this many seeds "
         "cannot tell how much of the variance is the weight seed's and how much the data seed's. "
         f"σ²_weight rests on a − 1 = {a - 1} degrees of freedom, so more weight seeds narrow it; "

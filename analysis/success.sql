@@ -5,10 +5,28 @@
 --
 --   p_success          share of the n_trials trials whose accuracy reaches `threshold`
 --                      (accuracy >= threshold), n_success of them
+--   p_success_low, _high
+--                      its interval over seeds: Wilson's score interval at an effective
+--                      number of trials (Korn & Graubard 1998, Survey Methodology 24,
+--                      193-201; Dean & Pagano 2015, J. Survey Statistics and Methodology
+--                      3, 484-503). A seed pair's cell holds the share of its trials
+--                      that succeed; p is the cells' mean. For a complete crossed grid of
+--                      a >= 2 weight x b >= 2 data seeds, V = the two-way random-effects
+--                      variance of that mean (crossed_mean_variance over the success
+--                      indicators, as variance.sql over accuracies) and
+--                      n_eff = min(p(1 − p)/V, n_cells) · (z / t_ν)², ν Satterthwaite's
+--                      degrees of freedom; when every cell or none succeeds, the
+--                      indicators say nothing of how successes cluster, and the design
+--                      effect of the accuracies stands in: n_eff = n_cells / max(1,
+--                      V_acc / (s²_acc / n_cells)) · (z / t_ν_acc)². Otherwise (one seed
+--                      varies, or the grid has holes) n_eff = n_cells: Wilson over the
+--                      cells. p_success_method says which, p_success_n_effective the
+--                      n_eff, p_success_coverage the coverage measured by simulation at
+--                      the nearest design (docs/analysis.md).
 --   p_success_wilson_low, _high
---                      its Wilson score interval, z = Φ⁻¹((1 + level)/2), k = n_success,
---                      n = n_trials, p = k/n:
---                      (p + z²/2n ± z · sqrt(p(1 − p)/n + z²/4n²)) / (1 + z²/n)
+--                      Wilson's interval with n = n_trials, kept for comparison: it
+--                      treats trials that share seeds as independent (covered 0.48-0.95
+--                      in crossed studies)
 --   seeds_for_a_success
 --                      the fewest seeds N with 1 − (1 − p_low)^N >= level, p_low the
 --                      interval's lower end: how many seeds to run to see at least one
@@ -54,6 +72,8 @@ measured as (
     select
         groups.group_id,
         groups.group_label,
+        groups.weight_seed,
+        groups.data_seed,
         eval.study,
         eval.trial_id,
         eval.digits,
@@ -101,24 +121,110 @@ per_length as (
 wilson as (
     select
         per_length.*,
-        share.p as p_success,
-        (p + z ^ 2 / (2 * n_trials)) / (1 + z ^ 2 / n_trials) as centre,
-        z / (1 + z ^ 2 / n_trials)
-        * sqrt(p * (1 - p) / n_trials + z ^ 2 / (4 * n_trials ^ 2)) as half
+        per_length.n_success / per_length.n_trials as p_success,
+        case when n_success = 0 then 0 else wilson_low(n_success / n_trials, n_trials, params.z) end
+            as p_success_wilson_low,
+        case when n_success = n_trials then 1 else wilson_high(n_success / n_trials, n_trials, params.z) end
+            as p_success_wilson_high
     from per_length
     cross join params
-    cross join lateral (select per_length.n_success / per_length.n_trials as p) as share
+),
+
+-- a seed pair's cell: the share of its trials that succeed and their mean accuracy
+-- (several with perturbation replicates, or one trial in two studies), in a fixed order
+cells as (
+    select
+        measured.group_id,
+        measured.digits,
+        measured.weight_seed,
+        measured.data_seed,
+        list_avg(list((measured.accuracy >= params.threshold)::double order by measured.accuracy)) as s,
+        list_avg(list(measured.accuracy order by measured.accuracy)) as y
+    from measured
+    cross join params
+    group by measured.group_id, measured.digits, measured.weight_seed, measured.data_seed
+),
+
+cell_effects as (
+    select
+        *,
+        list_avg(list(s order by s) over (partition by group_id, digits, weight_seed)) as s_w,
+        list_avg(list(s order by s) over (partition by group_id, digits, data_seed)) as s_d,
+        list_avg(list(s order by s) over (partition by group_id, digits)) as s_m,
+        list_avg(list(y order by y) over (partition by group_id, digits, weight_seed)) as y_w,
+        list_avg(list(y order by y) over (partition by group_id, digits, data_seed)) as y_d,
+        list_avg(list(y order by y) over (partition by group_id, digits)) as y_m
+    from cells
+),
+
+-- the two-way mean squares of the success indicators and of the accuracies
+cell_squares as (
+    select
+        group_id,
+        digits,
+        any_value(s_m) as p,
+        count(distinct weight_seed) as a,
+        count(distinct data_seed) as b,
+        count(*) as n_cells,
+        a >= 2 and b >= 2 and n_cells = a * b as crossed,
+        mean_square(s_w, s_m, weight_seed, data_seed, a - 1) as s_ms_weight,
+        mean_square(s_d, s_m, weight_seed, data_seed, b - 1) as s_ms_data,
+        mean_square(s - s_w - s_d, -s_m, weight_seed, data_seed, (a - 1) * (b - 1)) as s_ms_residual,
+        mean_square(y_w, y_m, weight_seed, data_seed, a - 1) as y_ms_weight,
+        mean_square(y_d, y_m, weight_seed, data_seed, b - 1) as y_ms_data,
+        mean_square(y - y_w - y_d, -y_m, weight_seed, data_seed, (a - 1) * (b - 1)) as y_ms_residual,
+        mean_square(y, y_m, weight_seed, data_seed, n_cells - 1) as y_ms_cells
+    from cell_effects
+    group by group_id, digits
+),
+
+-- the effective number of cells and its degrees of freedom (see the header)
+effective as (
+    select
+        group_id,
+        digits,
+        p,
+        n_cells,
+        case
+            when not crossed then 'independent cells (Wilson)'
+            when p > 0 and p < 1 then 'crossed seeds (Wilson, effective n)'
+            else 'crossed seeds, none or all succeed (Wilson, effective n of the accuracies)'
+        end as method,
+        case
+            when not crossed then n_cells
+            when p > 0 and p < 1 then least(
+                p * (1 - p) / crossed_mean_variance(s_ms_weight, s_ms_data, s_ms_residual, a, b), n_cells)
+            when y_ms_cells > 0 then n_cells / greatest(
+                crossed_mean_variance(y_ms_weight, y_ms_data, y_ms_residual, a, b) * n_cells / y_ms_cells, 1)
+            else n_cells
+        end as n_eff,
+        case
+            when not crossed then null
+            when p > 0 and p < 1 then crossed_mean_df(s_ms_weight, s_ms_data, s_ms_residual, a, b)
+            else coalesce(crossed_mean_df(y_ms_weight, y_ms_data, y_ms_residual, a, b), n_cells - 1)
+        end as df,
+        a,
+        b
+    from cell_squares
 ),
 
 intervals as (
     select
-        *,
-        -- at k = 0 and k = n the bounds are 0 and 1 exactly (the formula leaves 1e-18)
-        case when n_success = 0 then 0 else greatest(centre - half, 0) end
-            as p_success_wilson_low,
-        case when n_success = n_trials then 1 else least(centre + half, 1) end
-            as p_success_wilson_high
+        wilson.*,
+        effective.method as p_success_method,
+        adjusted.n as p_success_n_effective,
+        case when effective.p = 0 then 0 else wilson_low(effective.p, adjusted.n, params.z) end as p_success_low,
+        case when effective.p = 1 then 1 else wilson_high(effective.p, adjusted.n, params.z) end as p_success_high,
+        success_coverage(effective.method, effective.a, effective.b) as p_success_coverage
     from wilson
+    inner join effective using (group_id, digits)
+    cross join params
+    cross join lateral (
+        select effective.n_eff * case
+            when effective.df is null then 1
+            else (params.z / t_quantile((1 + params.level) / 2, greatest(effective.df, 1))) ^ 2
+        end as n
+    ) as adjusted
 ),
 
 final as (
@@ -130,13 +236,18 @@ final as (
         intervals.n_trials,
         intervals.n_success,
         intervals.p_success,
+        intervals.p_success_low,
+        intervals.p_success_high,
+        intervals.p_success_method,
+        intervals.p_success_n_effective,
+        intervals.p_success_coverage,
         intervals.p_success_wilson_low,
         intervals.p_success_wilson_high,
         case
-            when intervals.p_success_wilson_low <= 0 then null
-            when intervals.p_success_wilson_low >= 1 then 1
+            when intervals.p_success_low <= 0 then null
+            when intervals.p_success_low >= 1 then 1
             else greatest(
-                ceil(ln(1 - params.level) / ln(1 - intervals.p_success_wilson_low)), 1
+                ceil(ln(1 - params.level) / ln(1 - intervals.p_success_low)), 1
             )::bigint
         end as seeds_for_a_success,
         intervals.expected_best_of_1,

@@ -43,10 +43,10 @@ SEED_METRICS = {
     "success": SeedMetric(
         "success.sql",
         "p_success",
-        "p_success_wilson_low",
-        "p_success_wilson_high",
+        "p_success_low",
+        "p_success_high",
         ("threshold",),
-        "share of trials with accuracy >= threshold, 95 % Wilson interval",
+        "share of trials with accuracy >= threshold, 95 % Wilson interval at the effective number of seed pairs",
     ),
 }
 

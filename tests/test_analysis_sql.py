@@ -242,14 +242,16 @@ def test_views_sql_with_groups_loads_as_the_cli_client_runs_it(study) -> None:
     con.execute((SQL / "views.sql").read_text())
     assert con.sql("select count(distinct group_id) from groups").fetchall() == [(4,)]
     # and an analysis file runs there too, with its parameter set as the CLI client would
-    con.execute("SET VARIABLE threshold = 0.4;")
-    result = con.sql((SQL / "success.sql").read_text())
-    column = [c[0] for c in result.description].index("threshold")
+    con.execute("SET VARIABLE level = 0.9;")
+    result = con.sql((SQL / "final_accuracy.sql").read_text())
+    column = [c[0] for c in result.description].index("level")
     rows = result.fetchall()
-    assert rows and all(row[column] == 0.4 for row in rows)
-    # the variance components' intervals need the quantiles lg-study registers, and say so
-    with pytest.raises(duckdb.CatalogException, match="mls_low does not exist"):
+    assert rows and all(row[column] == 0.9 for row in rows)
+    # the intervals over seeds need the functions lg-study registers, and say so
+    with pytest.raises(duckdb.CatalogException, match="(mls_low|share_intervals) does not exist"):
         con.sql((SQL / "lucky_tickets.sql").read_text()).fetchall()
+    with pytest.raises(duckdb.CatalogException, match="wilson_low does not exist"):
+        con.sql((SQL / "success.sql").read_text()).fetchall()
 
 
 def test_finished_trials_are_the_finished_statuses(tmp_path: Path) -> None:

@@ -1,0 +1,98 @@
+"""lucky_tickets.sql's intervals of the variance shares: generalized confidence intervals
+(analysis/share_intervals.py) equal to numpy's on numpy's mean squares, reproducible,
+and covering the true shares at 3 x 5, 8 x 8 and 24 x 20 seeds, inside (0, 1) and at the
+bound 1, as often as the coverage printed beside them says. The truth of a clipped
+model y = clip(m + u_w + v_d + e, 0, 1) is its two-way ANOVA decomposition: σ²_weight =
+Var E[y | u], σ²_data = Var E[y | v], the rest residual, by Gauss-Hermite quadrature."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from test_mean_interval import SIGMA, intervals, study, tables
+from test_statistics import components, run
+
+from analysis.share_intervals import share_bounds
+
+PARTS = ("weight", "data", "residual")
+
+
+def true_shares(mean: float) -> dict[str, float]:
+    nodes, weights = np.polynomial.hermite_e.hermegauss(60)
+    weights = weights / weights.sum()
+    u, v, e = (nodes * s for s in SIGMA)
+    y = np.clip(mean + u[:, None, None] + v[None, :, None] + e[None, None, :], 0, 1)
+    w3 = weights[:, None, None] * weights[None, :, None] * weights[None, None, :]
+    m = (y * w3).sum()
+    total = ((y - m) ** 2 * w3).sum()
+    by_weight = (y * weights[None, :, None] * weights[None, None, :]).sum(axis=(1, 2))
+    by_data = (y * weights[:, None, None] * weights[None, None, :]).sum(axis=(0, 2))
+    weight = ((by_weight - m) ** 2 * weights).sum() / total
+    data = ((by_data - m) ** 2 * weights).sum() / total
+    return {"weight": weight, "data": data, "residual": 1 - weight - data}
+
+
+def lucky_rows(ys: list[np.ndarray]) -> list[dict]:
+    with study(ys).connect() as con:
+        return [r for r in run(con, "lucky_tickets", resamples=2) if r["weight_seed"] is not None]
+
+
+def test_share_intervals_equal_numpy_on_numpys_mean_squares():
+    y = tables(np.random.default_rng(3), 1, 4, 6, 0.5)[0]
+    row = lucky_rows([y])[0]
+    expected = components(y)
+    bounds = share_bounds([expected["ms_weight"]], [expected["ms_data"]], [expected["ms_residual"]], 4, 6)[0]
+    for k, part in enumerate(PARTS):
+        assert (row[f"component_share_{part}_low"], row[f"component_share_{part}_high"]) == pytest.approx(
+            (bounds[2 * k], bounds[2 * k + 1]), abs=1e-12)
+        assert row[f"component_share_{part}_low"] <= row[f"component_share_{part}"] <= row[
+            f"component_share_{part}_high"]
+    assert row["share_coverage"] == "measured 0.95-0.97 at 3 x 5 seeds"
+
+
+def test_the_draws_are_fixed_and_a_constant_grid_has_no_interval():
+    once = share_bounds([0.07, 0.01], [0.012, 0.0], [0.0025, 0.0], 3, 5)
+    again = share_bounds([0.07, 0.01], [0.012, 0.0], [0.0025, 0.0], 3, 5)
+    assert np.array_equal(once, again, equal_nan=True)
+    assert np.isfinite(once[0]).all() and np.isnan(share_bounds([0.0], [0.0], [0.0], 3, 5)).all()
+
+
+def coverage(a: int, b: int, mean: float, count: int) -> tuple[dict[str, float], str]:
+    truth = true_shares(mean)
+    rows = {r["group_id"]: r for r in lucky_rows(tables(np.random.default_rng(7 * a * b + round(10 * mean)),
+                                                        count, a, b, mean))}
+    assert len(rows) == count
+    # a study whose accuracies are all equal (all clipped at 1) has no interval: a miss
+    covered = {part: float(np.mean([
+        r[f"component_share_{part}_low"] is not None
+        and r[f"component_share_{part}_low"] <= truth[part] <= r[f"component_share_{part}_high"]
+        for r in rows.values()])) for part in PARTS}
+    printed = [r["share_coverage"] for r in rows.values()]
+    return covered, max(set(printed), key=printed.count)
+
+
+def assert_as_printed(covered: dict[str, float], printed: str) -> None:
+    """Every share's coverage lies in the range printed beside the interval, give or take
+    the Monte Carlo error of 1,000 studies (± 0.014)."""
+    low, high = map(float, re.search(r"measured (\d\.\d+)-(\d\.\d+)", printed).groups())
+    assert all(low - 0.015 <= value <= high + 0.015 for value in covered.values()), (covered, printed)
+
+
+@pytest.mark.parametrize("mean", [0.5, 0.9])
+def test_share_intervals_cover_as_printed_at_three_by_five_seeds(mean):
+    covered, printed = coverage(3, 5, mean, 1000)
+    assert_as_printed(covered, printed)
+    if mean == 0.5:
+        assert all(0.93 <= value <= 0.97 for value in covered.values()), covered
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("a, b", [(8, 8), (24, 20)])
+@pytest.mark.parametrize("mean", [0.5, 0.9])
+def test_share_intervals_cover_as_printed_at_cluster_designs(a, b, mean):
+    covered, printed = coverage(a, b, mean, 1000)
+    assert_as_printed(covered, printed)
+    if mean == 0.5:
+        assert all(0.93 <= value <= 0.97 for value in covered.values()), covered
