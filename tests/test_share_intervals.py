@@ -11,7 +11,7 @@ import re
 
 import numpy as np
 import pytest
-from test_mean_interval import SIGMA, intervals, study, tables
+from test_mean_interval import SIGMA, study, tables
 from test_statistics import components, run
 
 from analysis.share_intervals import share_bounds
