@@ -266,7 +266,11 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
             "SS/SS_total. Friedman's χ² = b(a − 1)W with a − 1 degrees of freedom; random "
             "rankings give W ≈ 1/b.",
         ))
-        out += [report_sections.too_few_seeds_words(r) for r in group_rows if report_sections.too_few_seeds(r)]
+        planning, share_plans = report_sections.planning_section(
+            group_rows, tables["success"][0]["threshold"] if tables["success"] else 0.9)
+        out += [report_sections.too_few_seeds_words(r, share_plans.get(r["group_label"]))
+                for r in group_rows if report_sections.too_few_seeds(r)]
+        out += planning
         out.append(rendering.table(
             [rendering.with_intervals({"group_label": r["group_label"], **entry})
              for r in group_rows for entry in (r["by_length"] or [])],

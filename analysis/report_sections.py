@@ -21,8 +21,9 @@ def too_few_seeds(row: dict) -> bool:
     return wide_share or wide_sigma
 
 
-def too_few_seeds_words(row: dict) -> str:
-    """The group's design is too small to separate weight from data effects: said in words."""
+def too_few_seeds_words(row: dict, share_plan: str | None = None) -> str:
+    """The group's design is too small to separate weight from data effects: said in words,
+    with how many seeds would (``share_plan``, seed planning's words for ±0.1)."""
     a, b = row["n_weight_seeds"], row["n_data_seeds"]
     return (
         f"<p class='warning'>{html.escape(row['group_label'])}: with {a} weight × {b} data seeds the "
@@ -31,7 +32,10 @@ def too_few_seeds_words(row: dict) -> str:
         f"[{row['sigma2_weight_low'] or 0:.4f}, {row['sigma2_weight_high'] or 0:.4f}]: this many seeds "
         "cannot tell how much of the variance is the weight seed's and how much the data seed's. "
         f"σ²_weight rests on a − 1 = {a - 1} degrees of freedom, so more weight seeds narrow it; "
-        "more data seeds barely do. The point estimates above are a direction, not a measurement.</p>"
+        "more data seeds barely do. The point estimates above are a direction, not a measurement."
+        + (f" For the weight share within ±{REPORT_TARGETS['weight_share']} (seed planning below): "
+           f"{html.escape(share_plan)}." if share_plan else "")
+        + "</p>"
     )
 
 
@@ -70,3 +74,28 @@ def environments_section(rows: list[dict]) -> list[str]:
         "training is chaotic across machines, so their seed variance includes floating-point "
         "differences. None here means every group ran in one.",
     )]
+
+
+#: the half widths the report plans for, per metric (lg-study plan takes any)
+REPORT_TARGETS = {"weight_share": 0.1, "mean_accuracy": 0.05, "success": 0.1}
+
+
+def planning_section(group_rows: list[dict], threshold: float) -> tuple[list[str], dict[str, str]]:
+    """Seed planning from each analysed group's fit, and per group the plan for its weight
+    share in words (for the too-few-seeds warning)."""
+    from analysis.seed_planning import group_plans
+
+    rows = [row for metric, target in REPORT_TARGETS.items()
+            for row in group_plans(group_rows, metric, target, threshold=threshold)]
+    share_plans = {r["group"]: r["plan"] for r in rows if r["metric"] == "weight_share"}
+    return [rendering.table(
+        rows,
+        [("group", "group"), ("pilot", "these seeds a × b"), ("metric", "estimate"),
+         ("target half width", "target ±"), ("pilot half width", "± with these seeds"), ("plan", "seeds for the target")],
+        "Seed planning (analysis/seed_planning.py; `lg-study plan` for other targets and lengths): each group's "
+        "fit above (grand mean and variance components of the same measure) simulated at candidate designs, "
+        "each simulated study given the interval this report prints (the weight share's generalized interval, "
+        f"the mean's Satterthwaite t interval, the success rate at accuracy ≥ {threshold:g} with Wilson at the "
+        "effective N); the plan is the design with the fewest trials whose median half width meets the "
+        "target. The model is normal: for accuracies piled at 0 or 1 the plan is a guide.",
+    )], share_plans

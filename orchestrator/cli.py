@@ -427,6 +427,36 @@ def report(
 
 
 @app.command()
+def plan(
+    study: Annotated[str, typer.Argument(help="The pilot study's name, or its YAML file.")],
+    metric: Annotated[str, typer.Option(help="weight_share, mean_accuracy or success.")] = "weight_share",
+    half_width: Annotated[float, typer.Option("--half-width", help="Target half width, in (0, 1).")] = 0.1,
+    digits: Annotated[int | None, typer.Option(help="Plan at this test length (default: the mean over "
+                                                    "the out-of-distribution lengths).")] = None,
+    data_seeds: Annotated[int | None, typer.Option("--data-seeds", help="Fix the data seeds (default: the "
+                                                                        "design with the fewest trials).")] = None,
+    threshold: Annotated[float, typer.Option(help="success: accuracy that counts as a success.")] = 0.9,
+    profile: ProfileOption = None,
+    results: ResultsOption = DEFAULT_RESULTS,
+):
+    """How many weight x data seeds give a target half width, by simulation from each group's fit."""
+    import pyarrow as pa
+
+    from analysis.query import profile_root
+    from analysis.seed_planning import plan_study
+    from orchestrator.render import arrow_table
+
+    study, _ = _study_argument(study, profile)
+    try:
+        with _results_warnings():
+            rows = plan_study(profile_root(results, profile), study, metric, half_width, digits, data_seeds, threshold)
+    except (ValueError, LookupError) as error:
+        raise _bad_input(str(error)) from None
+    out.print(arrow_table(pa.Table.from_pylist(rows), f"Seed plans for {study}: the median half width of "
+                          "the interval over 64 studies simulated from each group's fit (docs/analysis.md)"))
+
+
+@app.command()
 def ui(
     study: Annotated[str | None, typer.Option("--study", help="Print this study's experiment URL too.")] = None,
     profile: ProfileOption = None,

@@ -67,6 +67,9 @@ class SeedTarget(BaseModel):
     step: int = Field(1, ge=1)
     #: success only: a trial succeeds at accuracy >= threshold (default as success.sql)
     threshold: float | None = Field(None, ge=0, le=1)
+    #: after a round, grow each group to the weight seeds that seed planning, fitted on
+    #: its trials so far, needs for the target (at least one round); else `step` a round
+    plan: bool = False
 
     @pydantic.model_validator(mode="after")
     def _threshold_for_success(self) -> SeedTarget:
@@ -85,7 +88,9 @@ class SeedTarget(BaseModel):
         return (
             f"seeds until the interval of {self.metric} at {self.digits} digits ({metric.words}"
             f"{threshold}; {metric.sql}) has half width <= {self.half_width}, "
-            f"at most {self.max} weight seeds per group, {self.step} per round"
+            f"at most {self.max} weight seeds per group, "
+            + ("as many per round as seed planning asks (at least " if self.plan else "")
+            + f"{self.step} per round" + (")" if self.plan else "")
         )
 
 

@@ -16,7 +16,8 @@ Rounds: each round is one `run_trials` (one Tune run) over the trials planned so
 which runs only the unfinished ones. After a round, `group_states` reads every group's
 interval from the analysis file the report shows it from (SEED_METRICS) and each group
 still `adding seeds` is planned up to its next round: design seeds + k * step, capped
-at `max`. The same function gives `lg-study status` and `lg-study report` their rows.
+at `max`. With `plan: true` a group fitted on its trials so far jumps to the first round
+that holds the weight seeds seed planning asks for (`planned_seeds`). The same function gives `lg-study status` and `lg-study report` their rows.
 
 Resuming: the plan is recomputed from the trials rows. A group's seeds that have a row
 (any status) are planned again, rounded up to the round they belong to, so an
@@ -39,6 +40,7 @@ from rich.console import Console
 
 from analysis import groups
 from analysis.query import list_studies, open_results, run_sql_file
+from analysis.seed_planning import PilotFit, plan
 from lengthgen import TrialConfig
 from orchestrator.recovery import check_not_busy, study_lock
 from orchestrator.results_store import check_path_component, read_trial_statuses
@@ -86,8 +88,10 @@ class GroupDesign:
         found = max((i + 1 for i, seed in enumerate(order) if seed in with_rows), default=0)
         return next(count for count in self.rounds(target) if count >= found)
 
-    def next_round(self, target: SeedTarget, count: int) -> int:
-        return next((c for c in self.rounds(target) if c > count), count)
+    def next_round(self, target: SeedTarget, count: int, at_least: int = 0) -> int:
+        """The first round after ``count`` seeds that has at least ``at_least``."""
+        later = [c for c in self.rounds(target) if c > count]
+        return next((c for c in later if c >= at_least), later[-1]) if later else count
 
     def configs(self, count: int) -> list[TrialConfig]:
         """The design's trials, then those of each added weight seed up to ``count``."""
@@ -308,8 +312,9 @@ def run_until_target(
             if batch.interrupted or batch.failed:
                 break
             states = group_states(results_root, study.name, target, labels)
+            wanted = planned_seeds(results_root, study.name, target, designs, states)
             grown = {
-                s.group_id: designs[s.group_id].next_round(target, counts[s.group_id])
+                s.group_id: designs[s.group_id].next_round(target, counts[s.group_id], wanted.get(s.group_id, 0))
                 for s in states
                 if s.state == ADDING
             }
@@ -319,6 +324,31 @@ def run_until_target(
         summary.total = len(trials)
         summary.skipped = sum(before.get(t.trial_id) in FINISHED for t in trials)
     return summary
+
+
+def planned_seeds(
+    results_root: Path, study: str, target: SeedTarget, designs: dict[str, GroupDesign], states: list[GroupState]
+) -> dict[str, int]:
+    """With `plan: true`, group_id -> the weight seeds that seed planning (analysis/
+    seed_planning.py, fitted on the group's trials so far at the target's length) needs
+    for the target at the design's data seeds, or `max` where no count up to it does.
+    Groups that cannot be fitted yet (fewer than 2 x 2 seeds) are left out: they grow by
+    `step`."""
+    adding = {s.group_id for s in states if s.state == ADDING}
+    if not target.plan or not adding:
+        return {}
+    with open_results(results_root, study) as con:
+        rows = run_sql_file(con, _sql("lucky_tickets.sql"), {"resamples": "2"}).to_pylist()
+    wanted = {}
+    for row in {r["group_id"]: r for r in rows if r["group_id"] in adding}.values():
+        try:
+            fit = PilotFit.from_lucky_row(row, target.digits)
+            found = plan(fit, target.metric, target.half_width, len(designs[row["group_id"]].templates),
+                         target.threshold if target.threshold is not None else 0.9, max_weight_seeds=target.max)
+        except ValueError:
+            continue
+        wanted[row["group_id"]] = found.weight_seeds or target.max
+    return wanted
 
 
 def _add(total: RunSummary, batch: RunSummary) -> None:

@@ -69,12 +69,16 @@ def test_key_numbers_are_html_tables(built) -> None:
     assert rope_row, "per-group variance shares table"
     cells = re.findall(r"<td>([^<]*)</td>", rope_row.group(1))
     assert cells[1:] == ["1.000", "0.000", "0.000", "1.000", "4.000", "0.135", "", ""]
-    # the component shares with their bootstrap intervals, as "estimate [low, high]"
+    # the component shares with their generalized intervals, as "estimate [low, high]"
     texts = re.findall(r"<td class='text'>([^<]*)</td>", rope_row.group(1))
     assert texts[2:5] == ["1.000 [1.000, 1.000]", "0.000 [0.000, 0.000]", "0.000 [0.000, 0.000]"]
     assert "<th>best of N</th>" in html and "<th>low (bootstrap)</th>" in html
     assert "<th>low (Wilson)</th>" in html and "<th>N trials</th>" in html
     assert "Trials: done 53, failed 1" in html
+    # seed planning from the crossed groups' fits, one row per group and estimate
+    assert "Seed planning" in html and "<th>seeds for the target</th>" in html
+    assert re.search(r"<td class='text'>addition/rope/tiny/uniform_length</td><td class='text'>3 x 2</td>"
+                     r"<td class='text'>weight_share</td>", html)
 
 
 def test_parameters_reach_the_files_that_take_them(built) -> None:

@@ -93,7 +93,7 @@ UNTIL = "  until: {metric: success, threshold: 0.0, digits: 3, half_width: 0.24,
         (
             "{metric: success, digits: 3, half_width: 0.2, max: 3, most: 4}",
             "seeds.until.most",
-            "unknown field; valid fields here: metric, digits, half_width, max, step, threshold",
+            "unknown field; valid fields here: metric, digits, half_width, max, step, threshold, plan",
         ),
         (
             "{metric: success, digits: 3, half_width: 0, max: 3}",
@@ -170,6 +170,8 @@ def test_added_seeds_follow_the_design_with_its_data_seeds(study_file: Path) -> 
     assert design.planned(target, {0, 4, 5}) == 5
     assert design.planned(target, {0, 4, 5, 6, 7, 8}) == 6
     assert design.next_round(target, 5) == 6 and design.next_round(target, 6) == 6
+    # seed planning's count: the first round that holds it, past max the last round
+    assert design.next_round(target, 2, at_least=4) == 5 and design.next_round(target, 2, at_least=40) == 6
 
 
 # --- the rule, on the report's interval -------------------------------------------------------
@@ -332,3 +334,37 @@ def test_a_real_study_stops_adding_seeds_and_resumes_without_training_twice(
     page = (results / "until" / "report" / "index.html").read_text()
     assert "Seeds until a precision target" in page
     assert page.count("target held") >= 1 and page.count("max reached") >= 1
+
+
+def test_with_plan_a_fitted_group_jumps_to_the_round_seed_planning_asks_for(
+    study_file: Path, tmp_path: Path
+) -> None:
+    """A 3 x 5 pilot of nope whose weight seeds differ: planning at its 5 data seeds asks
+    for more weight seeds than the next round has, and the rule grows to the first round
+    that holds them; a group that cannot be fitted (alibi: one data seed) grows by step."""
+    import numpy as np
+
+    from analysis.seed_planning import PilotFit, plan
+
+    study_file.write_text(STUDY.replace("threshold: 0.0, ", "").replace("metric: success", "metric: mean_accuracy")
+                          .replace("half_width: 0.24, max: 3, step: 2", "half_width: 0.1, max: 40, step: 2, plan: true"))
+    study = load_study(study_file)
+    rng = np.random.default_rng(0)
+    nope = [c for c in study.trials if c.model.pe == "nope"]
+    for weight in range(3):
+        effect = rng.normal(0, 0.15)
+        for config in nope:
+            moved = dataclasses.replace(config, seeds=dataclasses.replace(config.seeds, weight=weight))
+            write(tmp_path, study, moved, float(np.clip(0.5 + effect + rng.normal(0, 0.05), 0, 1)))
+    designs = seed_target.design_groups(study.trials)
+    target, states = seed_target.seed_states(tmp_path, study.name, study)
+    wanted = seed_target.planned_seeds(tmp_path, study.name, target, designs, states)
+    (nope_id,) = [s.group_id for s in states if "/nope/" in s.group_label]
+    assert set(wanted) == {nope_id}
+    with open_results(tmp_path, study.name) as con:
+        (row,) = {r["group_id"]: r for r in run_sql_file(con, Path(seed_target._sql("lucky_tickets.sql")),
+                                                           {"resamples": "2"}).to_pylist()}.values()
+    expected = plan(PilotFit.from_lucky_row(row, 3), "mean_accuracy", 0.1, 5, max_weight_seeds=40)
+    assert wanted[nope_id] == (expected.weight_seeds or 40) > 5
+    grown = designs[nope_id].next_round(target, 3, wanted[nope_id])
+    assert grown >= wanted[nope_id] and grown - 2 < max(wanted[nope_id], 5)

@@ -1,0 +1,254 @@
+"""Seed planning: how many weight x data seeds a study needs for a target half width of
+the weight share, the mean accuracy or the success probability.
+
+The fit is a pilot group's two-way random-effects model (lucky_tickets.sql): its grand
+mean m and components σ²_weight, σ²_data, σ²_residual, at the measured lengths or at one
+length. A candidate design of a weight x b data seeds is simulated from it, `studies`
+times: y_wd = clip(m + u_w + v_d + e_wd, 0, 1) with u, v, e normal of those variances.
+Each simulated study gets the very interval the analysis prints:
+
+    weight_share   the generalized confidence interval of σ²_w's share (share_intervals.py)
+    mean_accuracy  m ± t_ν √((MS_w + MS_d − MS_e)/(ab)), Satterthwaite's ν, clipped to [0, 1]
+                   (variance.sql)
+    success        Wilson's interval at the effective number of seed pairs (success.sql)
+
+and the design's half width is the median over the studies: at the planned design half
+of the studies one would run reach the target. The plan is the design with the fewest
+trials a·b; at each number of data seeds tried, the weight seeds are searched by doubling
+then bisection (the half width falls as a grows; the simulations of a design are seeded
+by (a, b), so a search repeats exactly). The model is normal; accuracies piled at 0 or 1
+or split between the two are not, and the plan is then a guide, not a promise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from analysis.share_intervals import share_bounds
+
+PLAN_METRICS = {
+    "weight_share": "the weight seed's share of the variance (generalized confidence interval)",
+    "mean_accuracy": "the mean accuracy over seeds (two-way random effects, Satterthwaite t)",
+    "success": "the probability that a seed pair reaches the threshold (Wilson at the effective N)",
+}
+#: draws of the share pivots per simulated study: the median half width over the studies
+#: moves by less than 0.005 with more
+PLANNING_DRAWS = 1000
+
+
+@dataclass(frozen=True)
+class PilotFit:
+    """A pilot group's fitted two-way model and the seeds it was fitted on."""
+
+    mean: float
+    sigma2_weight: float
+    sigma2_data: float
+    sigma2_residual: float
+    weight_seeds: int
+    data_seeds: int
+
+    @classmethod
+    def from_lucky_row(cls, row: dict, digits: int | None = None) -> PilotFit:
+        """From a group's lucky_tickets.sql row: over its measured lengths, or at ``digits``."""
+        if row.get("weight_seed") is None:
+            raise ValueError(f"group {row.get('group_label')!r} has no complete grid of at least 2 weight "
+                             f"x 2 data seeds to fit: {row.get('skipped_reason')}")
+        entry = row
+        if digits is not None:
+            entry = next((e for e in row["by_length"] or [] if e["digits"] == digits), None)
+            if entry is None:
+                measured = ", ".join(str(e["digits"]) for e in row["by_length"] or [])
+                raise ValueError(f"group {row['group_label']!r} measured no accuracy at {digits} digits "
+                                 f"(its lengths: {measured})")
+        return cls(entry["grand_mean"], entry["sigma2_weight"], entry["sigma2_data"], entry["sigma2_residual"],
+                   row["n_weight_seeds"], row["n_data_seeds"])
+
+
+@dataclass(frozen=True)
+class SeedPlan:
+    metric: str
+    target: float
+    data_seeds: int
+    #: the fewest weight seeds whose median half width is at most the target at
+    #: data_seeds; None when not even max_weight_seeds reach it
+    weight_seeds: int | None
+    #: the median half width at the planned design (or at max_weight_seeds)
+    half_width: float
+    #: the median half width at the pilot's own design
+    pilot_half_width: float
+
+
+def check_target(metric: str, half_width: float) -> None:
+    """Refuse an unknown metric or a half width outside (0, 1), naming the value."""
+    if metric not in PLAN_METRICS:
+        raise ValueError(f"unknown metric {metric!r}; choose one of: {', '.join(PLAN_METRICS)}")
+    if not 0 < half_width < 1:
+        raise ValueError(f"target half width {half_width} is outside (0, 1)")
+
+
+def simulate(fit: PilotFit, a: int, b: int, studies: int) -> np.ndarray:
+    """`studies` grids of a x b accuracies from the fit, shape (studies, a, b)."""
+    rng = np.random.default_rng([a, b, studies])
+    sd = np.sqrt([max(fit.sigma2_weight, 0), max(fit.sigma2_data, 0), max(fit.sigma2_residual, 0)])
+    y = (fit.mean + sd[0] * rng.standard_normal((studies, a, 1)) + sd[1] * rng.standard_normal((studies, 1, b))
+         + sd[2] * rng.standard_normal((studies, a, b)))
+    return np.clip(y, 0, 1)
+
+
+def mean_squares(y: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Grand mean, MS_weight, MS_data, MS_residual and the cells' variance per study."""
+    _, a, b = y.shape
+    m = y.mean(axis=(1, 2), keepdims=True)
+    rows, columns = y.mean(axis=2, keepdims=True), y.mean(axis=1, keepdims=True)
+    ms_w = b * ((rows - m) ** 2).sum(axis=(1, 2)) / (a - 1)
+    ms_d = a * ((columns - m) ** 2).sum(axis=(1, 2)) / (b - 1)
+    ms_e = ((y - rows - columns + m) ** 2).sum(axis=(1, 2)) / ((a - 1) * (b - 1))
+    return m[:, 0, 0], ms_w, ms_d, ms_e, y.reshape(len(y), -1).var(axis=1, ddof=1)
+
+
+def crossed_t(ms_w, ms_d, ms_e, a: int, b: int, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """The grand mean's variance and t quantile (macros crossed_mean_variance, _df)."""
+    variance = np.maximum(ms_w + ms_d - ms_e, ms_e) / (a * b)
+    spread = ms_w ** 2 / (a - 1) + ms_d ** 2 / (b - 1) + ms_e ** 2 / ((a - 1) * (b - 1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = np.where(spread > 0, (ms_w + ms_d - ms_e) ** 2 / spread, np.nan)
+    return variance, stats.t.ppf((1 + level) / 2, np.maximum(np.nan_to_num(df, nan=1.0), 1))
+
+
+def wilson(p, n, z):
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return np.where(p == 0, 0, np.maximum(centre - half, 0)), np.where(p == 1, 1, np.minimum(centre + half, 1))
+
+
+def success_half_widths(y: np.ndarray, threshold: float, level: float) -> np.ndarray:
+    """success.sql's interval over each simulated study's cells."""
+    _, a, b = y.shape
+    z = stats.norm.ppf((1 + level) / 2)
+    p, s_w, s_d, s_e, _ = mean_squares((y >= threshold).astype(float))
+    _, y_w, y_d, y_e, y_cells = mean_squares(y)
+    s_var, s_t = crossed_t(s_w, s_d, s_e, a, b, level)
+    y_var, y_t = crossed_t(y_w, y_d, y_e, a, b, level)
+    inside = (p > 0) & (p < 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        n_inside = np.minimum(p * (1 - p) / s_var, a * b) * (z / s_t) ** 2
+        deff = np.where(y_cells > 0, y_var * a * b / y_cells, 1.0)
+        n_edge = a * b / np.maximum(deff, 1) * (z / y_t) ** 2
+    low, high = wilson(p, np.where(inside, n_inside, n_edge), z)
+    return (high - low) / 2
+
+
+def half_widths(fit: PilotFit, metric: str, a: int, b: int, threshold: float, level: float,
+                studies: int) -> np.ndarray:
+    """The half width of ``metric``'s interval in each of `studies` simulated a x b grids."""
+    y = simulate(fit, a, b, studies)
+    if metric == "success":
+        return success_half_widths(y, threshold, level)
+    m, ms_w, ms_d, ms_e, _ = mean_squares(y)
+    if metric == "mean_accuracy":
+        variance, t = crossed_t(ms_w, ms_d, ms_e, a, b, level)
+        return (np.minimum(1, m + t * np.sqrt(variance)) - np.maximum(0, m - t * np.sqrt(variance))) / 2
+    bounds = share_bounds(ms_w, ms_d, ms_e, a, b, level, PLANNING_DRAWS)
+    return np.nan_to_num((bounds[:, 1] - bounds[:, 0]) / 2, nan=0.5)
+
+
+#: data seed counts a plan tries when the caller does not fix them (with the pilot's)
+DATA_SEED_CHOICES = (2, 3, 5, 8, 10, 16, 20, 32, 64)
+
+
+def plan(fit: PilotFit, metric: str, half_width: float, data_seeds: int | None = None,
+         threshold: float = 0.9, level: float = 0.95, max_weight_seeds: int = 512,
+         studies: int = 64) -> SeedPlan:
+    """The design with the fewest trials whose median half width of ``metric``'s interval
+    is at most ``half_width``: at ``data_seeds`` when given, else over the pilot's data
+    seeds and DATA_SEED_CHOICES (ties: the fewer weight seeds)."""
+    check_target(metric, half_width)
+    if fit.weight_seeds < 2 or fit.data_seeds < 2:
+        raise ValueError(f"a pilot needs at least 2 weight and 2 data seeds; it has {fit.weight_seeds} x "
+                         f"{fit.data_seeds}")
+    if data_seeds is not None and data_seeds < 2:
+        raise ValueError(f"a plan needs at least 2 data seeds, not {data_seeds}")
+    choices = [data_seeds] if data_seeds else sorted({fit.data_seeds, *DATA_SEED_CHOICES})
+    best: SeedPlan | None = None
+    for b in choices:
+        cap = max_weight_seeds if best is None or best.weight_seeds is None else min(
+            max_weight_seeds, best.weight_seeds * best.data_seeds // b)
+        if cap < 2:
+            break
+        found = _plan_at(fit, metric, half_width, b, threshold, level, cap, studies)
+        if found.weight_seeds is not None and (best is None or best.weight_seeds is None or found.weight_seeds
+                                               * b < best.weight_seeds * best.data_seeds) or best is None or (best.weight_seeds is None and found.half_width < best.half_width):
+            best = found
+    return best
+
+
+def _plan_at(fit: PilotFit, metric: str, half_width: float, b: int, threshold: float, level: float,
+             max_weight_seeds: int, studies: int) -> SeedPlan:
+    """The fewest weight seeds at b data seeds, by doubling then bisection."""
+    cache: dict[int, float] = {}
+
+    def median(a: int) -> float:
+        if a not in cache:
+            cache[a] = float(np.median(half_widths(fit, metric, a, b, threshold, level, studies)))
+        return cache[a]
+
+    pilot = float(np.median(half_widths(fit, metric, fit.weight_seeds, fit.data_seeds, threshold, level, studies)))
+    low, high = 1, 2  # median(low) > target, or low = 1 (no grid has one weight seed)
+    while median(high) > half_width:
+        if high >= max_weight_seeds:
+            return SeedPlan(metric, half_width, b, None, median(high), pilot)
+        low, high = high, min(2 * high, max_weight_seeds)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if median(middle) > half_width else (low, middle)
+    return SeedPlan(metric, half_width, b, high, median(high), pilot)
+
+
+# --- a study's groups as pilots -------------------------------------------------------------
+
+
+def group_plans(lucky_rows: list[dict], metric: str, half_width: float, digits: int | None = None,
+                data_seeds: int | None = None, threshold: float = 0.9, level: float = 0.95) -> list[dict]:
+    """One row per group of lucky_tickets.sql's rows: its pilot design and its plan for
+    ``metric``; a group that cannot be a pilot says why."""
+    check_target(metric, half_width)
+    rows = []
+    for row in {r["group_id"]: r for r in lucky_rows}.values():
+        shown = {"group": row["group_label"], "pilot": None, "metric": metric, "target half width": half_width}
+        try:
+            fit = PilotFit.from_lucky_row(row, digits)
+            found = plan(fit, metric, half_width, data_seeds, threshold, level)
+        except ValueError as error:
+            rows.append({**shown, "plan": f"no plan: {error}"})
+            continue
+        rows.append({**shown, **plan_words(fit, found)})
+    return rows
+
+
+def plan_words(fit: PilotFit, found: SeedPlan) -> dict:
+    """A plan as table cells: the pilot, its half width, the design and its half width."""
+    if found.weight_seeds is None:
+        design = f"not reached at {found.data_seeds} data seeds: the most weight seeds tried give ±{found.half_width:.3f}"
+    else:
+        design = (f"{found.weight_seeds} weight x {found.data_seeds} data seeds "
+                  f"({found.weight_seeds * found.data_seeds} trials): ±{found.half_width:.3f}")
+    return {"pilot": f"{fit.weight_seeds} x {fit.data_seeds}", "pilot half width": round(found.pilot_half_width, 3),
+            "plan": design}
+
+
+def plan_study(results_root, study: str, metric: str, half_width: float, digits: int | None = None,
+               data_seeds: int | None = None, threshold: float = 0.9) -> list[dict]:
+    """`lg-study plan`: every group of a study as a pilot (lucky_tickets.sql's fit)."""
+    from importlib.resources import files
+
+    from analysis.query import open_results, run_sql_file
+
+    check_target(metric, half_width)
+    with open_results(results_root, study) as con:
+        lucky = run_sql_file(con, str(files("analysis") / "lucky_tickets.sql"), {"resamples": "2"}).to_pylist()
+    if not lucky:
+        raise ValueError(f"study {study!r} has no group that crosses weight and data seeds to serve as a pilot")
+    return group_plans(lucky, metric, half_width, digits, data_seeds, threshold)
