@@ -66,9 +66,10 @@ create or replace macro wilson_high(p, n, z) as least(1,
 create or replace macro mean_square(x, m, weight_seed, data_seed, k) as
     list_sum(list((x - m) ^ 2 order by weight_seed, data_seed)) / greatest(k, 1);
 
--- The coverage of the 95 % intervals of the variance shares (lucky_tickets.sql) and of
--- the success probability (success.sql), measured by simulation at the design nearest
--- to a x b seeds (tests/test_share_intervals.py, tests/test_success_interval.py; the
+-- The coverage of the 95 % intervals of the variance components and shares
+-- (lucky_tickets.sql) and of the success probability (success.sql), measured by simulation at the design nearest
+-- to a x b seeds (tests/test_component_intervals.py, tests/test_share_intervals.py,
+-- tests/test_success_interval.py; the
 -- table in docs/analysis.md): printed beside each interval.
 
 create or replace macro share_coverage(a, b, grand_mean) as case
@@ -77,6 +78,14 @@ create or replace macro share_coverage(a, b, grand_mean) as case
     when grand_mean > 0.8 or grand_mean < 0.2
         then 'measured 0.92-0.95 at 8 x 8 and 24 x 20 seeds near accuracy 1'
     else 'measured 0.94-0.96 at 8 x 8 and 24 x 20 seeds'
+end;
+
+create or replace macro component_coverage(a, b, grand_mean) as case
+    when a is null then null
+    when grand_mean between 0.2 and 0.8 then 'measured 0.94-0.96 at 3 x 5, 8 x 8 and 24 x 20 seeds'
+    when a < 8 or b < 8 then 'measured 0.91-0.93 at 3 x 5 seeds near accuracy 1'
+    when a < 24 or b < 20 then 'measured 0.88-0.92 at 8 x 8 seeds near accuracy 1'
+    else 'measured 0.92-0.93 at 24 x 20 seeds near accuracy 1, 0.76 for sigma2_residual'
 end;
 
 create or replace macro success_coverage(method, a, b) as case

@@ -63,3 +63,45 @@ def test_the_report_says_in_words_when_the_seeds_are_too_few():
     assert _too_few_seeds(laptop) and not _too_few_seeds(cluster)
     words = _too_few_seeds_words(laptop)
     assert "with 3 weight × 5 data seeds" in words and "cannot tell" in words and "a − 1 = 2" in words
+
+
+# --- at the bound: accuracies clipped at 1 -------------------------------------------------
+
+
+def bound_coverage(a: int, b: int, count: int) -> tuple[dict[str, float], str]:
+    """Coverage of the components of the clipped model y = clip(0.9 + u + v + e, 0, 1),
+    whose truths are its two-way decomposition (test_share_intervals), and the coverage
+    most of its rows print."""
+    from test_mean_interval import study, tables
+    from test_share_intervals import true_components
+
+    truth = true_components(0.9)
+    with study(tables(np.random.default_rng(5 * a * b), count, a, b, 0.9)).connect() as con:
+        rows = {r["group_id"]: r for r in run(con, "lucky_tickets", resamples=2) if r["weight_seed"] is not None}
+    covered = {part: float(np.mean([r[f"sigma2_{part}_low"] is not None
+                                    and r[f"sigma2_{part}_low"] <= truth[part] <= r[f"sigma2_{part}_high"]
+                                    for r in rows.values()])) for part in PARTS}
+    printed = [r["component_coverage"] for r in rows.values()]
+    return covered, max(set(printed), key=printed.count)
+
+
+def assert_bound_as_printed(covered: dict[str, float], printed: str) -> None:
+    import re
+
+    low, high = map(float, re.search(r"measured (\d\.\d+)-(\d\.\d+)", printed).groups())
+    residual = re.search(r"(\d\.\d+) for sigma2_residual", printed)
+    for part, value in covered.items():
+        if part == "residual" and residual:
+            assert abs(value - float(residual.group(1))) <= 0.02, (covered, printed)
+        else:
+            assert low - 0.015 <= value <= high + 0.015, (covered, printed)
+
+
+def test_component_intervals_cover_as_printed_near_the_bound_at_three_by_five_seeds():
+    assert_bound_as_printed(*bound_coverage(3, 5, 1000))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("a, b", [(8, 8), (24, 20)])
+def test_component_intervals_cover_as_printed_near_the_bound_at_cluster_designs(a, b):
+    assert_bound_as_printed(*bound_coverage(a, b, 1000))

@@ -19,7 +19,8 @@ from analysis.share_intervals import share_bounds
 PARTS = ("weight", "data", "residual")
 
 
-def true_shares(mean: float) -> dict[str, float]:
+def true_components(mean: float) -> dict[str, float]:
+    """σ²_weight = Var E[y | u], σ²_data = Var E[y | v], the rest residual."""
     nodes, weights = np.polynomial.hermite_e.hermegauss(60)
     weights = weights / weights.sum()
     u, v, e = (nodes * s for s in SIGMA)
@@ -29,9 +30,14 @@ def true_shares(mean: float) -> dict[str, float]:
     total = ((y - m) ** 2 * w3).sum()
     by_weight = (y * weights[None, :, None] * weights[None, None, :]).sum(axis=(1, 2))
     by_data = (y * weights[:, None, None] * weights[None, None, :]).sum(axis=(0, 2))
-    weight = ((by_weight - m) ** 2 * weights).sum() / total
-    data = ((by_data - m) ** 2 * weights).sum() / total
-    return {"weight": weight, "data": data, "residual": 1 - weight - data}
+    weight = ((by_weight - m) ** 2 * weights).sum()
+    data = ((by_data - m) ** 2 * weights).sum()
+    return {"weight": weight, "data": data, "residual": total - weight - data}
+
+
+def true_shares(mean: float) -> dict[str, float]:
+    truth = true_components(mean)
+    return {part: value / sum(truth.values()) for part, value in truth.items()}
 
 
 def lucky_rows(ys: list[np.ndarray]) -> list[dict]:
