@@ -53,12 +53,13 @@ def replicates_section(rows: list[dict]) -> list[str]:
         shown,
         [("group_label", "group"), ("weight_seeds", "a"), ("data_seeds", "b"), ("perturb_seeds", "r"),
          ("at", "at digits"), ("component", "component"), ("component_ci", "σ² [interval]"),
-         ("share", "share"), ("estimate", "moment estimate")],
+         ("share", "share"), ("estimate", "moment estimate"), ("coverage", "interval's coverage")],
         f"Seed luck or numerical chaos (replicates.sql): variance components of a weight × b data "
         f"× r perturbation seeds (two-way random effects with replication, method of moments); "
         f"{split[0]['level']:.0%} modified large-sample intervals (Ting et al. 1990; exact χ² for the "
-        "noise), coverage 0.94-0.96 measured by simulation at 3 × 5 × 2 to 24 × 20 × 2 seeds "
-        "(docs/analysis.md). Numerical noise: what moving one initial weight by one ulp does.",
+        "noise), coverage 0.94-0.96 measured by simulation at 3 × 5 × 2 to 24 × 20 × 2 seeds, less "
+        "near accuracy 1 (the last column; docs/analysis.md). Numerical noise: what moving one "
+        "initial weight by one ulp does.",
     )]
 
 

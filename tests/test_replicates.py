@@ -9,6 +9,7 @@ configuration group per simulated study, so hundreds of studies are one query.""
 from __future__ import annotations
 
 import itertools
+import re
 from pathlib import Path
 
 import duckdb
@@ -129,6 +130,59 @@ def test_intervals_hold_their_level_at_other_designs(a, b, r):
     """measured: 3 x 3 x 2 0.945-0.961; 8 x 8 x 2 0.941-0.955; 24 x 20 x 2 0.945-0.954."""
     covered = coverage(a, b, r, 1000, SIGMA2, seed=a)
     assert all(0.93 <= value <= 0.97 for value in covered.values()), covered
+
+
+def true_components(mean: float, nodes: int = 24) -> dict[str, float]:
+    """The components of y = clip(mean + u + v + (uv) + e, 0, 1) as the layout defines
+    them, by Gauss-Hermite quadrature: weight Var E[y | u], data Var E[y | v], weight x
+    data the rest of the cell's variance Var E[y | u, v, uv], noise E Var[y | u, v, uv]."""
+    x, w = np.polynomial.hermite_e.hermegauss(nodes)
+    w = w / w.sum()
+    u, v, uv, e = (x * s for s in np.sqrt(SIGMA2))
+    y = np.clip(mean + u[:, None, None, None] + v[None, :, None, None] + uv[None, None, :, None]
+                + e[None, None, None, :], 0, 1)
+    cell = (y * w).sum(axis=3)  # E[y | u, v, uv]
+    noise = (((y - cell[..., None]) ** 2 * w).sum(axis=3) * w[:, None, None] * w[None, :, None] * w).sum()
+    m = (cell * w[:, None, None] * w[None, :, None] * w).sum()
+    by_weight = (cell * w[None, :, None] * w).sum(axis=(1, 2))
+    by_data = (cell * w[:, None, None] * w).sum(axis=(0, 2))
+    weight, data = ((by_weight - m) ** 2 * w).sum(), ((by_data - m) ** 2 * w).sum()
+    cells = ((cell - m) ** 2 * w[:, None, None] * w[None, :, None] * w).sum()
+    return {"weight": weight, "data": data, "weight x data": cells - weight - data, "numerical noise": noise}
+
+
+def test_the_quadrature_truth_is_the_simulated_model_away_from_the_bound():
+    assert list(true_components(0.5).values()) == pytest.approx(SIGMA2, rel=0.02)
+
+
+def bound_coverage(a: int, b: int, r: int, count: int) -> list[tuple[float, str]]:
+    """(coverage, the coverage printed) per component, y clipped near 1 (mean 0.9)."""
+    truth, rng = true_components(0.9), np.random.default_rng(a * b)
+    rows = split([np.clip(y + 0.4, 0, 1) for y in simulate(rng, count, a, b, r, SIGMA2)])
+    out = []
+    for name in COMPONENTS:
+        mine = [row for row in rows if row["component"] == name and row["at_digits"] == 0]
+        assert len(mine) == count
+        printed = [row["coverage"] for row in mine]
+        out.append((float(np.mean([row["low"] <= truth[name] <= row["high"] for row in mine])),
+                    max(set(printed), key=printed.count)))
+    return out
+
+
+def assert_as_printed(measured: list[tuple[float, str]]) -> None:
+    for covered, printed in measured:
+        numbers = [float(n) for n in re.search(r"measured (\d\.\d+)(?:-(\d\.\d+))?", printed).groups() if n]
+        assert min(numbers) - 0.02 <= covered <= max(numbers) + 0.02, (covered, printed)
+
+
+def test_intervals_cover_as_printed_near_the_bound_at_three_by_five_by_two_seeds():
+    assert_as_printed(bound_coverage(3, 5, 2, 1000))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("a, b, r", [(8, 8, 2), (24, 20, 2)])
+def test_intervals_cover_as_printed_near_the_bound_at_cluster_designs(a, b, r):
+    assert_as_printed(bound_coverage(a, b, r, 1000))
 
 
 def test_a_group_without_replicates_or_with_a_hole_says_why():
