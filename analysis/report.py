@@ -162,7 +162,7 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
         variance,
         [("group_label", "group"), ("digits", "length"), ("in_distribution", "trained"),
          ("n_trials", "N trials"), ("mean", "mean"), ("mean_low", "low"), ("mean_high", "high"),
-         ("mean_method", "interval"), ("mean_boot_low", "low (bootstrap)"),
+         ("mean_method", "interval"), ("mean_coverage", "interval's coverage"), ("mean_boot_low", "low (bootstrap)"),
          ("mean_boot_high", "high (bootstrap)"), ("sd", "sd"), ("min", "min"),
          ("median", "median"), ("max", "max"), ("best_of_n", "best of N")],
         f"Per group and test length (variance.sql). Interval of the mean over seeds ({rendering.level(variance)}, "

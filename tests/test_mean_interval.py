@@ -6,6 +6,7 @@ simulation at 3 x 5, 8 x 8 and 24 x 20 seeds, inside (0, 1) and near its bound."
 from __future__ import annotations
 
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -79,3 +80,27 @@ def test_the_mean_interval_holds_its_level_at_three_by_five_seeds():
 def test_the_mean_interval_holds_its_level_at_cluster_designs(a, b):
     covered = coverage(a, b, 0.5, 1000)
     assert 0.93 <= covered <= 0.97, covered
+
+
+def bound_coverage(a: int, b: int) -> tuple[float, str]:
+    """Coverage near the bound (m = 0.9, true mean 0.872) and what most rows print."""
+    truth = true_mean(0.9)
+    rows = intervals(tables(np.random.default_rng(a * b + 90), 1000, a, b, 0.9))
+    printed = [r["mean_coverage"] for r in rows]
+    return (float(np.mean([r["mean_low"] <= truth <= r["mean_high"] for r in rows])),
+            max(set(printed), key=printed.count))
+
+
+def assert_as_printed(covered: float, printed: str) -> None:
+    stated = float(re.search(r"measured (\d\.\d+)", printed).group(1))
+    assert abs(covered - stated) <= 0.015, (covered, printed)
+
+
+def test_the_mean_interval_covers_as_printed_near_the_bound_at_three_by_five_seeds():
+    assert_as_printed(*bound_coverage(3, 5))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("a, b", [(8, 8), (24, 20)])
+def test_the_mean_interval_covers_as_printed_near_the_bound_at_cluster_designs(a, b):
+    assert_as_printed(*bound_coverage(a, b))
