@@ -55,13 +55,17 @@ def base_label(config: dict[str, Any]) -> str:
     return "/".join(str(part) for part in parts if part is not None)
 
 
-def group_labels(configs: Iterable[TrialConfig], shown: Iterable[str] = ()) -> dict[str, str]:
+def group_labels(configs: Iterable[TrialConfig], shown: Iterable[str] = (),
+                 base: TrialConfig | None = None) -> dict[str, str]:
     """group_id -> label for the groups of ``configs`` (a study's trials): the base
-    label, then every setting whose value differs between groups that share that base
-    label, as ``path=value`` in path order, e.g. ``addition/fire/tiny/uniform_length
-    train.lr=0.0003``. The settings in ``shown`` (a search's searched fields) are named
-    in every label. Seeds apart from the eval seed are never named: they are what the
-    trials of one group differ by.
+    label, then as ``path=value`` in path order every setting whose value differs
+    between groups that share the base label, and every setting in which the group
+    departs from the study's ``base`` config (what its axes changed, even where all its
+    peers changed it alike), e.g. ``successor/learned/tiny/uniform_length
+    model.attention_bias=none model.max_positions=32 model.positions=coupled``. The settings in ``shown``
+    (a search's searched fields) are named in every label. Seeds apart from the eval
+    seed are never named: they are what the trials of one group differ by. Two groups
+    never share a label: they differ in a setting, which at least one of them names.
     """
     settings: dict[str, dict[str, str]] = {}
     bases: dict[str, str] = {}
@@ -69,25 +73,39 @@ def group_labels(configs: Iterable[TrialConfig], shown: Iterable[str] = ()) -> d
         gid = group_id(config)
         if gid not in settings:
             tree = config.to_dict()
-            settings[gid] = {
-                path: value
-                for path, value in _leaves(tree).items()
-                if path not in {f"seeds.{s}" for s in SEEDS_APART}
-            }
-            bases[gid] = base_label(tree)
-    peers: dict[str, list[str]] = defaultdict(list)
-    for gid, base in bases.items():
-        peers[base].append(gid)
+            settings[gid], bases[gid] = _settings(tree), base_label(tree)
+    departing = _peer_differences(settings, bases)
+    if base is not None:
+        departures = _departures(settings, base)
+        departing = {gid: named | departures[gid] for gid, named in departing.items()}
     labels = {}
-    for base, gids in peers.items():
+    for gid, named in departing.items():
+        paths = sorted((named | set(shown)) - set(BASE_LABEL))
+        labels[gid] = " ".join([bases[gid], *(f"{p}={settings[gid][p]}" for p in paths if p in settings[gid])])
+    return labels
+
+
+def _settings(tree: dict[str, Any]) -> dict[str, str]:
+    return {path: value for path, value in _leaves(tree).items() if path not in {f"seeds.{s}" for s in SEEDS_APART}}
+
+
+def _departures(settings: dict[str, dict[str, str]], base: TrialConfig) -> dict[str, set[str]]:
+    """Per group, the settings whose value is not the base config's."""
+    reference = _settings(base.to_dict())
+    return {gid: {p for p, v in mine.items() if reference.get(p) != v} for gid, mine in settings.items()}
+
+
+def _peer_differences(settings: dict[str, dict[str, str]], bases: dict[str, str]) -> dict[str, set[str]]:
+    """Per group, the settings that differ between the groups sharing its base label."""
+    peers: dict[str, list[str]] = defaultdict(list)
+    for gid, label in bases.items():
+        peers[label].append(gid)
+    named = {}
+    for gids in peers.values():
         paths = set().union(*(settings[g] for g in gids))
         differing = {p for p in paths if len({settings[g].get(p) for g in gids}) > 1}
-        named = sorted((differing | set(shown)) - set(BASE_LABEL))
-        for gid in gids:
-            labels[gid] = " ".join(
-                [base, *(f"{p}={settings[gid][p]}" for p in named if p in settings[gid])]
-            )
-    return labels
+        named.update({gid: differing for gid in gids})
+    return named
 
 
 def run_name(config: dict[str, Any]) -> str:

@@ -151,19 +151,29 @@ class Study:
         return search.points * len(search.repeat_settings()) if search else len(self.trials)
 
     def group_label(self, config: TrialConfig) -> str:
-        """What sets the config's configuration group apart within the study
-        (analysis.groups.group_labels over the study's trials; a search names its
+        """What sets the config's configuration group apart within the study: the
+        settings in which it departs from the study's base (analysis.groups.group_labels
+        over the study's trials; a search names its
         searched and repeated fields in every label, since its trials come a batch at a
         time). A config outside the study's trials is labelled among them."""
         labels = self._group_labels
         gid = groups.group_id(config)
         if gid not in labels:
-            labels = groups.group_labels([*self.trials, config], self._labelled_fields)
+            labels = groups.group_labels([*self.trials, config], self._labelled_fields, self._base_config)
         return labels[gid]
 
     @functools.cached_property
     def _group_labels(self) -> dict[str, str]:
-        return groups.group_labels(self.trials, self._labelled_fields)
+        return groups.group_labels(self.trials, self._labelled_fields, self._base_config)
+
+    @functools.cached_property
+    def _base_config(self) -> TrialConfig | None:
+        """The base with the profile applied, as a config: what each group's label departs
+        from. None when the base is no valid config by itself (its axes complete it)."""
+        try:
+            return self.config_with({})
+        except (ValueError, StudyError):
+            return None
 
     @property
     def _labelled_fields(self) -> tuple[str, ...]:

@@ -138,32 +138,42 @@ def rows_history(train: list[dict[str, Any]], eval: list[dict[str, Any]], step: 
 
 def add_group_columns(root: Path, study: str, label: Callable[[TrialConfig], str]) -> dict[str, dict[str, str]]:
     """Give the trials rows written before the group columns existed (no group_id)
-    their group_id and ``label(config)``; return trial_id -> the columns added.
+    their group_id and ``label(config)``, and rows labelled by an older rule
+    (analysis.groups.group_labels) today's label; return trial_id -> the columns set.
 
     Run by the driver under the study lock before it writes anything more into the
     study, so that one study never mixes groups of the two definitions (views.sql
-    gives rows without the columns the ids of the old one). A row whose config_json
-    no longer validates, or no longer gives its trial id, keeps its old group.
+    gives rows without the columns the ids of the old one), nor one group's rows two
+    labels. A row whose config_json no longer validates, or no longer gives its trial
+    id, keeps its old group.
     """
     check_path_component(study, "study")
     added = {}
     for path in sorted((Path(root) / study / "trials").glob(f"trial_id=*/{FILE_NAME}")):
         try:
-            if "group_id" in pq.read_schema(path).names:
-                continue
-        except (OSError, pa.ArrowException):
+            names = pq.read_schema(path).names
+            stored = (pq.read_table(path, columns=["trial_id", "config_json", "group_label"], partitioning=None)
+                      .to_pylist()[0] if "group_id" in names else None)
+        except (OSError, pa.ArrowException, IndexError):
             continue  # damaged: the run does the trial again and writes a new row
-        row = read_trial_row(root, study, path.parent.name.removeprefix("trial_id="))
-        if row is None:
-            continue
-        try:  # pydantic's ValidationError is a ValueError
-            config = TRIAL_CONFIG.validate_python(json.loads(row["config_json"]))
-        except ValueError:
-            continue
-        if config.trial_id != row["trial_id"]:
+        config = _config_of(stored or read_trial_row(root, study, path.parent.name.removeprefix("trial_id=")))
+        if config is None:
             continue
         columns = {"group_id": groups.group_id(config), "group_label": label(config)}
-        write_trial_table(root, study, "trials", row["trial_id"], [{**row, **columns}])
-        added[row["trial_id"]] = columns
+        if stored is not None and stored["group_label"] == columns["group_label"]:
+            continue
+        row = read_trial_row(root, study, config.trial_id)
+        write_trial_table(root, study, "trials", config.trial_id, [{**row, **columns}])
+        added[config.trial_id] = columns
     return added
 
+
+def _config_of(row: dict[str, Any] | None) -> TrialConfig | None:
+    """The row's config, if it still validates and still gives the row's trial id."""
+    if row is None:
+        return None
+    try:  # pydantic's ValidationError is a ValueError
+        config = TRIAL_CONFIG.validate_python(json.loads(row["config_json"]))
+    except ValueError:
+        return None
+    return config if config.trial_id == row["trial_id"] else None

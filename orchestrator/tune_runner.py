@@ -276,7 +276,8 @@ def run_trials(
             tracker.delete_runs()
         remove_temp_files(results_root, study.name)
         _set_aside_stale(results_root, study, tracker, console)
-        # rows written before the group columns get them now, before new rows join them
+        # rows written before the group columns, or labelled by an older rule, get today's
+        # columns now, before new rows join them
         regrouped = add_group_columns(results_root, study.name, study.group_label)
         if regrouped:
             tracker.tag_trial_runs({trial_id: {"group": columns["group_id"], "group_label": columns["group_label"]}

@@ -219,6 +219,33 @@ def test_legacy_rows_read_and_a_run_adds_their_columns(study_file: Path, tmp_pat
     } == expected
 
 
+def test_rows_labelled_by_an_older_rule_get_todays_label_once(tmp_path: Path) -> None:
+    """The quickstart's learned groups were labelled by what told them apart from each
+    other only (model.attention_bias=none / windowed), dropping the coupled positions
+    both share; labels now also name what departs from the study's base, and a run
+    relabels the old rows once, changing nothing else."""
+    study = load_study(Path(__file__).parents[1] / "studies" / "quickstart.yaml")
+    coupled = [c for c in study.trials if c.model.positions == "coupled" and c.seeds.weight == 0]
+    assert {study.group_label(c) for c in coupled} == {
+        "successor/learned/tiny/uniform_length model.attention_bias=none model.max_positions=32 model.positions=coupled",
+        "successor/learned/tiny/uniform_length model.attention_bias=windowed model.max_positions=32 "
+        "model.positions=coupled",
+    }
+    for config in coupled:
+        row = trials_row(study.name, config, "done", "cpu", STARTED, group_label="old label")
+        write_trial_table(tmp_path, study.name, "trials", config.trial_id, [row])
+    before = {c.trial_id: pq.read_table(table_path(tmp_path, study.name, "trials", c.trial_id),
+                                        partitioning=None).to_pylist()[0] for c in coupled}
+    relabelled = add_group_columns(tmp_path, study.name, study.group_label)
+    assert relabelled == {c.trial_id: {"group_id": groups.group_id(c), "group_label": study.group_label(c)}
+                          for c in coupled}
+    assert add_group_columns(tmp_path, study.name, study.group_label) == {}  # once
+    for config in coupled:
+        after = pq.read_table(table_path(tmp_path, study.name, "trials", config.trial_id),
+                              partitioning=None).to_pylist()[0]
+        assert after == {**before[config.trial_id], "group_label": study.group_label(config)}
+
+
 def test_a_run_regroups_legacy_rows_and_retags_their_mlflow_runs(
     study_file: Path, tmp_path: Path
 ) -> None:
