@@ -228,8 +228,8 @@ def test_rows_labelled_by_an_older_rule_get_todays_label_once(tmp_path: Path) ->
     coupled = [c for c in study.trials if c.model.positions == "coupled" and c.seeds.weight == 0]
     assert {study.group_label(c) for c in coupled} == {
         "successor/learned/tiny/uniform_length model.attention_bias=none model.max_positions=32 model.positions=coupled",
-        "successor/learned/tiny/uniform_length model.attention_bias=windowed model.max_positions=32 "
-        "model.positions=coupled",
+        ("successor/learned/tiny/uniform_length model.attention_bias=windowed model.max_positions=32 "
+         "model.positions=coupled"),
     }
     for config in coupled:
         row = trials_row(study.name, config, "done", "cpu", STARTED, group_label="old label")
