@@ -18,6 +18,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from orchestrator.run_table import LISTED_AT_MOST
+
 app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
@@ -50,6 +52,21 @@ class OutputFormat(str, Enum):
     json = "json"
     markdown = "markdown"
     parquet = "parquet"
+
+
+class SummaryFormat(str, Enum):
+    """What `status` prints of the study's trials: the table, or its summary's numbers
+    (one row per configuration group and test length) as text."""
+
+    table = "table"
+    csv = "csv"
+    json = "json"
+    markdown = "markdown"
+
+
+AllOption = Annotated[bool, typer.Option(
+    "--all", help=f"List every seed pair of every group; without it a group of more than {LISTED_AT_MOST} "
+    "trials shows its summary only (mean, interval, min, max, the share that succeeds, the best seed pair).")]
 
 
 #: the keys of orchestrator.bench.BENCHMARKS (a test checks), named here so that `--help`
@@ -146,6 +163,7 @@ def run(
         "science version moved (old rows kept in STUDY/_superseded/); without it they are refused.")] = False,
     verbose: Annotated[bool, typer.Option(
         "--verbose", "-v", help="Print Ray's, Tune's and MLflow's own messages here, not in the run's log file.")] = False,
+    show_all: AllOption = False,
 ):
     """Run a study; re-running resumes it (finished trials are not run again, interrupted
     ones continue from their last checkpoint, trials finished in another study or profile
@@ -155,6 +173,8 @@ def run(
     from orchestrator.terminal import quiet_terminal, run_log_path
 
     study = dataclasses.replace(_load(study_file, profile), reuse=reuse and not restart, retrain_stale=retrain_stale)
+    if study.spec.search:
+        _refuse_all_for_a_search(show_all, study)
     root = study.results_root(results)
     uri = tracking_uri or default_store_uri(results)
     if restart and not yes and not typer.confirm(
@@ -166,13 +186,13 @@ def run(
     err.print(f"study [bold]{study.name}[/bold]: {study.trial_count} trials -> {root / study.name}, "
               f"MLflow {uri} (experiment {study.experiment})", highlight=False)
     if verbose:
-        _run(study, study_file, root, uri, address, restart, log=None)
+        _run(study, study_file, root, uri, address, restart, log=None, show_all=show_all)
         return
     log = run_log_path(root, study.name)
     with quiet_terminal(log, [out, err], say_on=err) as quiet:
         err.print(f"Ray's, Tune's and MLflow's messages: {log} (--verbose prints them here)", highlight=False)
         try:
-            _run(study, study_file, root, uri, address, restart, log)
+            _run(study, study_file, root, uri, address, restart, log, show_all)
         except typer.Exit as stop:
             if stop.exit_code == 2:  # refused before anything ran
                 quiet.discard = True
@@ -180,13 +200,13 @@ def run(
 
 
 def _run(study, study_file: Path, root: Path, uri: str, address: str | None, restart: bool,
-         log: Path | None) -> None:
+         log: Path | None, show_all: bool = False) -> None:
     """The body of `run`: the study's trials (or its search) under the results root
-    ``root`` (its profile's), what became of them, and the exit code."""
-    from analysis.query import list_studies, open_results, run_sql_file
+    ``root`` (its profile's), what became of them, the table, and the exit code."""
+    from analysis.query import list_studies
     from orchestrator.recovery import StudyBusy
     from orchestrator.render import best_point, interrupted_line, run_summary, search_points
-    from orchestrator.run_table import run_table
+    from orchestrator.run_table import read_summary
     from orchestrator.search import run_search
     from orchestrator.search_store import SearchChanged
     from orchestrator.tune_runner import ResourceError, StaleScience, run_study
@@ -216,9 +236,10 @@ def _run(study, study_file: Path, root: Path, uri: str, address: str | None, res
         if state.points:
             out.print(best_point(state), highlight=False)
     elif study.name in list_studies(root):
-        with _results_warnings(), open_results(root, study.name) as con:
-            rows = run_sql_file(con, _sql("run_table.sql"))
-        out.print(run_table(study, rows))
+        with _results_warnings():
+            summary_tables = read_summary(root, study.name, study).tables(show_all)
+        for table in summary_tables:
+            out.print(table)
     if summary.interrupted:
         err.print(interrupted_line(summary))
         raise typer.Exit(130)
@@ -267,21 +288,30 @@ def status(
     profile: ProfileOption = None,
     results: ResultsOption = DEFAULT_RESULTS,
     top: Annotated[int, typer.Option("--top", help="Best points of a search to list.", min=1)] = 5,
+    show_all: AllOption = False,
+    output_format: Annotated[SummaryFormat, typer.Option(
+        "--format", help="table: everything below as tables; csv, json, markdown: the table's summary, one row per "
+        "configuration group and test length, on stdout (the rest on stderr).")] = SummaryFormat.table,
 ):
-    """Trials by status, progress, failures with their reasons, and a search's best points."""
-    import pyarrow as pa
-
+    """Trials by status, progress, failures with their reasons, the table `lg-study run` prints at the
+    end (by configuration group: seed pairs, mean and its interval, min, max, the share that succeeds,
+    the best seed pair), a search's best points, and where each group of a seeds-until study stopped."""
     from analysis.query import open_results, profile_root, run_sql_file
-    from orchestrator.render import arrow_table, problem_tables, progress_line, search_points
+    from orchestrator.render import problem_tables, progress_line, search_points
     from orchestrator.results_store import read_trial_statuses
     from orchestrator.search_store import search_name, search_states
-    from orchestrator.seed_target import planned_trials, seed_states, state_rows
+    from orchestrator.seed_target import planned_trials
 
+    if show_all and output_format is not SummaryFormat.table:
+        raise _bad_input(f"--all lists every seed pair in the table; --format {output_format.value} writes one "
+                         "row per group and test length: leave one out (every trial's row: lg-study query --file "
+                         f"analysis/run_table.sql --study STUDY --format {output_format.value})")
     root = profile_root(results, profile)
     planned, total, only, points = None, None, None, None
     study, spec = _study_argument(study, profile)
     if spec is not None:
         if spec.spec.search:
+            _refuse_all_for_a_search(show_all, spec)
             only, points, total = search_name(spec), spec.spec.search.points, spec.trial_count
         elif spec.spec.seeds.until:  # its design, and the seeds added so far
             planned = [t.trial_id for t in planned_trials(spec, root)]
@@ -300,15 +330,41 @@ def status(
     line = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "no trials yet"
     progress = progress_line(statuses, planned, total)
     where = f" (profile {profile})" if profile else ""
-    out.print(f"study [bold]{study}[/bold]{where}: {line}{'; ' + progress if progress else ''}", highlight=False)
+    say = out if output_format is SummaryFormat.table else err  # stdout keeps the rows alone
+    say.print(f"study [bold]{study}[/bold]{where}: {line}{'; ' + progress if progress else ''}", highlight=False)
     for table in problems:
-        out.print(table)
-    for state in search_states(root, study, only):
-        out.print(search_points(state, top, points))
-    targeted = seed_states(root, study, spec)
-    if targeted:
-        target, states = targeted
-        out.print(arrow_table(pa.Table.from_pylist(state_rows(states)), target.words()))
+        say.print(table)
+    searched = search_states(root, study, only)
+    for state in searched:
+        say.print(search_points(state, top, points))
+    if not searched or output_format is not SummaryFormat.table:
+        _print_summary(root, study, spec, show_all, output_format)
+
+
+def _refuse_all_for_a_search(show_all: bool, spec) -> None:
+    if show_all:
+        raise _bad_input(f"--all lists the seed pairs of a grid study's table; {spec.file} is a search "
+                         "(its best points are listed instead: --top N)")
+
+
+def _print_summary(root: Path, study: str, spec, show_all: bool, output_format: SummaryFormat) -> None:
+    """`status`'s table of the study's trials (orchestrator.run_table), or its summary's
+    rows as csv, json or markdown on stdout."""
+    from analysis.query import QueryError
+    from orchestrator.run_table import read_summary
+
+    try:
+        with _results_warnings():
+            summary = read_summary(root, study, spec)
+    except (QueryError, LookupError) as error:
+        raise _bad_input(str(error)) from None
+    if output_format is SummaryFormat.table:
+        for table in summary.tables(show_all):
+            out.print(table)
+        return
+    for table in summary.tables()[1:]:  # a seeds-until study's groups, beside the rows
+        err.print(table)
+    sys.stdout.write(summary.text(output_format.value))
 
 
 @app.command()
