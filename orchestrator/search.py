@@ -97,7 +97,7 @@ def run_search(
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the run prints its own lines
     check_not_busy(results_root, study.name, SEARCH_LOCK)
     start_ray(address)
-    check_resources(study.spec.resources)  # refused before anything is written
+    check_resources(study)  # refused before anything is written
     with study_lock(results_root, study.name, SEARCH_LOCK):
         if restart:  # deletes the results folder (optuna.db with it) and the study's MLflow runs
             run_study(dataclasses.replace(study, trials=[], axis_values=[]), results_root, tracking_uri,

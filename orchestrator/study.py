@@ -88,6 +88,18 @@ class StudyFile(BaseModel):
     seeds: SeedsSpec = SeedsSpec()
     #: profile name -> {dotted config path: value}, applied to base with --profile
     profiles: dict[str, dict[str, Any]] = {}
+    #: profile name (or `default`, the study without one) -> the wall time its author
+    #: measured, with the machine and load, e.g. "15 trials in 44 min 15 s on a 2-core
+    #: AMD EPYC (load 6-11)": quoted when the study cannot run on a cluster
+    measured: dict[str, str] = {}
+
+    @pydantic.model_validator(mode="after")
+    def _measured_names_profiles(self) -> StudyFile:
+        unknown = sorted(set(self.measured) - {"default", *self.profiles})
+        if unknown:
+            raise ValueError(f"measured: {', '.join(unknown)} is no profile of this study; "
+                             f"valid: default, {', '.join(self.profiles) or '(no profiles)'}")
+        return self
 
     @pydantic.field_validator("name")
     @classmethod

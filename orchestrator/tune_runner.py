@@ -204,16 +204,16 @@ class ResourceError(ValueError):
     """The cluster can never hold one trial of the study."""
 
 
-def check_resources(resources) -> None:
-    """Refuse a study whose trials need more of a resource than the whole cluster has:
-    Tune would otherwise leave them pending forever."""
+def check_resources(study: Study) -> None:
+    """Refuse a study whose trials need more of a resource than the whole cluster has
+    (Tune would otherwise leave them pending forever), saying why in the user's terms:
+    orchestrator.study_scale."""
     available = ray.cluster_resources()
-    for name, needed in (("CPU", resources.cpus_per_trial), ("GPU", resources.gpus_per_trial)):
-        if needed > available.get(name, 0):
-            raise ResourceError(
-                f"resources: each trial asks for {needed:g} {name}, but the Ray cluster has "
-                f"{available.get(name, 0):g}; lower resources.{name.lower()}s_per_trial or add nodes"
-            )
+    resources = study.spec.resources
+    if resources.cpus_per_trial > available.get("CPU", 0) or resources.gpus_per_trial > available.get("GPU", 0):
+        from orchestrator.study_scale import cannot_run_words
+
+        raise ResourceError(cannot_run_words(study, available))
 
 
 def run_study(
@@ -258,14 +258,13 @@ def run_trials(
     pending = [t for t in study.trials if statuses.get(t.trial_id) not in FINISHED or t.trial_id in stale]
     reuse = study.reuse and not restart  # --restart trains every trial again
     reusable = finished_elsewhere(results_root, study.name, pending) if reuse else {}
-    resources = study.spec.resources
     if len(pending) > len(reusable):
         # checkpoints at every evaluation are intended; Tune's warning about them is noise here
         os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
         # a failed attempt is one line from ProgressCallback, its error goes to `trials.error`
         os.environ.setdefault("TUNE_PRINT_ALL_TRIAL_ERRORS", "0")
         start_ray(address)
-        check_resources(resources)  # refused before anything is written
+        check_resources(study)  # refused before anything is written
     elif not reusable and not (results_root / study.name).is_dir():
         return RunSummary(total=len(study.trials), skipped=len(study.trials))
 

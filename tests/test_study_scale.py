@@ -1,0 +1,51 @@
+"""A study that cannot run on this Ray cluster says why in the user's terms
+(orchestrator.study_scale): what a trial asks against what the cluster has, the study's
+size in training FLOPs and GPU-hours at a stated rate, and the profiles that run here
+with the times the study file says were measured; a wrong `measured` entry is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lengthgen.model import build_model, count_parameters
+from lengthgen.tokenizer import CharTokenizer
+from orchestrator.study import StudyError, load_study
+from orchestrator.study_scale import QUOTED_RATE, cannot_run_words, trial_cost
+
+STUDIES = Path(__file__).parents[1] / "studies"
+
+
+def test_the_paper_scale_study_names_its_needs_the_cluster_its_size_and_its_cpu_profiles():
+    words = cannot_run_words(load_study(STUDIES / "seed_robustness.yaml"), {"CPU": 2.0})
+    assert "each trial asks for 4 CPUs and 1 GPU" in words and "this Ray cluster has 2 CPUs and no GPU" in words
+    assert "15 trials of 50,000 steps" in words and "GPU-hours at a sustained 100 TFLOP/s" in words
+    assert "--profile cpu: 15 trials, 1 CPU and no GPU each; measured: 15 trials in 44 min 15 s" in words
+    assert "--profile cpu_perturbed: 30 trials" in words and "--profile ten_weight_seeds" not in words
+    assert f"lg-study run {STUDIES / 'seed_robustness.yaml'} --profile cpu" in words
+
+
+def test_a_study_with_no_profile_that_fits_says_so(tmp_path: Path):
+    text = (STUDIES / "seed_robustness.yaml").read_text().replace("resources.gpus_per_trial: 0", "resources.gpus_per_trial: 1")
+    path = tmp_path / "gpu_only.yaml"
+    path.write_text(text)
+    words = cannot_run_words(load_study(path), {"CPU": 2.0})
+    assert "None of its profiles (ten_weight_seeds, cpu, cpu_perturbed) runs on this cluster" in words
+
+
+def test_a_trials_flops_count_its_models_parameters_and_its_batches_tokens():
+    study = load_study(STUDIES / "quickstart.yaml")
+    config = study.trials[0]
+    cost = trial_cost(config)
+    assert cost.parameters == count_parameters(build_model(config.model, len(CharTokenizer()), 0))
+    assert cost.tokens_per_step >= config.train.batch_size * (2 * 4 + 3)  # 4-digit successor: n, "=", n + 1
+    assert cost.flops > 6 * (cost.parameters - 64 * len(CharTokenizer())) * cost.tokens_per_step * config.train.steps
+    assert QUOTED_RATE == 100e12
+
+
+def test_measured_must_name_a_profile(tmp_path: Path):
+    path = tmp_path / "wrong.yaml"
+    path.write_text((STUDIES / "quickstart.yaml").read_text().replace("  cpu: \"16 trials", "  gpu: \"16 trials"))
+    with pytest.raises(StudyError, match="measured: gpu is no profile of this study; valid: default, cpu, smoke"):
+        load_study(path)
