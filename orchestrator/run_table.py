@@ -29,34 +29,12 @@ from typing import Any
 
 from rich.table import Table
 
-#: axes that tell trials of one configuration group apart
-SEED_AXES = ("seeds.weight", "seeds.data", "seeds.perturb")
 #: a trial's seeds (run_trials.sql's columns) and their short names in the table
 SEEDS = {"weight_seed": "w", "data_seed": "d", "perturb_seed": "p"}
 SEED_WORDS = {"weight_seed": "w = weight init", "data_seed": "d = data order",
               "perturb_seed": "p = one initial weight moved by one ulp (0: none)"}
 #: a group with more trials than this is summarised, its seed pairs not listed (--all lists them)
 LISTED_AT_MOST = 8
-
-
-def axis_label(value: Any) -> str:
-    """An axis value as a short cell: a block axis {pe: nope, window: 1} reads
-    "nope, window=1" (the value alone for the key that names the variant)."""
-    if not isinstance(value, dict):
-        return _scalar(value)
-    return ", ".join(_scalar(v) if key in _NAME_KEYS else f"{key}={_scalar(v)}" for key, v in value.items())
-
-
-#: keys whose value is itself a name (an encoding, a task), shown without the key
-_NAME_KEYS = {"pe", "name", "arch", "distribution", "size"}
-
-
-def _scalar(value: Any) -> str:
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, (list, tuple)):
-        return "-".join(str(v) for v in value)
-    return str(value)
 
 
 def _cell(value: float | None) -> str:
@@ -95,22 +73,20 @@ class Layout:
 
 def study_layout(study, trials) -> Layout:
     """The table of a loaded study (orchestrator.study.Study) over ``trials``, its own
-    grid or more (a `seeds.until` study's added seeds): the group columns are the
-    study's axes but its seeds, and a trial's group is the design group it shares its
-    group id with."""
+    grid or more (a `seeds.until` study's added seeds): one group column, the label the
+    trials rows, the MLflow tags and the report give the group (study.group_label), in
+    the order of the study's design."""
     from analysis.groups import group_id
 
-    first = study.axis_values[0] if study.axis_values else {}
-    axes = [key for key in first if key not in SEED_AXES]
     groups: dict[str, Group] = {}
-    for config, values in zip(study.trials, study.axis_values, strict=True):
-        groups.setdefault(group_id(config), Group(tuple(axis_label(values[k]) for k in axes)))
+    for config in [*study.trials, *trials]:
+        groups.setdefault(group_id(config), Group((study.group_label(config),)))
     for config in trials:
-        groups.setdefault(group_id(config), Group(("",) * len(axes))).trials.append(config.trial_id)
+        groups[group_id(config)].trials.append(config.trial_id)
     seeds = {c.trial_id: {"weight_seed": c.seeds.weight, "data_seed": c.seeds.data,
                           "perturb_seed": c.seeds.perturb} for c in trials}
     title = f"{study.name}{f' (profile {study.profile})' if study.profile else ''}"
-    return Layout(title, axes, {gid: g for gid, g in groups.items() if g.trials}, seeds,
+    return Layout(title, ["group"], {gid: g for gid, g in groups.items() if g.trials}, seeds,
                   {tuple(c.task.train_digits) for c in trials})
 
 

@@ -21,7 +21,6 @@ from analysis.query import open_results, run_sql_file
 from orchestrator.cli import app
 from orchestrator.results_store import write_trial_table
 from orchestrator.run_table import (
-    axis_label,
     measured,
     read_summary,
     study_layout,
@@ -189,8 +188,10 @@ def test_status_writes_the_summary_rows_as_csv(many) -> None:
     for row in rows:
         assert (row["mean_low"], row["mean_high"]) == pytest.approx(
             (truth[(row["group_id"], row["digits"])]["mean_low"], truth[(row["group_id"], row["digits"])]["mean_high"]))
-    assert {(r["model.pe"], r["seed_pairs"]) for r in rows} == {("nope", 120), ("alibi", 4)}
-    assert {r["best"] for r in rows if r["model.pe"] == "nope"} == {"w5 d7 p0"}
+    # one label everywhere: the group column is the label the trials rows and the report carry
+    labels = {study.group_label(c).split("/")[1]: study.group_label(c) for c in study.trials}
+    assert {(r["group"], r["seed_pairs"]) for r in rows} == {(labels["nope"], 120), (labels["alibi"], 4)}
+    assert {r["best"] for r in rows if r["group"] == labels["nope"]} == {"w5 d7 p0"}
 
 
 # --- bad input ------------------------------------------------------------------------------
@@ -261,11 +262,6 @@ def test_run_prints_the_summary_and_all_lists_every_pair(many, monkeypatch: pyte
     assert "120 seed pairs" not in every.output and "w11 d9" in every.output
 
 
-def test_block_axis_labels():
-    assert axis_label({"pe": "nope", "attention_bias": "windowed", "window": 1}) == "nope, attention_bias=windowed, window=1"
-    assert axis_label([1, 4]) == "1-4" and axis_label(True) == "yes" and axis_label("rope") == "rope"
-
-
 def test_numbers_are_never_cut_in_a_narrow_terminal():
     # attention_bias's CPU profile: labels of up to 80 characters and five test lengths;
     # a pipe gives rich 80 columns, and the accuracies must still print in full
@@ -315,10 +311,11 @@ def test_a_seeds_until_study_shows_every_seed_trained_and_why_it_stopped(tmp_pat
     assert "0.850" in row_of(text, "w5")  # an added seed's accuracy at 3 digits
     said = words(text)
     assert "seeds until the interval of mean_accuracy at 3 digits" in said and "half width <= 0.05" in said
-    assert re.search(r"│ nope +│ 2 +│ 0\.500 - 0\.500 +│ +0\.000 │ target held: half width <= 0\.05 +│", text)
+    assert re.search(r"│ successor/nope/tiny/uniform_length +│ 2 +│ 0\.500 - 0\.500 +│ +0\.000 │ target held: "
+                     r"half width <= 0\.05 +│", text)
     half = variance_rows(root, study.name)[(group_id(alibi), 3)]
     half = (half["mean_high"] - half["mean_low"]) / 2
-    assert re.search(rf"│ alibi +│ 6 \(4 added\) +│ [0-9. -]+ +│ +{half:.3f} │ max reached: 6 weight seeds, half width "
+    assert re.search(rf"│ successor/alibi/tiny/uniform_length +│ 6 \(4 added\) +│ [0-9. -]+ +│ +{half:.3f} │ max reached: 6 weight seeds, half width "
                      r"> 0\.05 +│", text)
     status = runner.invoke(app, ["status", "until", "--results", str(root)])  # by name: what the run left
     assert status.exit_code == 0 and "max reached" not in status.output  # no run left a target
