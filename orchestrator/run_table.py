@@ -1,9 +1,9 @@
 """The table `lg-study run` prints at the end, and `lg-study status` too: a study's trials
 by configuration group, summarised where a group has many seed pairs.
 
-A study's axes say what varies; the table names them as its leading columns, one
-section per configuration group (trials equal but for their seeds), one column per test
-length. Lengths longer than the training range carry their ratio to its longest length,
+One section per configuration group (trials equal but for their seeds), named by the
+label the trials rows, the MLflow tags and the report give it (analysis.groups), one
+column per test length. Lengths longer than the training range carry their ratio to its longest length,
 the question the table answers: does the model still work at 2x?
 
 A group of at most LISTED_AT_MOST trials lists one row per seed pair, then its mean, the
