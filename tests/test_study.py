@@ -128,7 +128,9 @@ def test_study_needing_more_gpus_than_the_cluster_has_is_refused(tmp_path):
     finally:
         ray.shutdown()
     assert result.exit_code == 2, result.output
-    assert "asks for 0.25 GPU" in " ".join(result.output.split())
+    said = " ".join(result.output.split())
+    assert "each trial asks for 1 CPU and 0.25 GPU" in said and "this Ray cluster has" in said
+    assert "training FLOPs" in said and "None of its profiles (longer) runs on this cluster" in said
     assert not (tmp_path / "results").exists()
 
 
