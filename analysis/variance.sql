@@ -215,11 +215,10 @@ cell_squares as (
         count(distinct data_seed) as b,
         count(*) as n_cells,
         a >= 2 and b >= 2 and n_cells = a * b as crossed,
-        list_sum(list((m_w - m) ^ 2 order by weight_seed, data_seed)) / greatest(a - 1, 1) as ms_weight,
-        list_sum(list((m_d - m) ^ 2 order by weight_seed, data_seed)) / greatest(b - 1, 1) as ms_data,
-        list_sum(list((y - m_w - m_d + m) ^ 2 order by weight_seed, data_seed))
-            / greatest((a - 1) * (b - 1), 1) as ms_residual,
-        list_sum(list((y - m) ^ 2 order by weight_seed, data_seed)) / greatest(n_cells - 1, 1) as ms_cells
+        mean_square(m_w, m, weight_seed, data_seed, a - 1) as ms_weight,
+        mean_square(m_d, m, weight_seed, data_seed, b - 1) as ms_data,
+        mean_square(y - m_w - m_d, -m, weight_seed, data_seed, (a - 1) * (b - 1)) as ms_residual,
+        mean_square(y, m, weight_seed, data_seed, n_cells - 1) as ms_cells
     from cell_effects
     group by group_id, digits
 ),
