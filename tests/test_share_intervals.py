@@ -65,25 +65,44 @@ def test_the_draws_are_fixed_and_a_constant_grid_has_no_interval():
     assert np.isfinite(once[0]).all() and np.isnan(share_bounds([0.0], [0.0], [0.0], 3, 5)).all()
 
 
+def covered(rows: list[dict], truth: dict[str, float], column: str) -> dict[str, float]:
+    """Per part, the share of studies whose interval of ``column`` (its {part} filled in)
+    holds the truth; a study whose accuracies are all equal (all clipped at 1) has no
+    interval: a miss."""
+    return {part: float(np.mean([
+        r[f"{column.format(part=part)}_low"] is not None
+        and r[f"{column.format(part=part)}_low"] <= truth[part] <= r[f"{column.format(part=part)}_high"]
+        for r in rows])) for part in PARTS}
+
+
+def most_printed(rows: list[dict], column: str) -> str:
+    printed = [r[column] for r in rows]
+    return max(set(printed), key=printed.count)
+
+
 def coverage(a: int, b: int, mean: float, count: int) -> tuple[dict[str, float], str]:
-    truth = true_shares(mean)
-    rows = {r["group_id"]: r for r in lucky_rows(tables(np.random.default_rng(7 * a * b + round(10 * mean)),
-                                                        count, a, b, mean))}
+    """The shares' coverage and what most rows print; near the bound (mean 0.9) the same
+    studies also check the components' intervals against what they print (their
+    coverage inside (0, 1): tests/test_component_intervals.py)."""
+    rows = list({r["group_id"]: r for r in lucky_rows(
+        tables(np.random.default_rng(7 * a * b + round(10 * mean)), count, a, b, mean))}.values())
     assert len(rows) == count
-    # a study whose accuracies are all equal (all clipped at 1) has no interval: a miss
-    covered = {part: float(np.mean([
-        r[f"component_share_{part}_low"] is not None
-        and r[f"component_share_{part}_low"] <= truth[part] <= r[f"component_share_{part}_high"]
-        for r in rows.values()])) for part in PARTS}
-    printed = [r["share_coverage"] for r in rows.values()]
-    return covered, max(set(printed), key=printed.count)
+    if mean == 0.9:
+        assert_as_printed(covered(rows, true_components(mean), "sigma2_{part}"), most_printed(rows, "component_coverage"))
+    return covered(rows, true_shares(mean), "component_share_{part}"), most_printed(rows, "share_coverage")
 
 
 def assert_as_printed(covered: dict[str, float], printed: str) -> None:
-    """Every share's coverage lies in the range printed beside the interval, give or take
-    the Monte Carlo error of 1,000 studies (± 0.014)."""
-    low, high = map(float, re.search(r"measured (\d\.\d+)-(\d\.\d+)", printed).groups())
-    assert all(low - 0.015 <= value <= high + 0.015 for value in covered.values()), (covered, printed)
+    """Every part's coverage lies in the range printed beside the interval, give or take
+    the Monte Carlo error of 1,000 studies (± 0.014); where a residual's coverage is
+    printed on its own ("0.76-0.79 for sigma2_residual"), the residual's is that range."""
+    ranges = {part: re.search(r"measured (\d\.\d+)-(\d\.\d+)", printed).groups() for part in covered}
+    residual = re.search(r"(\d\.\d+)-(\d\.\d+) for sigma2_residual", printed)
+    if residual:
+        ranges["residual"] = residual.groups()
+    for part, value in covered.items():
+        low, high = map(float, ranges[part])
+        assert low - 0.015 <= value <= high + 0.015, (part, covered, printed)
 
 
 @pytest.mark.parametrize("mean", [0.5, 0.9])
