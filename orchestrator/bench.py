@@ -46,6 +46,7 @@ from lengthgen.training import (
     training_batch,
 )
 from orchestrator.bench_gpu import gpu
+from orchestrator.bench_scale import scale
 from orchestrator.measurement import Measurement, best_seconds
 
 
@@ -322,6 +323,7 @@ BENCHMARKS: dict[str, Callable[[], list[Measurement] | Measurement]] = {
     "data": data_rate,
     "overhead": trial_overhead,
     "report": report_speed,
+    "scale": scale,
     "gpu": gpu,
 }
 
