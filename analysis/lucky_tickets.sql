@@ -512,7 +512,7 @@ weight_means as (
         group_id,
         at_digits,
         weight_seed,
-        avg(y) as mean,
+        list_avg(list(y order by data_seed)) as mean,
         min(y) as min,
         max(y) as max,
         list(data_seed order by data_seed) as data_seeds,
@@ -520,16 +520,6 @@ weight_means as (
         list(diverged order by data_seed) as diverged_by_data_seed
     from crossed_cells
     group by group_id, at_digits, weight_seed
-),
-
-data_means as (
-    select
-        group_id,
-        at_digits,
-        data_seed,
-        avg(y) as mean
-    from crossed_cells
-    group by group_id, at_digits, data_seed
 ),
 
 -- The variance decomposition, for the subgrid itself (replicate 0: every seed once, in
@@ -651,7 +641,9 @@ components as (
     from mean_squares
 ),
 
-estimates as (
+-- materialized: three CTEs read it, and DuckDB would otherwise run the resampling again
+-- for each
+estimates as materialized (
     select
         *,
         case when varies then least(ss_weight / ss_total, 1) end as ss_share_weight,
