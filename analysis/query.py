@@ -118,6 +118,8 @@ def open_results(root: Path, study: str | None = None) -> duckdb.DuckDBPyConnect
     empties = _statements_by_view(con, "empty_tables.sql")
     try:
         con.execute("set TimeZone = 'UTC'")  # timestamps print the same on every machine
+        # a file's footer is read once per connection, not once per query that names its table
+        con.execute("set parquet_metadata_cache = true")
         con.execute(f"set variable {ROOT_VARIABLE} = ?", [glob_root.as_posix()])
         for table in TABLES:
             files = sorted(search_root.glob(file_glob.format(table=table)))
@@ -134,6 +136,17 @@ def open_results(root: Path, study: str | None = None) -> duckdb.DuckDBPyConnect
         con.close()
         raise QueryError(str(error)) from error
     return con
+
+
+def read_once(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...] = ("trials", "eval")) -> None:
+    """Load ``tables`` into memory and point their views at the copies, for a connection
+    that runs many files (the report): each query that names a table otherwise lists
+    and reads its files again (at 10,000 trials, 9-27 s a file before any arithmetic;
+    docs/performance.md). The views over them (groups, final_eval, ...) bind by name, so
+    they read the copies too. `samples` stays on disk: it can hold millions of rows."""
+    for table in tables:
+        con.execute(f"create or replace table loaded_{table} as select * from {table}")
+        con.execute(f"create or replace view {table} as select * from loaded_{table}")
 
 
 def _readable(path: Path, table: str) -> bool:

@@ -16,7 +16,7 @@ from typing import Any
 
 from analysis import error_plots, plots, report_sections
 from analysis import report_html as rendering
-from analysis.query import QueryError, open_results, run_sql_file, sql_parameters
+from analysis.query import QueryError, open_results, read_once, run_sql_file, sql_parameters
 from analysis.report_html import MAX_GROUPS, Figure
 
 SQL_FILES = (
@@ -70,6 +70,7 @@ def build_report(
     out_dir = Path(out_dir) if out_dir is not None else results_root / study / "report"
     params = params or {}
     with open_results(results_root, study) as con:
+        read_once(con)
         texts = {name: sql_path(name).read_text() for name in SQL_FILES}
         taken = {name: set().union(*sql_parameters(con, text)) for name, text in texts.items()}
         unused = sorted(set(params) - set().union(*taken.values()))

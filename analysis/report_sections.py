@@ -97,6 +97,6 @@ def planning_section(group_rows: list[dict], threshold: float) -> tuple[list[str
         "fit above (grand mean and variance components of the same measure) simulated at candidate designs, "
         "each simulated study given the interval this report prints (the weight share's generalized interval, "
         f"the mean's Satterthwaite t interval, the success rate at accuracy ≥ {threshold:g} with Wilson at the "
-        "effective N); the plan is the design with the fewest trials whose median half width meets the "
+        "effective N); the plan is the design with the fewest trials whose expected (mean) half width meets the "
         "target. The model is normal: for accuracies piled at 0 or 1 the plan is a guide.",
     )], share_plans

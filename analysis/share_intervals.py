@@ -52,10 +52,23 @@ def _chi2_draws(a: int, b: int, draws: int) -> tuple[np.ndarray, np.ndarray, np.
     return tuple(rng.chisquare(k, draws) / k for k in df)
 
 
-def share_draws(ms_weight, ms_data, ms_residual, a: int, b: int, draws: int = DRAWS) -> np.ndarray:
+def _independent_draws(a: int, b: int, studies: int, draws: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """_chi2_draws, fresh for each of `studies` studies: shape (studies, draws) each."""
+    rng = np.random.default_rng([a, b, draws, studies])
+    df = (a - 1, b - 1, (a - 1) * (b - 1))
+    return tuple(rng.chisquare(k, (studies, draws)) / k for k in df)
+
+
+def share_draws(ms_weight, ms_data, ms_residual, a: int, b: int, draws: int = DRAWS,
+                independent: bool = False) -> np.ndarray:
     """share* of each part, shape (3, studies, draws), for mean squares of shape
-    (studies,) from grids of a x b seeds; NaN where every σ²* is 0."""
-    w, d, e = _chi2_draws(int(a), int(b), draws)
+    (studies,) from grids of a x b seeds; NaN where every σ²* is 0. The draws are the
+    same for every study (as the DuckDB function's), or with ``independent`` fresh per
+    study: seed planning takes a median over simulated studies, whose Monte Carlo
+    errors then average out instead of adding up."""
+    studies = len(np.atleast_1d(ms_weight))
+    w, d, e = (_independent_draws(int(a), int(b), studies, draws) if independent
+               else _chi2_draws(int(a), int(b), draws))
     theta_w = np.asarray(ms_weight, dtype=float)[:, None] / w
     theta_d = np.asarray(ms_data, dtype=float)[:, None] / d
     theta_e = np.asarray(ms_residual, dtype=float)[:, None] / e
@@ -66,10 +79,10 @@ def share_draws(ms_weight, ms_data, ms_residual, a: int, b: int, draws: int = DR
 
 
 def share_bounds(ms_weight, ms_data, ms_residual, a: int, b: int, level: float = 0.95,
-                 draws: int = DRAWS) -> np.ndarray:
+                 draws: int = DRAWS, independent: bool = False) -> np.ndarray:
     """The intervals of the three shares, shape (studies, 6) in BOUNDS order; NaN for a
     grid whose values are all equal (no variance to share out)."""
-    shares = share_draws(ms_weight, ms_data, ms_residual, a, b, draws)
+    shares = share_draws(ms_weight, ms_data, ms_residual, a, b, draws, independent)
     constant = ~np.isfinite(shares[0]).all(axis=1)
     quantiles = np.quantile(np.nan_to_num(shares), [(1 - level) / 2, (1 + level) / 2], axis=2)
     bounds = np.moveaxis(quantiles, 0, -1)  # (3, studies, 2)

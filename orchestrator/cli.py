@@ -508,8 +508,8 @@ def plan(
             rows = plan_study(profile_root(results, profile), study, metric, half_width, digits, data_seeds, threshold)
     except (ValueError, LookupError) as error:
         raise _bad_input(str(error)) from None
-    out.print(arrow_table(pa.Table.from_pylist(rows), f"Seed plans for {study}: the median half width of "
-                          "the interval over 64 studies simulated from each group's fit (docs/analysis.md)"))
+    out.print(arrow_table(pa.Table.from_pylist(rows), f"Seed plans for {study}: the mean half width of "
+                          "the interval over 256 studies simulated from each group's fit (docs/analysis.md)"))
 
 
 @app.command()

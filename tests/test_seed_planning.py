@@ -48,8 +48,8 @@ def test_the_planners_intervals_are_the_sql_files_own():
     assert shares == pytest.approx(sorted(bounds[:, 1] - bounds[:, 0]), abs=1e-9)
 
 
-def median_sql_half_width(a: int, b: int, count: int) -> float:
-    """The weight share's median half width over `count` studies the real SQL analyses,
+def mean_sql_half_width(a: int, b: int, count: int) -> float:
+    """The weight share's mean half width over `count` studies the real SQL analyses,
     drawn from the truth with other random numbers than the planner's."""
     rng = np.random.default_rng(2024)
     sw, sd, se = np.sqrt([TRUTH.sigma2_weight, TRUTH.sigma2_data, TRUTH.sigma2_residual])
@@ -57,15 +57,16 @@ def median_sql_half_width(a: int, b: int, count: int) -> float:
           for _ in range(count)]
     with study(ys).connect() as con:
         rows = {r["group_id"]: r for r in run(con, "lucky_tickets", resamples=2) if r["weight_seed"] is not None}
-    return float(np.median([(r["component_share_weight_high"] - r["component_share_weight_low"]) / 2
+    return float(np.mean([(r["component_share_weight_high"] - r["component_share_weight_low"]) / 2
                             for r in rows.values()]))
 
 
 def test_a_plan_reaches_its_target_when_the_sql_analyses_studies_of_that_size():
     found = plan(TRUTH, "weight_share", 0.25, data_seeds=5)
     assert found.weight_seeds is not None and found.half_width <= 0.25 < found.pilot_half_width
-    assert median_sql_half_width(found.weight_seeds, 5, 200) <= 0.25 + 0.01
-    assert median_sql_half_width(found.weight_seeds - 2, 5, 200) > 0.25 - 0.01
+    # the SQL's mean over 200 studies is itself known to about ± 0.01
+    assert mean_sql_half_width(found.weight_seeds, 5, 200) <= 0.25 + 0.015
+    assert mean_sql_half_width(found.weight_seeds - 2, 5, 200) > 0.25 - 0.015
     assert plan(TRUTH, "weight_share", 0.25, data_seeds=5) == found  # the search repeats exactly
 
 
