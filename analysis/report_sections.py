@@ -87,7 +87,7 @@ def planning_section(group_rows: list[dict], threshold: float) -> tuple[list[str
     from analysis.seed_planning import group_plans
 
     rows = [row for metric, target in REPORT_TARGETS.items()
-            for row in group_plans(group_rows, metric, target, threshold=threshold)]
+            for row in group_plans(group_rows, metric, target, threshold=threshold, at_pilot_data_seeds=True)]
     share_plans = {r["group"]: r["plan"] for r in rows if r["metric"] == "weight_share"}
     return [rendering.table(
         rows,
@@ -97,6 +97,8 @@ def planning_section(group_rows: list[dict], threshold: float) -> tuple[list[str
         "fit above (grand mean and variance components of the same measure) simulated at candidate designs, "
         "each simulated study given the interval this report prints (the weight share's generalized interval, "
         f"the mean's Satterthwaite t interval, the success rate at accuracy ≥ {threshold:g} with Wilson at the "
-        "effective N); the plan is the design with the fewest trials whose expected (mean) half width meets the "
-        "target. The model is normal: for accuracies piled at 0 or 1 the plan is a guide.",
+        "effective N); the plan is the fewest weight seeds, at the group's own number of data seeds, whose "
+        "expected (mean) half width meets the target (`lg-study plan` also tries other numbers of data seeds "
+        "and finds the design with the fewest trials). The model is normal: for accuracies piled at 0 or 1 "
+        "the plan is a guide.",
     )], share_plans

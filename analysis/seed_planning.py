@@ -216,16 +216,19 @@ def _plan_at(fit: PilotFit, metric: str, half_width: float, b: int, threshold: f
 
 
 def group_plans(lucky_rows: list[dict], metric: str, half_width: float, digits: int | None = None,
-                data_seeds: int | None = None, threshold: float = 0.9, level: float = 0.95) -> list[dict]:
+                data_seeds: int | None = None, threshold: float = 0.9, level: float = 0.95,
+                at_pilot_data_seeds: bool = False) -> list[dict]:
     """One row per group of lucky_tickets.sql's rows: its pilot design and its plan for
-    ``metric``; a group that cannot be a pilot says why."""
+    ``metric`` (at ``data_seeds``, or with ``at_pilot_data_seeds`` at the pilot's own, or
+    over the data seeds `plan` tries); a group that cannot be a pilot says why."""
     check_target(metric, half_width)
     rows = []
     for row in {r["group_id"]: r for r in lucky_rows}.values():
         shown = {"group": row["group_label"], "pilot": None, "metric": metric, "target half width": half_width}
         try:
             fit = PilotFit.from_lucky_row(row, digits)
-            found = plan(fit, metric, half_width, data_seeds, threshold, level)
+            found = plan(fit, metric, half_width, fit.data_seeds if at_pilot_data_seeds else data_seeds,
+                         threshold, level)
         except ValueError as error:
             rows.append({**shown, "plan": f"no plan: {error}"})
             continue
