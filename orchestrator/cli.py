@@ -6,19 +6,32 @@ run), 130 a run stopped by Ctrl-C or SIGTERM.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import sys
-import warnings
-from collections.abc import Iterator
-from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
-from orchestrator.run_table import LISTED_AT_MOST
+from orchestrator.cli_support import (
+    DEFAULT_RESULTS,
+    AllOption,
+    Benchmark,
+    OutputFormat,
+    ParamOption,
+    ProfileOption,
+    ResultsOption,
+    SummaryFormat,
+    TrackingOption,
+    analysis_sql,
+    bad_input,
+    err,
+    load_study_file,
+    out,
+    parse_params,
+    results_warnings,
+    study_argument,
+)
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -28,93 +41,6 @@ app = typer.Typer(
     help="Robustness studies of length generalization in arithmetic transformers: "
     "Ray Tune trials, MLflow runs, Parquet results, DuckDB SQL.",
 )
-# wide tables stay readable when stdout is a file or a pipe (rich would assume 80 columns)
-out = Console(width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
-
-ResultsOption = Annotated[Path, typer.Option("--results", help="Results root folder.")]
-ProfileOption = Annotated[str | None, typer.Option(
-    "--profile", "-p", help="Named override set from the study file; its trials live apart, in "
-    "RESULTS/_profiles/PROFILE/STUDY and MLflow experiment STUDY/PROFILE.")]
-TrackingOption = Annotated[
-    str | None, typer.Option("--tracking-uri", help="MLflow tracking URI (default: SQLite beside the results).")
-]
-ParamOption = Annotated[list[str] | None, typer.Option(
-    "--param", metavar="NAME=VALUE", help="A value for $NAME or getvariable('NAME') in the SQL (repeatable).")]
-DEFAULT_RESULTS = Path("results")
-
-
-class OutputFormat(str, Enum):
-    """What `query` prints or writes: a rich table, or a file format."""
-
-    table = "table"
-    csv = "csv"
-    json = "json"
-    markdown = "markdown"
-    parquet = "parquet"
-
-
-class SummaryFormat(str, Enum):
-    """What `status` prints of the study's trials: the table, or its summary's numbers
-    (one row per configuration group and test length) as text."""
-
-    table = "table"
-    csv = "csv"
-    json = "json"
-    markdown = "markdown"
-
-
-AllOption = Annotated[bool, typer.Option(
-    "--all", help=f"List every seed pair of every group; without it a group of more than {LISTED_AT_MOST} "
-    "trials shows its summary only (mean, interval, min, max, the share that succeeds, the best seed pair).")]
-
-
-#: the keys of orchestrator.bench.BENCHMARKS (a test checks), named here so that `--help`
-#: lists them without loading torch
-Benchmark = Enum("Benchmark", {name: name for name in (
-    "evaluation", "training", "bucketing", "flops", "data", "overhead", "report", "scale", "gpu")}, type=str)
-
-
-def _bad_input(message: str) -> typer.Exit:
-    err.print(f"[red]error:[/red] {message}", highlight=False)
-    return typer.Exit(2)
-
-
-@contextlib.contextmanager
-def _results_warnings() -> Iterator[None]:
-    """Print the results files that reading skipped (damaged, foreign) on stderr."""
-    from analysis.query import DamagedResultsWarning
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", DamagedResultsWarning)
-        try:
-            yield
-        finally:
-            for warning in caught:
-                if issubclass(warning.category, DamagedResultsWarning):
-                    err.print(f"[yellow]warning:[/yellow] {warning.message}", highlight=False)
-                else:
-                    warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
-
-
-def _load(study_file: Path, profile: str | None):
-    from orchestrator.study import StudyError, load_study
-
-    try:
-        return load_study(study_file, profile)
-    except StudyError as error:
-        raise _bad_input(str(error)) from None
-
-
-def _study_argument(study: str, profile: str | None):
-    """A command's study argument is the study's name or its YAML file: the name, and
-    the loaded file (None for a name)."""
-    if study.endswith((".yaml", ".yml")):
-        loaded = _load(Path(study), profile)
-        return loaded.name, loaded
-    return study, None
-
-
 @app.command()
 def validate(
     study_file: Annotated[Path, typer.Argument(help="Study YAML file.")],
@@ -122,7 +48,7 @@ def validate(
     trials: Annotated[bool, typer.Option("--trials", help="List every trial: index, trial id, axis values.")] = False,
 ):
     """Check a study file; print the number of trials and what varies."""
-    study = _load(study_file, profile)
+    study = load_study_file(study_file, profile)
     search = study.spec.search
     count = f"{study.trial_count} trials"
     if search:
@@ -172,7 +98,7 @@ def run(
     from analysis.mlflow_ui import default_store_uri  # the same URI, without importing MLflow
     from orchestrator.terminal import quiet_terminal, run_log_path
 
-    study = dataclasses.replace(_load(study_file, profile), reuse=reuse and not restart, retrain_stale=retrain_stale)
+    study = dataclasses.replace(load_study_file(study_file, profile), reuse=reuse and not restart, retrain_stale=retrain_stale)
     if study.spec.search:
         _refuse_all_for_a_search(show_all, study)
     root = study.results_root(results)
@@ -219,9 +145,9 @@ def _run(study, study_file: Path, root: Path, uri: str, address: str | None, res
         else:
             summary = run_study(study, root, uri, address=address, console=err, restart=restart)
     except (ResourceError, StaleScience) as error:
-        raise _bad_input(f"{study_file}: {error}") from None
+        raise bad_input(f"{study_file}: {error}") from None
     except (StudyBusy, SearchChanged) as error:
-        raise _bad_input(str(error)) from None
+        raise bad_input(str(error)) from None
     except KeyboardInterrupt:
         err.print("[yellow]interrupted[/yellow]: run the same command again to resume "
                   "(unfinished trials continue from their last checkpoint)")
@@ -236,7 +162,7 @@ def _run(study, study_file: Path, root: Path, uri: str, address: str | None, res
         if state.points:
             out.print(best_point(state), highlight=False)
     elif study.name in list_studies(root):
-        with _results_warnings():
+        with results_warnings():
             summary_tables = read_summary(root, study.name, study).tables(show_all)
         for table in summary_tables:
             out.print(table)
@@ -268,11 +194,11 @@ def migrate(
     from orchestrator.recovery import StudyBusy
     from orchestrator.study import StudyError
 
-    profiled, unprofiled = _load(study_file, profile), _load(study_file, None)
+    profiled, unprofiled = load_study_file(study_file, profile), load_study_file(study_file, None)
     try:
         done = migrate_profile(profiled, unprofiled, results, tracking_uri or default_store_uri(results))
     except (StudyError, StudyBusy) as error:
-        raise _bad_input(str(error)) from None
+        raise bad_input(str(error)) from None
     target = profiled.results_root(results) / profiled.name
     out.print(f"{len(done.moved)} trials moved and {len(done.copied)} copied (the unprofiled design has them "
               f"too) to {target}; {len(done.dropped)} already there removed from {results / profiled.name}; "
@@ -303,12 +229,12 @@ def status(
     from orchestrator.seed_target import planned_trials
 
     if show_all and output_format is not SummaryFormat.table:
-        raise _bad_input(f"--all lists every seed pair in the table; --format {output_format.value} writes one "
+        raise bad_input(f"--all lists every seed pair in the table; --format {output_format.value} writes one "
                          "row per group and test length: leave one out (every trial's row: lg-study query --file "
                          f"analysis/run_table.sql --study STUDY --format {output_format.value})")
     root = profile_root(results, profile)
     planned, total, only, points = None, None, None, None
-    study, spec = _study_argument(study, profile)
+    study, spec = study_argument(study, profile)
     if spec is not None:
         if spec.spec.search:
             _refuse_all_for_a_search(show_all, spec)
@@ -318,14 +244,14 @@ def status(
         else:
             planned = [t.trial_id for t in spec.trials]
     try:
-        with _results_warnings():
+        with results_warnings():
             con = open_results(root, study)
     except LookupError as error:
-        raise _bad_input(str(error)) from None
+        raise bad_input(str(error)) from None
     with con:
-        counts = {r["status"]: r["trials"] for r in run_sql_file(con, _sql("status_counts.sql")).to_pylist()}
-        problems = problem_tables(run_sql_file(con, _sql("failures.sql")), run_sql_file(con, _sql("environments.sql")))
-    with _results_warnings():
+        counts = {r["status"]: r["trials"] for r in run_sql_file(con, analysis_sql("status_counts.sql")).to_pylist()}
+        problems = problem_tables(run_sql_file(con, analysis_sql("failures.sql")), run_sql_file(con, analysis_sql("environments.sql")))
+    with results_warnings():
         statuses = read_trial_statuses(root, study)
     line = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "no trials yet"
     progress = progress_line(statuses, planned, total)
@@ -343,7 +269,7 @@ def status(
 
 def _refuse_all_for_a_search(show_all: bool, spec) -> None:
     if show_all:
-        raise _bad_input(f"--all lists the seed pairs of a grid study's table; {spec.file} is a search "
+        raise bad_input(f"--all lists the seed pairs of a grid study's table; {spec.file} is a search "
                          "(its best points are listed instead: --top N)")
 
 
@@ -354,10 +280,10 @@ def _print_summary(root: Path, study: str, spec, show_all: bool, output_format: 
     from orchestrator.run_table import read_summary
 
     try:
-        with _results_warnings():
+        with results_warnings():
             summary = read_summary(root, study, spec)
     except (QueryError, LookupError) as error:
-        raise _bad_input(str(error)) from None
+        raise bad_input(str(error)) from None
     if output_format is SummaryFormat.table:
         for table in summary.tables(show_all):
             out.print(table)
@@ -385,7 +311,7 @@ def trial(
     try:
         config = load_trial(config_file, trial_id, profile)
     except StudyError as error:
-        raise _bad_input(str(error)) from None
+        raise bad_input(str(error)) from None
     out.print(f"trial {config.trial_id}: {config.task.name}, {config.model.arch} {config.model.size}, pe {config.model.pe}")
 
     def on_report(report):
@@ -425,19 +351,19 @@ def query(
     from orchestrator.render import arrow_table
 
     if (sql is None) == (file is None):
-        raise _bad_input("give either SQL or --file, not both and not neither")
+        raise bad_input("give either SQL or --file, not both and not neither")
     if output_format is OutputFormat.parquet and out_file is None:
-        raise _bad_input("--format parquet needs --out FILE")
-    params = _params(param)
+        raise bad_input("--format parquet needs --out FILE")
+    params = parse_params(param)
     try:
         text = file.read_text() if file else sql
     except OSError as error:
-        raise _bad_input(f"{file}: {error.strerror}") from None
+        raise bad_input(f"{file}: {error.strerror}") from None
     try:
-        with _results_warnings(), open_results(profile_root(results, profile), study) as con:
+        with results_warnings(), open_results(profile_root(results, profile), study) as con:
             table = run_query(con, text, params)
     except (QueryError, LookupError) as error:
-        raise _bad_input(str(error)) from None
+        raise bad_input(str(error)) from None
     if output_format is OutputFormat.table:
         out.print(arrow_table(table))
         return
@@ -464,20 +390,20 @@ def report(
     results: ResultsOption = DEFAULT_RESULTS,
 ):
     """One HTML page of the study's analysis: seed variance, lucky tickets, cascades, errors, training."""
-    params = _params(param)
+    params = parse_params(param)
     from analysis.query import QueryError, profile_root
     from analysis.report import build_report
     from orchestrator.seed_target import seed_states, state_rows
 
     root = profile_root(results, profile)
-    study, _ = _study_argument(study, profile)
+    study, _ = study_argument(study, profile)
     try:
-        with _results_warnings():
+        with results_warnings():
             targeted = seed_states(root, study)
             seeds = (targeted[0].words(), state_rows(targeted[1])) if targeted else None
             built = build_report(root, study, out_dir, params, seeds, profile=profile)
     except (QueryError, LookupError) as error:
-        raise _bad_input(str(error)) from None
+        raise bad_input(str(error)) from None
     err.print(f"{len(built.figures)} plots beside it")
     out.print(str(built.page), highlight=False, soft_wrap=True)
 
@@ -502,12 +428,12 @@ def plan(
     from analysis.seed_planning import plan_study
     from orchestrator.render import arrow_table
 
-    study, _ = _study_argument(study, profile)
+    study, _ = study_argument(study, profile)
     try:
-        with _results_warnings():
+        with results_warnings():
             rows = plan_study(profile_root(results, profile), study, metric, half_width, digits, data_seeds, threshold)
     except (ValueError, LookupError) as error:
-        raise _bad_input(str(error)) from None
+        raise bad_input(str(error)) from None
     out.print(arrow_table(pa.Table.from_pylist(rows), f"Seed plans for {study}: the mean half width of "
                           "the interval over 256 studies simulated from each group's fit (docs/analysis.md)"))
 
@@ -524,13 +450,13 @@ def ui(
     from analysis.mlflow_ui import UiError, default_store_uri, experiment_name, serve, start
 
     if profile is not None and study is None:
-        raise _bad_input("--profile names a study's experiment (STUDY/PROFILE): give --study too")
+        raise bad_input("--profile names a study's experiment (STUDY/PROFILE): give --study too")
     experiment = experiment_name(study, profile) if study is not None else None
     uri = tracking_uri or default_store_uri(results)
     try:
         server = start(uri, port, experiment)
     except UiError as error:
-        raise _bad_input(str(error)) from None
+        raise bad_input(str(error)) from None
     if server.process is not None:
         err.print(f"MLflow UI over {uri} (server pid {server.process.pid}, log {server.log});"
                   " Ctrl-C stops it", highlight=False)
@@ -539,17 +465,6 @@ def ui(
         out.print(f"experiment {experiment}: {server.experiment_url}", highlight=False, soft_wrap=True)
     sys.stdout.flush()
     raise typer.Exit(serve(server))
-
-
-def _params(items: list[str] | None) -> dict[str, str]:
-    """The --param NAME=VALUE options of `query` and `report` as a mapping."""
-    params = {}
-    for item in items or []:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise _bad_input(f"--param {item!r}: expected NAME=VALUE")
-        params[name] = value
-    return params
 
 
 @app.command()
@@ -574,12 +489,6 @@ def bench(
 
     run_benchmarks([b.value for b in only] if only else None, on_result=show)
     out.print(table)
-
-
-def _sql(name: str) -> Path:
-    from importlib.resources import files
-
-    return Path(str(files("analysis") / name))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,121 @@
+"""What the `lg-study` commands share: the consoles, the option types and choices, and
+the helpers that turn a command's arguments into library calls or a clear refusal
+(exit code 2). orchestrator.cli holds the commands themselves."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import warnings
+from collections.abc import Iterator
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from orchestrator.run_table import LISTED_AT_MOST
+
+# wide tables stay readable when stdout is a file or a pipe (rich would assume 80 columns)
+out = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+
+ResultsOption = Annotated[Path, typer.Option("--results", help="Results root folder.")]
+ProfileOption = Annotated[str | None, typer.Option(
+    "--profile", "-p", help="Named override set from the study file; its trials live apart, in "
+    "RESULTS/_profiles/PROFILE/STUDY and MLflow experiment STUDY/PROFILE.")]
+TrackingOption = Annotated[
+    str | None, typer.Option("--tracking-uri", help="MLflow tracking URI (default: SQLite beside the results).")
+]
+ParamOption = Annotated[list[str] | None, typer.Option(
+    "--param", metavar="NAME=VALUE", help="A value for $NAME or getvariable('NAME') in the SQL (repeatable).")]
+DEFAULT_RESULTS = Path("results")
+
+
+class OutputFormat(str, Enum):
+    """What `query` prints or writes: a rich table, or a file format."""
+
+    table = "table"
+    csv = "csv"
+    json = "json"
+    markdown = "markdown"
+    parquet = "parquet"
+
+
+class SummaryFormat(str, Enum):
+    """What `status` prints of the study's trials: the table, or its summary's numbers
+    (one row per configuration group and test length) as text."""
+
+    table = "table"
+    csv = "csv"
+    json = "json"
+    markdown = "markdown"
+
+
+AllOption = Annotated[bool, typer.Option(
+    "--all", help=f"List every seed pair of every group; without it a group of more than {LISTED_AT_MOST} "
+    "trials shows its summary only (mean, interval, min, max, the share that succeeds, the best seed pair).")]
+
+
+#: the keys of orchestrator.bench.BENCHMARKS (a test checks), named here so that `--help`
+#: lists them without loading torch
+Benchmark = Enum("Benchmark", {name: name for name in (
+    "evaluation", "training", "bucketing", "flops", "data", "overhead", "report", "scale", "gpu")}, type=str)
+
+
+def bad_input(message: str) -> typer.Exit:
+    err.print(f"[red]error:[/red] {message}", highlight=False)
+    return typer.Exit(2)
+
+
+@contextlib.contextmanager
+def results_warnings() -> Iterator[None]:
+    """Print the results files that reading skipped (damaged, foreign) on stderr."""
+    from analysis.query import DamagedResultsWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DamagedResultsWarning)
+        try:
+            yield
+        finally:
+            for warning in caught:
+                if issubclass(warning.category, DamagedResultsWarning):
+                    err.print(f"[yellow]warning:[/yellow] {warning.message}", highlight=False)
+                else:
+                    warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
+
+
+def load_study_file(study_file: Path, profile: str | None):
+    from orchestrator.study import StudyError, load_study
+
+    try:
+        return load_study(study_file, profile)
+    except StudyError as error:
+        raise bad_input(str(error)) from None
+
+
+def study_argument(study: str, profile: str | None):
+    """A command's study argument is the study's name or its YAML file: the name, and
+    the loaded file (None for a name)."""
+    if study.endswith((".yaml", ".yml")):
+        loaded = load_study_file(Path(study), profile)
+        return loaded.name, loaded
+    return study, None
+
+
+def parse_params(items: list[str] | None) -> dict[str, str]:
+    """The --param NAME=VALUE options of `query` and `report` as a mapping."""
+    params = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise bad_input(f"--param {item!r}: expected NAME=VALUE")
+        params[name] = value
+    return params
+
+
+def analysis_sql(name: str) -> Path:
+    from importlib.resources import files
+
+    return Path(str(files("analysis") / name))
