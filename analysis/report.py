@@ -88,23 +88,12 @@ def build_report(
     report = Report(page=out_dir / "index.html", tables=tables)
     sections = _sections(tables, out_dir, report)
     if seeds is not None:
-        sections.insert(0, _seeds_section(*seeds))
+        sections.insert(0, report_sections.seeds_section(*seeds))
     report.page.write_text(rendering.page(study, results_root, tables, sections, params, profile))
     return report
 
 
 # --- the sections ---------------------------------------------------------------------
-
-
-def _seeds_section(target: str, rows: list[dict[str, Any]]) -> str:
-    """Where each group of a `seeds.until` study stopped, and why."""
-    return ("<h2 id='seeds'>Seeds until a precision target</h2>" + rendering.table(
-        rows, [(key, key) for key in rows[0]] if rows else [],
-        f"The study adds {target}. Per group: its weight seeds, the trials measured, the "
-        "estimate, its interval and half width, and whether it stopped because the target "
-        "held, because it reached the most seeds, or is still adding seeds "
-        "(orchestrator/seed_target.py over the SQL file named).",
-    ))
 
 
 def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> list[str]:

@@ -1,9 +1,11 @@
-"""Sections of `lg-study report` that stand on their own: where the trials ran, seed
-luck or numerical chaos, and the words for a design too small to answer."""
+"""Sections of `lg-study report` that stand on their own: where a seeds-until study's
+groups stopped, where the trials ran, seed luck or numerical chaos, seed planning, and
+the words for a design too small to answer."""
 
 from __future__ import annotations
 
 import html
+from typing import Any
 
 from analysis import report_html as rendering
 
@@ -102,3 +104,14 @@ def planning_section(group_rows: list[dict], threshold: float) -> tuple[list[str
         "and finds the design with the fewest trials). The model is normal: for accuracies piled at 0 or 1 "
         "the plan is a guide.",
     )], share_plans
+
+
+def seeds_section(target: str, rows: list[dict[str, Any]]) -> str:
+    """Where each group of a `seeds.until` study stopped, and why."""
+    return ("<h2 id='seeds'>Seeds until a precision target</h2>" + rendering.table(
+        rows, [(key, key) for key in rows[0]] if rows else [],
+        f"The study adds {target}. Per group: its weight seeds, the trials measured, the "
+        "estimate, its interval and half width, and whether it stopped because the target "
+        "held, because it reached the most seeds, or is still adding seeds "
+        "(orchestrator/seed_target.py over the SQL file named).",
+    ))
