@@ -345,8 +345,10 @@ resampled as (
         end as permuted_diff
     from replicates
     cross join params
+    -- only unpaired comparisons deal: sorting every replicate's pooled values is most
+    -- of this file's time, and a paired comparison flips signs instead
     cross join lateral (
-        select [
+        select case when replicates.paired then [] else [
             dealt.value for dealt in list_sort([
                 {
                     'key': hash(hash(params.boot_seed, replicates.group_a, replicates.group_b,
@@ -355,7 +357,7 @@ resampled as (
                 }
                 for i in range(replicates.n_a + replicates.n_b)
             ])
-        ] as shuffled
+        ] end as shuffled
     ) as deal
 ),
 
