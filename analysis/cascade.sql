@@ -1,38 +1,42 @@
 -- How does accuracy fall with the carry-cascade length of a question (003 Fig. 8a,
 -- 8c)? Per configuration group, test length and cascade length: each finished trial's
 -- accuracy on the questions of that cascade length (at its last sampled step), the
--- mean over the group's trials with a 95 % trial-level bootstrap interval, and how
--- common that cascade length is among the questions of that length.
+-- mean over the group's trials with an interval over seeds, and how common that
+-- cascade length is among the questions of that length.
 --
 -- cascade is the longest carry cascade of the question (003 §4, App. C.4; 0 = no
 -- carry at all), as the samples table stores it.
 --
--- The unit is the trial. The trials of a group answer the same questions (the eval
+-- The unit is the seed. The trials of a group answer the same questions (the eval
 -- seed is fixed per study), so what varies between them is the seeds, not the
 -- questions: pooling their answers would count each question once per trial and
 -- hide that two seeds can score 0.97 and 0.01 on the same questions. So:
 --   accuracy         mean over the group's trials of each trial's accuracy
---   boot95_low/high  95 % percentile bootstrap interval of that mean, resampling whole
---                    trials with replacement (`resamples` times; null for one trial).
---                    With few trials it cannot reach beyond the trials' own range and
---                    is too narrow: read it with the per-trial values.
+--   mean_low/high    the interval of that mean over seeds at `level`, the one
+--                    variance.sql gives the mean at a length (macros.sql
+--                    seed_mean_interval: crossed weight x data seeds by the two-way
+--                    random-effects variance with Satterthwaite's t, else t over seed
+--                    pairs; clipped to [0, 1]); mean_method, mean_df and mean_coverage
+--                    (its coverage measured by simulation) say which and how good.
+--                    Null for one seed pair.
 --   trials           per trial (ordered by weight seed, data seed): its questions,
 --                    right answers, accuracy and Wilson 95 % interval, which is the
 --                    question-level uncertainty of that one trial, z = 1.959964:
 --       centre ± half = (p + z²/2n ± z · sqrt(p(1 − p)/n + z²/4n²)) / (1 + z²/n)
 -- questions and correct are totals over the trials (questions / n_trials per trial).
--- The bootstrap draws come from hash(hash(cell, replicate, draw)), so a result repeats.
--- (DuckDB combines the hashes of several arguments so that their low bits only XOR:
--- hash(c, r, i) % 2 was the same for every i < 6, and with two trials every replicate
--- drew one trial twice. The outer hash mixes them.)
 --
 -- Parameters (DuckDB variables; `lg-study query --param name=value`):
---     resamples  default 1000   bootstrap replicates per cell
+--     level      default 0.95  coverage of the interval over seeds, 0 < level < 1
 
 with
 
 params as (
-    select coalesce(cast(getvariable('resamples') as bigint), 1000) as resamples
+    select
+        case
+            when coalesce(cast(getvariable('level') as double), 0.95) not between 0.001 and 0.999
+                then error('level must be between 0.001 and 0.999')
+            else coalesce(cast(getvariable('level') as double), 0.95)
+        end as level
 ),
 
 finished as (
@@ -130,41 +134,28 @@ cells as (
     group by group_id, digits, cascade
 ),
 
--- each replicate draws n_trials of the cell's trials with replacement: its mean
-replicates as (
+-- a seed pair's cell: the mean of its trials (the same seeds run in two studies)
+seed_cells as (
     select
-        group_id,
-        digits,
-        cascade,
-        n_trials,
-        trial_accuracies,
-        unnest(range(params.resamples)) as replicate
-    from cells
-    cross join params
-    where n_trials >= 2
+        {'group_id': group_id, 'digits': digits, 'cascade': cascade} as key,
+        weight_seed,
+        data_seed,
+        list_avg(list(accuracy order by accuracy)) as y
+    from trial_cells
+    group by group_id, digits, cascade, weight_seed, data_seed
 ),
 
-resampled as (
+mean_interval as (
     select
-        group_id,
-        digits,
-        cascade,
-        list_avg([
-            trial_accuracies[(1 + hash(hash(group_id, digits, cascade, replicate, draw)) % n_trials)::bigint]
-            for draw in range(n_trials)
-        ]) as mean
-    from replicates
-),
-
-bootstrap as (
-    select
-        group_id,
-        digits,
-        cascade,
-        quantile_cont(mean, 0.025) as boot95_low,
-        quantile_cont(mean, 0.975) as boot95_high
-    from resampled
-    group by group_id, digits, cascade
+        key.group_id,
+        key.digits,
+        key.cascade,
+        mean_low,
+        mean_high,
+        mean_method,
+        mean_df,
+        mean_coverage
+    from seed_mean_interval(seed_cells, (select level from params))
 ),
 
 final as (
@@ -178,15 +169,18 @@ final as (
         cells.questions,
         cells.correct,
         cells.accuracy,
-        bootstrap.boot95_low,
-        bootstrap.boot95_high,
+        mean_interval.mean_low,
+        mean_interval.mean_high,
+        mean_interval.mean_method,
+        mean_interval.mean_df,
+        mean_interval.mean_coverage,
         cells.questions / sum(cells.questions) over (partition by cells.group_id, cells.digits)
             as share_of_questions,
         cells.trial_accuracies,
         cells.trials,
-        params.resamples
+        params.level
     from cells
-    left join bootstrap using (group_id, digits, cascade)
+    left join mean_interval using (group_id, digits, cascade)
     cross join params
 )
 

@@ -27,18 +27,18 @@ def cascade_breakdown(cascade_rows: list[dict], path: Path) -> Path | None:
             shift = 0.06 * (i - (len(lengths) - 1) / 2)  # keeps the error bars apart
             xs = [r["cascade"] + shift for r in cells]
             ys = [r["accuracy"] for r in cells]
-            # no bar for a single trial; max(0, ...): quantile round-off
-            err = [[max(0.0, y - r["boot95_low"]) if r["boot95_low"] is not None else 0.0
+            # no bar for a single seed pair; max(0, ...): the line is the mean over trials,
+            # the interval's centre the mean over seed pairs (the same unless one ran twice)
+            err = [[max(0.0, y - r["mean_low"]) if r["mean_low"] is not None else 0.0
                     for y, r in zip(ys, cells)],
-                   [max(0.0, r["boot95_high"] - y) if r["boot95_high"] is not None else 0.0
+                   [max(0.0, r["mean_high"] - y) if r["mean_high"] is not None else 0.0
                     for y, r in zip(ys, cells)]]
             ax.errorbar(xs, ys, yerr=err, color=colors[digits], marker="o", ms=3, lw=1.2,
                         capsize=2, ls="-" if cells[0]["in_distribution"] else "--",
                         label=f"{digits} digits")
-            for x, r in zip(xs, cells):
-                values = r["trial_accuracies"]
-                ax.plot([x] * len(values), values, ls="none", marker=".", ms=2.5,
-                        color=colors[digits], alpha=0.6)
+            # every trial's dot, one artist per length
+            dots = [(x, value) for x, r in zip(xs, cells) for value in r["trial_accuracies"]]
+            ax.plot(*zip(*dots), ls="none", marker=".", ms=2.5, color=colors[digits], alpha=0.6)
         figures.style(ax, label, "carry-cascade length", "exact match")
         ax.set_xticks(sorted({r["cascade"] for r in rows}))
     figures.legend(fig, axes[0], title="test length")
@@ -115,6 +115,10 @@ def error_endings(error_rows: list[dict], path: Path) -> Path | None:
     return figures.save(fig, path)
 
 
+#: y labels of a panel of error_checkpoints; a longer list labels every k-th checkpoint
+LABELLED_CHECKPOINTS = 20
+
+
 def error_checkpoints(checkpoint_rows: list[dict], path: Path) -> Path | None:
     """001 F.12: one row per checkpoint (trial and step), the share of its wrong places
     at each answer place, at the group's longest test length with wrong answers."""
@@ -136,8 +140,10 @@ def error_checkpoints(checkpoint_rows: list[dict], path: Path) -> Path | None:
             grid[where[key]][r["place"]] = r["share"]
         image = ax.imshow(grid, vmin=0, vmax=1, cmap="magma", aspect="auto",
                           interpolation="nearest")
-        ax.set_yticks(range(len(checkpoints)),
-                      [f"w{c[0]} d{c[1]} @{c[4]}" for c in checkpoints], fontsize=6)
+        # at most LABELLED_CHECKPOINTS labels: more are unreadable at 6 pt, and slow to lay out
+        shown = range(0, len(checkpoints), -(-len(checkpoints) // LABELLED_CHECKPOINTS))
+        ax.set_yticks(shown, [f"w{checkpoints[i][0]} d{checkpoints[i][1]} @{checkpoints[i][4]}"
+                              for i in shown], fontsize=6)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("answer place (0 = units)", fontsize=8)
         ax.set_title(f"{figures.wrap(label)}\n{digits} digits", fontsize=8)

@@ -116,3 +116,72 @@ create or replace macro success_coverage(method, a, b) as case
     when a < 24 or b < 20 then 'measured 0.96-0.97 at 8 x 8 seeds'
     else 'measured 0.96-0.97 at 24 x 20 seeds'
 end;
+
+-- The interval of a mean over seeds, as a table: for each `key` of `cells` (a table or CTE
+-- of key, weight_seed, data_seed, y with one row per seed pair: its cell, the mean of its
+-- trials), the grand mean m ± t_ν·√V at `level`, clipped to [0, 1]. A complete crossed
+-- grid (a, b >= 2 seeds, every cell): V the two-way random-effects variance of the grand
+-- mean and ν Satterthwaite's (crossed_mean_variance, crossed_mean_df); otherwise the
+-- cells as independent, V = s²/n, ν = n − 1. Keys with one cell get no row. Sums add in
+-- a fixed order, so the same cells give the same bits in any row order. Coverage:
+-- tests/test_mean_interval.py (variance.sql), printed as mean_coverage. After the macros
+-- it calls: DuckDB binds them when it creates this one.
+
+create or replace macro seed_mean_interval(cells, level) as table
+    with cell_effects as (
+        select
+            *,
+            list_avg(list(y order by y) over (partition by key, weight_seed)) as m_w,
+            list_avg(list(y order by y) over (partition by key, data_seed)) as m_d,
+            list_avg(list(y order by y) over (partition by key)) as m
+        from query_table(cells)
+    ),
+
+    cell_squares as (
+        select
+            key,
+            any_value(m) as m,
+            count(distinct weight_seed) as a,
+            count(distinct data_seed) as b,
+            count(*) as n_cells,
+            a >= 2 and b >= 2 and n_cells = a * b as crossed,
+            mean_square(m_w, m, weight_seed, data_seed, a - 1) as ms_weight,
+            mean_square(m_d, m, weight_seed, data_seed, b - 1) as ms_data,
+            mean_square(y - m_w - m_d, -m, weight_seed, data_seed, (a - 1) * (b - 1)) as ms_residual,
+            mean_square(y, m, weight_seed, data_seed, n_cells - 1) as ms_cells
+        from cell_effects
+        group by key
+    )
+
+    select
+        cell_squares.key,
+        case
+            when cell_squares.crossed then 'crossed seeds (two-way, Satterthwaite t)'
+            else 'independent cells (t over seed pairs)'
+        end as mean_method,
+        interval.df as mean_df,
+        mean_coverage(
+            case when cell_squares.crossed then 'crossed' else 'independent' end,
+            cell_squares.a, cell_squares.b, cell_squares.m
+        ) as mean_coverage,
+        greatest(0, cell_squares.m - interval.half_width) as mean_low,
+        least(1, cell_squares.m + interval.half_width) as mean_high
+    from cell_squares
+    cross join lateral (
+        select
+            case
+                when cell_squares.crossed then crossed_mean_df(
+                    cell_squares.ms_weight, cell_squares.ms_data, cell_squares.ms_residual,
+                    cell_squares.a, cell_squares.b)
+                else cell_squares.n_cells - 1
+            end as df,
+            t_quantile((1 + level) / 2, greatest(coalesce(df, 1), 1)) * sqrt(
+                case
+                    when cell_squares.crossed then crossed_mean_variance(
+                        cell_squares.ms_weight, cell_squares.ms_data, cell_squares.ms_residual,
+                        cell_squares.a, cell_squares.b)
+                    else cell_squares.ms_cells / cell_squares.n_cells
+                end
+            ) as half_width
+    ) as interval
+    where cell_squares.n_cells >= 2;

@@ -353,10 +353,9 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
         Figure("cascade.png", "Accuracy by carry-cascade length",
                "Exact match by the question's longest carry cascade (003 §4; 0 = no carry), "
                "one line per test length (dashed: longer than trained), at each trial's "
-               "last sampled step. The unit is the trial: line = mean of the trials' "
-               "accuracies, error bars = 95 % bootstrap interval over trials (whole trials "
-               "resampled; none for a single trial, too narrow for a few), dots = each "
-               "trial. The trials answer the same questions, so pooling their answers "
+               "last sampled step. Line = mean of the trials' accuracies, error bars = "
+               "95 % interval of that mean over seeds (as section 1's; none for a single "
+               "seed pair), dots = each trial. The trials answer the same questions, so pooling their answers "
                "would hide seed-to-seed variation; each trial's own question-level "
                "uncertainty is its Wilson 95 % interval, in the table below.",
                ("cascade.sql",)),
@@ -367,10 +366,11 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
         cascade,
         [("group_label", "group"), ("digits", "length"), ("cascade", "cascade"),
          ("n_trials", "trials"), ("accuracy", "mean over trials"),
-         ("boot95_low", "95 % low (trials)"), ("boot95_high", "95 % high (trials)"),
+         ("mean_low", "95 % low (seeds)"), ("mean_high", "95 % high (seeds)"),
+         ("mean_coverage", "interval's coverage"),
          ("share_of_questions", "share of questions"), ("trial_accuracies", "each trial")],
         "Per group, test length and cascade length (cascade.sql): mean of the trials' "
-        "accuracies with its trial-bootstrap 95 % interval.",
+        "accuracies with its 95 % interval over seeds and that interval's measured coverage.",
         collapsed=True,
     ))
     out.append(rendering.table(

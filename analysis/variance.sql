@@ -179,12 +179,11 @@ bootstrap as (
     from replicate_sorted
 ),
 
--- the interval of the mean over all seeds: a seed pair's cell holds its trial's accuracy
--- (the mean of its replicates, or of the same trial in two studies)
+-- the interval of the mean over all seeds (macros.sql): a seed pair's cell holds its
+-- trial's accuracy (the mean of its replicates, or of the same trial in two studies)
 cells as (
     select
-        group_id,
-        digits,
+        {'group_id': group_id, 'digits': digits} as key,
         weight_seed,
         data_seed,
         list_avg(list(accuracy order by accuracy)) as y
@@ -193,73 +192,16 @@ cells as (
     group by group_id, digits, weight_seed, data_seed
 ),
 
--- each cell with its weight, data and grand means, added in a fixed order
-cell_effects as (
-    select
-        *,
-        list_avg(list(y order by y) over (partition by group_id, digits, weight_seed)) as m_w,
-        list_avg(list(y order by y) over (partition by group_id, digits, data_seed)) as m_d,
-        list_avg(list(y order by y) over (partition by group_id, digits)) as m
-    from cells
-),
-
--- mean squares: two-way without replication over a complete crossed grid (a, b >= 2;
--- the sums run over the a x b cells, so they are the SS); otherwise the cells' own
--- (independent: one seed varies, or the grid has holes)
-cell_squares as (
-    select
-        group_id,
-        digits,
-        any_value(m) as m,
-        count(distinct weight_seed) as a,
-        count(distinct data_seed) as b,
-        count(*) as n_cells,
-        a >= 2 and b >= 2 and n_cells = a * b as crossed,
-        mean_square(m_w, m, weight_seed, data_seed, a - 1) as ms_weight,
-        mean_square(m_d, m, weight_seed, data_seed, b - 1) as ms_data,
-        mean_square(y - m_w - m_d, -m, weight_seed, data_seed, (a - 1) * (b - 1)) as ms_residual,
-        mean_square(y, m, weight_seed, data_seed, n_cells - 1) as ms_cells
-    from cell_effects
-    group by group_id, digits
-),
-
--- crossed: Var(mean) = σ²_w/a + σ²_d/b + σ²_e/(ab) and Satterthwaite's degrees of freedom
--- (macros.sql); else s²/n with n − 1
 mean_interval as (
     select
-        cell_squares.group_id,
-        cell_squares.digits,
-        case
-            when cell_squares.crossed then 'crossed seeds (two-way, Satterthwaite t)'
-            else 'independent cells (t over seed pairs)'
-        end as mean_method,
-        interval.df as mean_df,
-        mean_coverage(
-            case when cell_squares.crossed then 'crossed' else 'independent' end,
-            cell_squares.a, cell_squares.b, cell_squares.m
-        ) as mean_coverage,
-        greatest(0, cell_squares.m - interval.half_width) as mean_low,
-        least(1, cell_squares.m + interval.half_width) as mean_high
-    from cell_squares
-    cross join params
-    cross join lateral (
-        select
-            case
-                when cell_squares.crossed then crossed_mean_df(
-                    cell_squares.ms_weight, cell_squares.ms_data, cell_squares.ms_residual,
-                    cell_squares.a, cell_squares.b)
-                else cell_squares.n_cells - 1
-            end as df,
-            t_quantile((1 + params.level) / 2, greatest(coalesce(df, 1), 1)) * sqrt(
-                case
-                    when cell_squares.crossed then crossed_mean_variance(
-                        cell_squares.ms_weight, cell_squares.ms_data, cell_squares.ms_residual,
-                        cell_squares.a, cell_squares.b)
-                    else cell_squares.ms_cells / cell_squares.n_cells
-                end
-            ) as half_width
-    ) as interval
-    where cell_squares.n_cells >= 2
+        key.group_id,
+        key.digits,
+        mean_method,
+        mean_df,
+        mean_coverage,
+        mean_low,
+        mean_high
+    from seed_mean_interval(cells, (select level from params))
 ),
 
 final as (

@@ -437,9 +437,9 @@ def test_cascade_breakdown_matches_numpy(con, study) -> None:
             assert by_trial[tid]["wilson95_low"] == pytest.approx(low, abs=1e-12)
             assert by_trial[tid]["wilson95_high"] == pytest.approx(high, abs=1e-12)
         if len(per_trial) >= 2:
-            assert row["boot95_low"] <= row["accuracy"] <= row["boot95_high"]
+            assert row["mean_low"] <= row["accuracy"] <= row["mean_high"]
         else:
-            assert row["boot95_low"] is None
+            assert row["mean_low"] is None
 
 
 # --- errors -------------------------------------------------------------------------------

@@ -72,48 +72,55 @@ def cascade_samples(right: list[int], n: int, d: int = 3, cascade: int = 1) -> l
             for right_ in right for i in range(n)]
 
 
-def test_cascade_interval_resamples_trials_not_questions(tmp_path: Path) -> None:
+def test_cascade_interval_is_over_seeds_not_questions(tmp_path: Path) -> None:
     """The quickstart case: two seeds answer the same 149 cascade-1 questions, one gets
     145 right and the other 1. Pooled, 146/298 = 0.490 with a Wilson interval of
     [0.434, 0.546]; the seeds disagree far beyond it, so the interval must be over
-    trials, and each trial keeps its own Wilson interval."""
+    seeds (two seed pairs: t with 1 degree of freedom, which spans [0, 1] here), and
+    each trial keeps its own Wilson interval."""
+    from scipy import stats
+
     for w, right in enumerate((145, 1)):
         write_trial(tmp_path, "two", config("fire", w, 0), {3: right / 149},
                     samples=cascade_samples([right], 149))
     with open_results(tmp_path, "two") as con:
         (row,) = run(con, "cascade")
+        (narrow,) = run(con, "cascade", level=0.5)
+    accuracies = np.array([145 / 149, 1 / 149])
     assert (row["n_trials"], row["questions"], row["correct"]) == (2, 298, 146)
-    assert row["accuracy"] == pytest.approx((145 / 149 + 1 / 149) / 2)
-    assert row["trial_accuracies"] == pytest.approx([145 / 149, 1 / 149])
-    # the bootstrap means of two trials are 1/149, 73/149, 145/149 with chances 1/4, 1/2,
-    # 1/4: the 2.5 and 97.5 % points are the two trials themselves
-    assert row["boot95_low"] == pytest.approx(1 / 149)
-    assert row["boot95_high"] == pytest.approx(145 / 149)
+    assert row["accuracy"] == pytest.approx(accuracies.mean())
+    assert row["trial_accuracies"] == pytest.approx(list(accuracies))
+    assert (row["mean_method"], row["mean_df"]) == ("independent cells (t over seed pairs)", 1)
+    assert (row["mean_low"], row["mean_high"]) == (0, 1)
+    half = stats.t.ppf(0.75, 1) * accuracies.std(ddof=1) / np.sqrt(2)
+    assert narrow["mean_low"] == pytest.approx(accuracies.mean() - half, abs=1e-12)
+    assert narrow["mean_high"] == pytest.approx(accuracies.mean() + half, abs=1e-12)
     for trial, right in zip(row["trials"], (145, 1)):
         assert (trial["questions"], trial["correct"]) == (149, right)
         low, high = wilson(right, 149)
         assert (trial["wilson95_low"], trial["wilson95_high"]) == (
             pytest.approx(low, abs=1e-12), pytest.approx(high, abs=1e-12))
-    assert row["resamples"] == 1000
+    assert row["level"] == 0.95
 
 
-def test_cascade_bootstrap_matches_numpy(tmp_path: Path) -> None:
-    """12 trials: the SQL's percentile points against numpy's from 100,000 replicates;
-    with 20,000 replicates their Monte Carlo error is about 0.002 here."""
+def test_cascade_interval_is_variance_sqls_interval_of_the_mean(tmp_path: Path) -> None:
+    """Every question of the length in one cascade, so a trial's cascade accuracy is its
+    accuracy at the length: cascade.sql's interval is then variance.sql's, bit for bit,
+    on a crossed 4 x 3 grid, so the coverage measured for that one
+    (tests/test_mean_interval.py) holds for this one."""
     rng = np.random.default_rng(3)
-    right = [int(r) for r in rng.integers(0, 41, size=12)]
-    for w, k in enumerate(right):
-        write_trial(tmp_path, "twelve", config("fire", w, 0), {3: k / 40},
-                    samples=cascade_samples([k], 40))
-    with open_results(tmp_path, "twelve") as con:
-        (row,) = run(con, "cascade", resamples=20_000)
-        again = run(con, "cascade", resamples=20_000)[0]
-    acc = np.array(right) / 40
-    means = acc[rng.integers(0, len(acc), size=(100_000, len(acc)))].mean(axis=1)
-    assert row["accuracy"] == pytest.approx(acc.mean())
-    assert row["boot95_low"] == pytest.approx(np.quantile(means, 0.025), abs=0.01)
-    assert row["boot95_high"] == pytest.approx(np.quantile(means, 0.975), abs=0.01)
-    assert (again["boot95_low"], again["boot95_high"]) == (row["boot95_low"], row["boot95_high"])
+    for w in range(4):
+        for d in range(3):
+            k = 14 + 3 * w + 2 * d + int(rng.integers(0, 3))  # inside (0, 1), seeds matter
+            write_trial(tmp_path, "grid", config("fire", w, d), {3: k / 40},
+                        samples=cascade_samples([k], 40))
+    with open_results(tmp_path, "grid") as con:
+        (cascade,) = run(con, "cascade")
+        (variance,) = [r for r in run(con, "variance") if r["digits"] == 3]
+    assert cascade["mean_method"] == "crossed seeds (two-way, Satterthwaite t)"
+    keys = ("mean_low", "mean_high", "mean_method", "mean_df", "mean_coverage")
+    assert {k: cascade[k] for k in keys} == {k: variance[k] for k in keys}
+    assert 0 < cascade["mean_low"] < cascade["accuracy"] < cascade["mean_high"] < 1
 
 
 # --- 2. carry vs no carry per answer digit ------------------------------------------------
