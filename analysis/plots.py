@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
@@ -245,6 +247,36 @@ def success_probability(success_rows: list[dict], path: Path) -> Path | None:
     return figures.save(fig, path)
 
 
+def _curve(rows: list[dict], digits: int) -> list[tuple[int, float]]:
+    return sorted((r["step"], math.nan if r["accuracy"] is None else r["accuracy"])
+                  for r in rows if r["digits"] == digits)
+
+
+def _seed_styled_curves(ax, by_trial: dict, colors: dict) -> None:
+    """A few trials: each its own line style, its grokking step a vertical in that style."""
+    for i, mine in enumerate(by_trial.values()):
+        for digits in sorted({r["digits"] for r in mine}):
+            ax.plot(*zip(*_curve(mine, digits)), color=colors[digits], ls=SEED_STYLES[i], lw=1,
+                    label=f"{digits} digits" if i == 0 else None)
+        if mine[0]["grok_step"] is not None:
+            ax.axvline(mine[0]["grok_step"], color="black", ls=SEED_STYLES[i], lw=0.8, alpha=0.6)
+
+
+def _faint_curves(ax, by_trial: dict, colors: dict) -> None:
+    """Many trials: one faint line each, drawn as one collection per test length (a
+    thousand trials are a thousand artists per length otherwise, most of the report's
+    drawing time)."""
+    lengths = sorted({r["digits"] for mine in by_trial.values() for r in mine})
+    for digits in lengths:
+        curves = [curve for mine in by_trial.values() if (curve := _curve(mine, digits))]
+        ax.add_collection(LineCollection(curves, colors=[colors[digits]], linewidths=0.7, alpha=0.35,
+                                         label=f"{digits} digits"))
+    ax.autoscale_view()
+    groks = [mine[0]["grok_step"] for mine in by_trial.values() if mine[0]["grok_step"] is not None]
+    if groks:
+        ax.vlines(groks, 0, 1, transform=ax.get_xaxis_transform(), colors="black", lw=0.8, alpha=0.2)
+
+
 def training_curves(training_rows: list[dict], path: Path) -> Path | None:
     """Accuracy per test length over training steps, one line style per trial; dotted
     verticals at each trial's grokking step."""
@@ -258,15 +290,10 @@ def training_curves(training_rows: list[dict], path: Path) -> Path | None:
         for row in rows:
             by_trial.setdefault((row["study"], row["trial_id"]), []).append(row)
         few = len(by_trial) <= len(SEED_STYLES)  # else one faint solid line per trial
-        for i, mine in enumerate(by_trial.values()):
-            style = SEED_STYLES[i] if few else "-"
-            for digits in sorted({r["digits"] for r in mine}):
-                pts = sorted((r["step"], r["accuracy"]) for r in mine if r["digits"] == digits)
-                ax.plot(*zip(*pts), color=colors[digits], ls=style, lw=1 if few else 0.7,
-                        alpha=1 if few else 0.35, label=f"{digits} digits" if i == 0 else None)
-            if mine[0]["grok_step"] is not None:
-                ax.axvline(mine[0]["grok_step"], color="black", ls=style, lw=0.8,
-                           alpha=0.6 if few else 0.2)
+        if few:
+            _seed_styled_curves(ax, by_trial, colors)
+        else:
+            _faint_curves(ax, by_trial, colors)
         figures.style(ax, label, "training step", "exact match")
         firsts = [mine[0] for mine in by_trial.values()]
         if few:
