@@ -47,6 +47,7 @@ from lengthgen.training import (
 )
 from orchestrator.bench_gpu import gpu
 from orchestrator.bench_scale import scale
+from orchestrator.bench_study_run import study_run_scale
 from orchestrator.measurement import Measurement, best_seconds
 
 
@@ -324,6 +325,7 @@ BENCHMARKS: dict[str, Callable[[], list[Measurement] | Measurement]] = {
     "overhead": trial_overhead,
     "report": report_speed,
     "scale": scale,
+    "scale_run": study_run_scale,
     "gpu": gpu,
 }
 

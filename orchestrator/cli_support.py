@@ -61,7 +61,8 @@ AllOption = Annotated[bool, typer.Option(
 #: the keys of orchestrator.bench.BENCHMARKS (a test checks), named here so that `--help`
 #: lists them without loading torch
 Benchmark = Enum("Benchmark", {name: name for name in (
-    "evaluation", "training", "bucketing", "flops", "data", "overhead", "report", "scale", "gpu")}, type=str)
+    "evaluation", "training", "bucketing", "flops", "data", "overhead", "report", "scale", "scale_run",
+    "gpu")}, type=str)
 
 
 def bad_input(message: str) -> typer.Exit:

@@ -1,0 +1,52 @@
+"""The bench's real-study scale rows (`lg-study bench --only scale_run`): the memory
+arithmetic on made-up samples, and (slow) the rows of a real 3 x 2 study on the local
+Ray; the 1,000-trial study is for the bench itself."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator import bench_study_run
+
+
+def test_memory_growth_is_read_from_a_tenth_of_the_trials_done_to_all_done() -> None:
+    # 100 trials: 10 done at 500 MB, all 100 done at 509 MB -> 9 MB over 90 trials
+    samples = [(0, 300.0), (5, 480.0), (10, 500.0), (50, 505.0), (100, 509.0), (100, 508.0)]
+    assert bench_study_run.memory_per_trial(samples, 100) == pytest.approx(0.1)
+
+
+def test_memory_growth_is_unknown_when_no_sample_saw_the_end() -> None:
+    assert bench_study_run.memory_per_trial([(0, 300.0), (10, 310.0)], 100) is None
+
+
+def test_memory_reads_this_process_on_linux() -> None:
+    import os
+    import sys
+
+    memory = bench_study_run.resident_mb(os.getpid())
+    if sys.platform.startswith("linux"):
+        assert memory is not None and 10 < memory < 100_000
+    else:
+        assert memory is None
+
+
+def test_the_study_crosses_every_weight_seed_with_every_data_seed() -> None:
+    import yaml
+
+    study = yaml.safe_load(bench_study_run.study_text(40, 25))
+    assert study["axes"] == {"seeds.weight": list(range(40)), "seeds.data": list(range(25))}
+    assert study["base"]["train"]["steps"] == 1
+
+
+@pytest.mark.slow
+def test_a_real_study_gives_one_row_per_measurement() -> None:
+    rows = bench_study_run.study_run_scale(3, 2)
+    assert [r.name.split(" (budget")[0] for r in rows] == [
+        "per-trial time of lg-study run once Ray is up, 6 one-step trials, 6 done",
+        "driver memory per trial, 6 one-step trials, 6 done",
+        "lg-study status after 6 trials",
+        "lg-study query lucky_tickets.sql after 6 trials",
+        "lg-study report after 6 trials",
+    ]
+    timed = [rows[0], *rows[2:]]
+    assert all(r.ratio is not None and r.ratio > 0 for r in timed)
