@@ -62,18 +62,22 @@ def run_sampled(command: list[str], eval_dir: Path, every: float = 0.5) -> tuple
     A trial has finished when its `eval` rows exist (its `trials` row is written at its
     start)."""
     env = {**os.environ, "RAY_ADDRESS": ""}
-    started = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    samples: list[tuple[int, float]] = []
-    while process.poll() is None:
-        memory = resident_mb(process.pid)
-        done = len(list(eval_dir.glob("trial_id=*"))) if eval_dir.exists() else 0
-        if memory is not None:
-            samples.append((done, memory))
-        time.sleep(every)
-    wall = time.perf_counter() - started
-    if process.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed:\n{process.stderr.read().decode()[-2000:]}")
+    # its progress goes to a file: a pipe nobody reads fills after ~600 trials' lines
+    # and blocks the driver's next print
+    with tempfile.TemporaryFile() as log:
+        started = time.perf_counter()
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+        samples: list[tuple[int, float]] = []
+        while process.poll() is None:
+            memory = resident_mb(process.pid)
+            done = len(list(eval_dir.glob("trial_id=*"))) if eval_dir.exists() else 0
+            if memory is not None:
+                samples.append((done, memory))
+            time.sleep(every)
+        wall = time.perf_counter() - started
+        if process.returncode != 0:
+            log.seek(0)
+            raise RuntimeError(f"{' '.join(command)} failed:\n{log.read().decode()[-2000:]}")
     return wall, samples
 
 

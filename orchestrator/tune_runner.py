@@ -55,6 +55,7 @@ from orchestrator.science_versions import (
 from orchestrator.study import Study
 from orchestrator.tracking import StudyTracker
 from orchestrator.trainable import run_trial
+from orchestrator.trial_list import TrialList, pending_like_a_grid
 from orchestrator.trial_rows import add_group_columns
 from orchestrator.trial_status import FINISHED, TrialStatus
 
@@ -401,8 +402,8 @@ def _fit(study: Study, trials: list[dict[str, Any]], results_root: Path, tracker
         progress_callback = ProgressCallback(progress, len(trials))
         tuner = tune.Tuner(
             tune.with_resources(run_trial, {"cpu": resources.cpus_per_trial, "gpu": resources.gpus_per_trial}),
-            param_space={"trial": tune.grid_search(trials)},
             tune_config=tune.TuneConfig(
+                search_alg=TrialList(trials), num_samples=len(trials),
                 max_concurrent_trials=resources.max_concurrent_trials, reuse_actors=True
             ),
             run_config=tune.RunConfig(
@@ -423,7 +424,7 @@ def _fit(study: Study, trials: list[dict[str, Any]], results_root: Path, tracker
         log_path = results_root / study.name / "_tune" / f"{run_name}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "w") as log, contextlib.redirect_stdout(log), stop_on_sigterm(), \
-                _without_tune_restore_hints():
+                _without_tune_restore_hints(), pending_like_a_grid():
             grid = tuner.fit()
     summary.ran = len(trials)
     summary.failed = [
