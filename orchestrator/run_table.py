@@ -20,6 +20,7 @@ and why it stopped adding seeds.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -248,7 +249,7 @@ def _caption(layout: Layout, longest: set[int], results: Measured, shown: list[s
 
 
 def target_table(target, states, labels: dict[str, str], design_seeds: dict[str, int]) -> Table:
-    """Per group of a `seeds.until` study (orchestrator.seed_target: its SeedTarget and
+    """Per group of a `seeds.until` study (orchestrator.seed_plan: its SeedTarget and
     GroupStates): the weight seeds it has (and how many were added to the design's),
     the interval at the target's length, its half width and why it stopped. ``labels``:
     group id -> the group's name in the main table; ``design_seeds``: group id -> the
@@ -266,7 +267,7 @@ def target_table(target, states, labels: dict[str, str], design_seeds: dict[str,
 
 def stop_reason(target, state) -> str:
     """Why a group of a `seeds.until` study stopped adding seeds, or that it has not."""
-    from orchestrator.seed_target import MAX_REACHED, TARGET_HELD
+    from orchestrator.seed_plan import MAX_REACHED, TARGET_HELD
 
     if state.state == TARGET_HELD:
         words = f"target held: half width <= {target.half_width:g}"
@@ -284,7 +285,7 @@ def stop_reason(target, state) -> str:
 @dataclass
 class StudySummary:
     """What `run` and `status` print of a study: the table's layout and results, and a
-    `seeds.until` study's target and group states (orchestrator.seed_target) with the
+    `seeds.until` study's target and group states (orchestrator.seed_plan) with the
     design's weight seeds per group."""
 
     layout: Layout
@@ -340,21 +341,22 @@ def _summary_record(layout: Layout, group: Group, digits: int, variance: dict, s
     }
 
 
-def read_summary(results_root: Path, name: str, study=None) -> StudySummary:
+def read_summary(results_root: Path, name: str, study=None, connection=None) -> StudySummary:
     """The summary of study ``name`` under ``results_root`` (a profile's root for a
     profile). With the loaded ``study``: the trials of its grid, or for a `seeds.until`
-    study those planned so far (orchestrator.seed_target.planned_trials); by name: every
-    trial in its folder, and the target its last `seeds.until` run left, if any. Raises
+    study those planned so far (orchestrator.seed_plan.planned_trials); by name: every
+    trial in its folder, and the target its last `seeds.until` run left, if any. ``connection``:
+    a connection open on the study already (status's), else one is opened. Raises
     LookupError when the study has no results, QueryError for SQL DuckDB refused."""
     from analysis.query import open_results, run_sql_file
-    from orchestrator import seed_target
+    from orchestrator import seed_plan
 
     until = study is not None and study.spec.seeds.until is not None
-    targeted = seed_target.seed_states(results_root, name, study) if until or study is None else None
-    trials = None if study is None else seed_target.planned_trials(study, results_root) if until else study.trials
+    targeted = seed_plan.seed_states(results_root, name, study) if until or study is None else None
+    trials = None if study is None else seed_plan.planned_trials(study, results_root) if until else study.trials
     target = targeted[0] if targeted else None
     threshold = {"threshold": str(target.threshold)} if target is not None and target.threshold is not None else {}
-    with open_results(results_root, name) as con:
+    with contextlib.nullcontext(connection) if connection else open_results(results_root, name) as con:
         listed = run_sql_file(con, _sql("run_trials.sql"),
                               None if trials is None else {"trial_ids": ",".join(t.trial_id for t in trials)})
         accuracies = run_sql_file(con, _sql("run_table.sql"))
@@ -365,7 +367,7 @@ def read_summary(results_root: Path, name: str, study=None) -> StudySummary:
     results = measured(listed_rows, accuracies.to_pylist(), variance.to_pylist(), success.to_pylist())
     if targeted is None:
         return StudySummary(layout, results)
-    design = {} if study is None else {gid: len(d.seeds) for gid, d in seed_target.design_groups(study.trials).items()}
+    design = {} if study is None else {gid: len(d.seeds) for gid, d in seed_plan.design_groups(study.trials).items()}
     return StudySummary(layout, results, target, targeted[1], design)
 
 

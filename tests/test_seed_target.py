@@ -17,12 +17,12 @@ from typer.testing import CliRunner
 from analysis import groups
 from analysis.mlflow_ui import default_store_uri
 from analysis.query import open_results, run_query, run_sql_file
-from orchestrator import seed_target
+from orchestrator import seed_plan, seed_target
 from orchestrator.cli import app
 from orchestrator.config_paths import StudyError
 from orchestrator.results_store import write_trial_table
+from orchestrator.seed_plan import ADDING, MAX_REACHED, TARGET_HELD, GroupDesign
 from orchestrator.seed_spec import SeedTarget
-from orchestrator.seed_target import ADDING, MAX_REACHED, TARGET_HELD, GroupDesign
 from orchestrator.study import load_study
 from orchestrator.trial_rows import trials_row
 from orchestrator.tune_runner import run_study
@@ -217,19 +217,19 @@ def test_states_read_the_interval_of_the_reports_sql_file(study_file: Path, tmp_
             dataclasses.replace(alibi, seeds=dataclasses.replace(alibi.seeds, weight=weight)),
             accuracy,
         )
-    target, states = seed_target.seed_states(tmp_path, study.name, study)
+    target, states = seed_plan.seed_states(tmp_path, study.name, study)
     by_pe = {s.group_label.split("/")[1]: s for s in states}
     assert by_pe["nope"].state == TARGET_HELD and by_pe["nope"].half_width == 0
     assert (by_pe["nope"].seeds, by_pe["nope"].trials, by_pe["nope"].estimate) == (1, 5, 0.5)
     with open_results(tmp_path, study.name) as con:
-        rows = run_sql_file(con, Path(seed_target._sql("variance.sql"))).to_pylist()
+        rows = run_sql_file(con, Path(seed_plan._sql("variance.sql"))).to_pylist()
     (row,) = [r for r in rows if r["group_id"] == by_pe["alibi"].group_id and r["digits"] == 3]
     assert by_pe["alibi"].half_width == pytest.approx(
         (row["mean_boot_high"] - row["mean_boot_low"]) / 2
     )
     assert by_pe["alibi"].half_width > 0.24 and by_pe["alibi"].state == MAX_REACHED  # 3 seeds = max
-    assert seed_target.state_of(target, 2, by_pe["alibi"].half_width) == ADDING
-    assert seed_target.state_of(target, 2, None) == ADDING  # one trial: no interval yet
+    assert seed_plan.state_of(target, 2, by_pe["alibi"].half_width) == ADDING
+    assert seed_plan.state_of(target, 2, None) == ADDING  # one trial: no interval yet
 
 
 # --- a real study ---------------------------------------------------------------------------
@@ -309,7 +309,7 @@ def test_a_real_study_stops_adding_seeds_and_resumes_without_training_twice(
         for run in runs
     )
 
-    target, states = seed_target.seed_states(results, "until")  # what the run left
+    target, states = seed_plan.seed_states(results, "until")  # what the run left
     by_pe = {s.group_label.split("/")[1]: s for s in states}
     assert (by_pe["nope"].state, by_pe["nope"].seeds, by_pe["nope"].trials) == (TARGET_HELD, 1, 5)
     assert by_pe["nope"].half_width == pytest.approx(wilson_half_width(5))
@@ -356,13 +356,13 @@ def test_with_plan_a_fitted_group_jumps_to_the_round_seed_planning_asks_for(
         for config in nope:
             moved = dataclasses.replace(config, seeds=dataclasses.replace(config.seeds, weight=weight))
             write(tmp_path, study, moved, float(np.clip(0.5 + effect + rng.normal(0, 0.05), 0, 1)))
-    designs = seed_target.design_groups(study.trials)
-    target, states = seed_target.seed_states(tmp_path, study.name, study)
+    designs = seed_plan.design_groups(study.trials)
+    target, states = seed_plan.seed_states(tmp_path, study.name, study)
     wanted = seed_target.planned_seeds(tmp_path, study.name, target, designs, states)
     (nope_id,) = [s.group_id for s in states if "/nope/" in s.group_label]
     assert set(wanted) == {nope_id}
     with open_results(tmp_path, study.name) as con:
-        (row,) = {r["group_id"]: r for r in run_sql_file(con, Path(seed_target._sql("lucky_tickets.sql")),
+        (row,) = {r["group_id"]: r for r in run_sql_file(con, Path(seed_plan._sql("lucky_tickets.sql")),
                                                            {"resamples": "2"}).to_pylist()}.values()
     expected = plan(PilotFit.from_lucky_row(row, 3), "mean_accuracy", 0.1, 5, max_weight_seeds=40)
     assert wanted[nope_id] == (expected.weight_seeds or 40) > 5
