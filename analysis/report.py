@@ -354,8 +354,8 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
                "Exact match by the question's longest carry cascade (003 §4; 0 = no carry), "
                "one line per test length (dashed: longer than trained), at each trial's "
                "last sampled step. Line = mean of the trials' accuracies, error bars = "
-               "95 % interval of that mean over seeds (as section 1's; none for a single "
-               "seed pair), dots = each trial. The trials answer the same questions, so pooling their answers "
+               "the interval of that mean over seeds (section 1's, at its level; none for "
+               "a single seed pair), dots = each trial. The trials answer the same questions, so pooling their answers "
                "would hide seed-to-seed variation; each trial's own question-level "
                "uncertainty is its Wilson 95 % interval, in the table below.",
                ("cascade.sql",)),
@@ -366,11 +366,12 @@ def _sections(tables: dict[str, list[dict]], out_dir: Path, report: Report) -> l
         cascade,
         [("group_label", "group"), ("digits", "length"), ("cascade", "cascade"),
          ("n_trials", "trials"), ("accuracy", "mean over trials"),
-         ("mean_low", "95 % low (seeds)"), ("mean_high", "95 % high (seeds)"),
+         ("mean_low", "low (seeds)"), ("mean_high", "high (seeds)"), ("level", "level"),
          ("mean_coverage", "interval's coverage"),
          ("share_of_questions", "share of questions"), ("trial_accuracies", "each trial")],
         "Per group, test length and cascade length (cascade.sql): mean of the trials' "
-        "accuracies with its 95 % interval over seeds and that interval's measured coverage.",
+        "accuracies with its interval over seeds (at `level`) and that interval's measured "
+        "coverage.",
         collapsed=True,
     ))
     out.append(rendering.table(
