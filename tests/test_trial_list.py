@@ -1,6 +1,7 @@
 """The searcher that hands Tune a grid study's trials (orchestrator.trial_list): each
 trial once, in order, then FINISHED; the pending-trials setting set only during a run
-(the real runs through Tune are every test of `lg-study run`)."""
+(the real runs through Tune are every test of `lg-study run`), and the ETA its
+progress lines print."""
 
 from __future__ import annotations
 
@@ -37,3 +38,14 @@ def test_a_users_own_pending_setting_wins(monkeypatch: pytest.MonkeyPatch) -> No
     with trial_list.pending_like_a_grid():
         assert os.environ[trial_list.PENDING_SETTING] == "7"
     assert os.environ[trial_list.PENDING_SETTING] == "7"
+
+
+def test_the_eta_follows_the_recent_rate_not_the_start_up() -> None:
+    from orchestrator.tune_runner import ETA_WINDOW, eta_seconds
+
+    # 50 s of start-up, then a trial every 0.2 s: 100 trials left take 20 s
+    finishes = [50.0 + 0.2 * i for i in range(ETA_WINDOW + 1)]
+    assert eta_seconds(finishes, 0.0, 100) == pytest.approx(20.0)
+    # fewer than 3 finished: the rate since the start
+    assert eta_seconds([10.0], 0.0, 9) == pytest.approx(90.0)
+    assert eta_seconds([10.0, 10.5], 0.0, 8) == pytest.approx(42.0)
