@@ -22,10 +22,18 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from analysis.layout import (  # noqa: F401  (re-exported: the readers' names)
+    PARTITION_KEY,
+    PROFILES,
+    TABLES,
+    list_profiles,
+    list_studies,
+    profile_root,
+    results_roots,
+)
 from analysis.quantiles import register_quantiles
 from analysis.share_intervals import register_share_intervals
 
-TABLES = ("trials", "train", "eval", "samples")
 DERIVED_VIEWS = ("finished_trials", "groups", "final_eval")  # defined in views.sql over the tables, in this order
 ROOT_VARIABLE = "results_glob_root"  # the DuckDB variable views.sql reads
 
@@ -53,49 +61,8 @@ WRITING_STATEMENTS = {
     duckdb.StatementType.ATTACH, duckdb.StatementType.DETACH, duckdb.StatementType.LOAD,
     duckdb.StatementType.EXTENSION, duckdb.StatementType.VACUUM,
 }
-_PARTITION = re.compile(r"trial_id=[^/]+")
+_PARTITION = re.compile(rf"{PARTITION_KEY}=[^/]+")
 _TABLE_GLOB = re.compile(r"getvariable\(\s*'results_glob_root'\s*\)\s*\|\|\s*'/\w+/\*\*/\*\.parquet'")
-
-
-#: a profile's results root under the results root: ``<root>/_profiles/<profile>/<study>/``
-#: (a study name cannot start with '_', so no study folder is taken for it). The default
-#: (unprofiled) run of a study keeps ``<root>/<study>/``; the MLflow store stays at the root.
-PROFILES = "_profiles"
-
-
-def profile_root(root: Path, profile: str | None) -> Path:
-    """The results root a study's trials under ``profile`` live in (``root`` for none):
-    every reader and writer takes it as its root, so each profile is kept apart."""
-    return Path(root) if profile is None else Path(root) / PROFILES / profile
-
-
-def list_profiles(root: Path) -> list[str]:
-    """Profiles with a results root under ``root`` (one or more studies run with them)."""
-    folder = Path(root) / PROFILES
-    return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
-
-
-def results_roots(root: Path) -> list[Path]:
-    """Every results root that shares ``root``'s results folder: the folder itself, then
-    each profile's root (``root`` may be either kind)."""
-    top = Path(root).resolve()
-    if top.parent.name == PROFILES:
-        top = top.parent.parent
-    return [top, *(profile_root(top, name) for name in list_profiles(top))]
-
-
-def list_studies(root: Path) -> list[str]:
-    """Studies under ``root``: folders holding at least one results table folder."""
-    root = Path(root)
-    if not root.is_dir():
-        return []
-    return sorted(
-        folder.name
-        for folder in root.iterdir()
-        if folder.is_dir()
-        and not folder.name.startswith(".")
-        and any((folder / table).is_dir() for table in TABLES)
-    )
 
 
 def open_results(root: Path, study: str | None = None) -> duckdb.DuckDBPyConnection:
@@ -152,7 +119,7 @@ def read_once(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...] = ("trials
 def _readable(path: Path, table: str) -> bool:
     """Whether the views can read ``path``; if not, warn naming it and why."""
     if path.parent.parent.name != table or not _PARTITION.fullmatch(path.parent.name):
-        reason = f"not in the results layout {table}/trial_id=<id>/*.parquet"
+        reason = f"not in the results layout {table}/{PARTITION_KEY}=<id>/*.parquet"
     else:
         try:
             pq.read_metadata(path)  # a truncated or foreign file has no valid footer

@@ -16,6 +16,7 @@ from typing import Any
 
 from analysis import error_plots, plots, report_sections
 from analysis import report_html as rendering
+from analysis.layout import REPORT
 from analysis.query import QueryError, open_results, read_once, run_sql_file, sql_parameters
 from analysis.report_html import MAX_GROUPS, Figure
 
@@ -67,7 +68,7 @@ def build_report(
     QueryError for SQL that DuckDB refuses.
     """
     results_root = Path(results_root)
-    out_dir = Path(out_dir) if out_dir is not None else results_root / study / "report"
+    out_dir = Path(out_dir) if out_dir is not None else results_root / study / REPORT
     params = params or {}
     with open_results(results_root, study) as con:
         read_once(con)

@@ -1,16 +1,12 @@
-"""The Parquet results store that every trial writes.
-
-Layout: ``<root>/<study>/<table>/trial_id=<trial_id>/part-0.parquet``. One file per
-trial and table means a re-run trial replaces its own rows instead of adding
-duplicates, and DuckDB reads a whole study with one hive-partitioned glob. The file
-also holds the trial_id column, so it stands on its own outside the folder layout.
+"""The Parquet results store that every trial writes, in the layout analysis.layout
+owns (``<root>/<study>/<table>/trial_id=<trial_id>/part-0.parquet``). The file also
+holds the trial_id column, so it stands on its own outside the folder layout.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import uuid
 import warnings
 from collections.abc import Iterable
@@ -20,10 +16,16 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from analysis.layout import (  # noqa: F401  (re-exported: the writer's names)
+    ARTIFACTS,
+    FILE_NAME,
+    PARTITION_KEY,
+    TABLES,
+    check_path_component,
+    check_table,
+    table_path,
+)
 from orchestrator.trial_status import TrialStatus
-
-TABLES = ("trials", "train", "eval", "samples")
-FILE_NAME = "part-0.parquet"
 
 # Fixed schemas, so that files from different trials union cleanly in DuckDB even when
 # one trial has a column that is all null. analysis/empty_tables.sql mirrors them.
@@ -85,28 +87,6 @@ TRIALS_CORE_SCHEMA = pa.schema(
     ]
 )
 
-# Letters, digits, '_', '-', '.', and no leading '.': rules out '..', hidden files and '/'.
-_SAFE_COMPONENT = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
-
-
-def check_path_component(value: str, what: str) -> str:
-    """Return ``value`` if it is safe as one folder name, else raise ValueError naming ``what``."""
-    if not isinstance(value, str) or not _SAFE_COMPONENT.fullmatch(value):
-        raise ValueError(
-            f"{what} {value!r} is not a safe folder name: use letters, digits, '_', '-', '.',"
-            " not starting with '.'"
-        )
-    return value
-
-
-def table_path(root: Path, study: str, table: str, trial_id: str) -> Path:
-    """Where one trial's rows of one table live."""
-    _check_table(table)
-    check_path_component(study, "study")
-    check_path_component(trial_id, "trial_id")
-    return Path(root) / study / table / f"trial_id={trial_id}" / FILE_NAME
-
-
 def write_trial_table(
     root: Path, study: str, table: str, trial_id: str, rows: list[dict[str, Any]], durable: bool = True
 ) -> Path:
@@ -148,7 +128,7 @@ def read_trial_statuses(root: Path, study: str) -> dict[str, str]:
     """
     check_path_component(study, "study")
     statuses: dict[str, str] = {}
-    for path in sorted((Path(root) / study / "trials").glob(f"trial_id=*/{FILE_NAME}")):
+    for path in sorted((Path(root) / study / "trials").glob(f"{PARTITION_KEY}=*/{FILE_NAME}")):
         try:
             # partitioning=None: read the file alone, without the folder's hive key.
             part = pq.read_table(path, columns=["trial_id", "status"], partitioning=None)
@@ -182,7 +162,7 @@ def artifact_folder(root: Path, study: str, trial_id: str) -> Path:
     """Files a trial's worker leaves for its MLflow run (e.g. ABC's bias matrices)."""
     check_path_component(study, "study")
     check_path_component(trial_id, "trial_id")
-    return Path(root) / study / "_artifacts" / trial_id
+    return Path(root) / study / ARTIFACTS / trial_id
 
 
 def remove_temp_files(root: Path, study: str) -> list[Path]:
@@ -207,11 +187,6 @@ def trials_schema(rows: Iterable[dict[str, Any]]) -> pa.Schema:
                 values.setdefault(key, []).append(value)
     extra = [pa.field(key, _infer_type(key, vals)) for key, vals in values.items()]
     return pa.schema(list(TRIALS_CORE_SCHEMA) + extra)
-
-
-def _check_table(table: str) -> None:
-    if table not in TABLES:
-        raise ValueError(f"unknown results table {table!r}; valid tables: {', '.join(TABLES)}")
 
 
 def _to_arrow(table: str, study: str, trial_id: str, rows: list[dict[str, Any]]) -> pa.Table:

@@ -18,13 +18,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from analysis.layout import ARTIFACTS, PARTITION_KEY, SUPERSEDED, TABLES, table_path
 from lengthgen import TrialConfig
 from lengthgen.science import SCIENCE_VERSION, changes_since
-from orchestrator.results_store import TABLES, artifact_folder, read_trial_row, table_path
+from orchestrator.results_store import artifact_folder, read_trial_row
 from orchestrator.trainable import checkpoint_path
 from orchestrator.trial_status import FINISHED
-
-SUPERSEDED = "_superseded"
 
 
 def version_name(version: int | None) -> str:
@@ -85,9 +84,9 @@ def set_aside(root: Path, study: str, trial_id: str, version: int | None) -> Pat
     layout inside), so the trial can train again; returns that folder. Call it under the
     study's lock."""
     folder = superseded_folder(root, study, version)
-    moves = [(table_path(root, study, table, trial_id).parent, folder / table / f"trial_id={trial_id}")
+    moves = [(table_path(root, study, table, trial_id).parent, folder / table / f"{PARTITION_KEY}={trial_id}")
              for table in TABLES]
-    moves.append((artifact_folder(root, study, trial_id), folder / "_artifacts" / trial_id))
+    moves.append((artifact_folder(root, study, trial_id), folder / ARTIFACTS / trial_id))
     checkpoint = checkpoint_path(root, study, trial_id)
     moves.append((checkpoint, folder / checkpoint.parent.name / checkpoint.name))
     # the trials row last: until it moves, the trial still reads as finished, never as

@@ -26,7 +26,7 @@ from typing import IO, Any
 
 from rich.console import Console
 
-LOGS = "_logs"
+from analysis.layout import LOGS
 
 
 @dataclass(frozen=True)

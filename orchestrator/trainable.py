@@ -36,6 +36,7 @@ import ray
 import torch
 from ray import tune
 
+from analysis.layout import CHECKPOINTS
 from lengthgen import Report, TrialConfig, train
 from lengthgen.science import changes_since
 from lengthgen.training import resolve_device
@@ -51,7 +52,6 @@ from orchestrator.results_store import (
 from orchestrator.trial_rows import history_rows, result_rows, rows_history, trials_row
 from orchestrator.trial_status import TrialStatus
 
-CHECKPOINTS = "_checkpoints"
 #: the key of a Tune result that says the worker has just written the trial's rows
 #: (read by orchestrator.mlflow_callback)
 ROWS_WRITTEN = "rows_written"

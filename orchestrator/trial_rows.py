@@ -25,6 +25,7 @@ from orchestrator.config_paths import TRIAL_CONFIG
 from orchestrator.results_store import (
     EVAL_SCHEMA,
     FILE_NAME,
+    PARTITION_KEY,
     TRAIN_SCHEMA,
     check_path_component,
     read_trial_row,
@@ -149,7 +150,7 @@ def add_group_columns(root: Path, study: str, label: Callable[[TrialConfig], str
     """
     check_path_component(study, "study")
     added = {}
-    for path in sorted((Path(root) / study / "trials").glob(f"trial_id=*/{FILE_NAME}")):
+    for path in sorted((Path(root) / study / "trials").glob(f"{PARTITION_KEY}=*/{FILE_NAME}")):
         try:
             names = pq.read_schema(path).names
             stored = (pq.read_table(path, columns=["trial_id", "config_json", "group_label"], partitioning=None)

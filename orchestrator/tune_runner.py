@@ -33,6 +33,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from analysis.layout import TUNE
 from lengthgen import TrialConfig
 from orchestrator.mlflow_callback import MlflowTuneCallback
 from orchestrator.mlflow_sync import sync_study
@@ -426,7 +427,7 @@ def _fit(study: Study, trials: list[dict[str, Any]], results_root: Path, tracker
             ),
             run_config=tune.RunConfig(
                 name=run_name,
-                storage_path=str(results_root / study.name / "_tune"),
+                storage_path=str(results_root / study.name / TUNE),
                 callbacks=[
                     TrialFailureCallback(results_root, study.name),
                     MlflowTuneCallback(tracker),
@@ -439,7 +440,7 @@ def _fit(study: Study, trials: list[dict[str, Any]], results_root: Path, tracker
             ),
         )
         # Tune prints its own tables to stdout even at verbose=0; keep them in a log file
-        log_path = results_root / study.name / "_tune" / f"{run_name}.log"
+        log_path = results_root / study.name / TUNE / f"{run_name}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "w") as log, contextlib.redirect_stdout(log), stop_on_sigterm(), \
                 _without_tune_restore_hints(), pending_like_a_grid():

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from orchestrator.terminal import ACTIONABLE, LOGS, quiet_terminal
+from analysis.layout import LOGS
+from orchestrator.terminal import ACTIONABLE, quiet_terminal
 
 STUDY = Path(__file__).parent / "study_files" / "good_two_trials.yaml"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

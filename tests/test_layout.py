@@ -1,0 +1,53 @@
+"""analysis/layout.py owns the results layout: it imports the standard library only,
+the writer and the readers use its names, and no other module spells a folder or file
+name of the layout again."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+from analysis import layout, query
+from orchestrator import results_store
+
+ROOT = Path(__file__).parents[1]
+NAMES = (layout.FILE_NAME, layout.PROFILES, layout.ARTIFACTS, layout.CHECKPOINTS, layout.LOGS,
+         layout.SUPERSEDED, layout.TUNE)
+
+
+def test_the_layout_imports_the_standard_library_only() -> None:
+    tree = ast.parse((ROOT / "analysis" / "layout.py").read_text())
+    modules = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+               for alias in node.names}
+    modules |= {node.module.split(".")[0] for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) and node.module}
+    assert modules <= set(sys.stdlib_module_names) | {"__future__"}, modules
+
+
+def test_writer_and_reader_share_the_layouts_names() -> None:
+    assert results_store.TABLES is layout.TABLES is query.TABLES
+    assert results_store.table_path is layout.table_path
+    assert query.profile_root is layout.profile_root
+
+
+def test_no_other_module_spells_a_layout_name() -> None:
+    spelled = []
+    for package in ("analysis", "orchestrator"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if path.name == "layout.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Constant) and node.value in NAMES:
+                    spelled.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.value!r}")
+    assert spelled == []
+
+
+def test_a_table_path_is_checked_and_partitioned_by_trial(tmp_path: Path) -> None:
+    import pytest
+
+    assert layout.table_path(tmp_path, "s", "eval", "abc") == tmp_path / "s" / "eval" / "trial_id=abc" / "part-0.parquet"
+    with pytest.raises(ValueError, match="valid tables: trials, train, eval, samples"):
+        layout.table_path(tmp_path, "s", "evals", "abc")
+    with pytest.raises(ValueError, match="study '..' is not a safe folder name"):
+        layout.table_path(tmp_path, "..", "eval", "abc")
