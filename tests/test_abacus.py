@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from model_helpers import CPU, SEQUENTIAL_PES, tokenizer, trained_model, written
 
 from lengthgen import TrialConfig, train
 from lengthgen.config import (
@@ -21,7 +22,6 @@ from lengthgen.config import (
     TaskConfig,
     TrainConfig,
 )
-from lengthgen.digits import DIGIT_DTYPE
 from lengthgen.distributions import DISTRIBUTIONS
 from lengthgen.evaluation import (
     build_eval_sets,
@@ -29,14 +29,11 @@ from lengthgen.evaluation import (
     greedy_decode,
     teacher_forced_argmax,
 )
-from lengthgen.formats import encode_questions
 from lengthgen.model import build_model
 from lengthgen.model.abacus import Abacus
-from lengthgen.model.pe import POSITIONAL_ENCODINGS
 from lengthgen.model.places import is_digit
 from lengthgen.model.positions import build_position_sampler
 from lengthgen.tasks import build_task
-from lengthgen.tokenizer import CharTokenizer
 from lengthgen.training import (
     _step_generator,
     batch_tensors,
@@ -45,14 +42,6 @@ from lengthgen.training import (
     split_batch,
     training_batch,
 )
-
-tokenizer = CharTokenizer()
-CPU = torch.device("cpu")
-SEQUENTIAL_PES = sorted(pe for pe, encoding in POSITIONAL_ENCODINGS.items() if not encoding.needs_uniform_columns)
-
-
-def number(text: str) -> np.ndarray:
-    return np.array([[int(d) for d in reversed(text)]], dtype=DIGIT_DTYPE)
 
 
 def config(task: TaskConfig | None = None, fmt: FormatConfig | None = None, arch: str = "decoder",
@@ -80,12 +69,6 @@ def model_inputs(trial: TrialConfig, rows: torch.Tensor, prompt: int) -> list[to
     if trial.model.arch == "encoder_decoder":
         return [rows[:, 1 : prompt - 1], torch.cat([rows[:, :1], rows[:, prompt:-1]], dim=1)]
     return [rows]
-
-
-def written(trial: TrialConfig, *operands: str):
-    questions = encode_questions(build_task(trial.task), tuple(number(o) for o in operands), trial.format, tokenizer,
-                                 np.random.default_rng(0), width=trial.longest_digits)
-    return questions.tokens, questions.prompt_length
 
 
 # every digit: its place in its own number, 1 = least significant, however written;
@@ -216,14 +199,6 @@ def test_cached_greedy_equals_uncached_greedy_with_every_encoding(arch, pe):
     assert torch.equal(cached, uncached)
     forced = teacher_forced_argmax(model, torch.cat([rows[:, :7], cached], dim=1), positions, 7)
     assert torch.equal(forced, cached)  # its own answer, read back, gives itself
-
-
-def trained_model(trial: TrialConfig) -> torch.nn.Module:
-    states = []
-    train(trial, on_report=lambda r: r.checkpoint and states.append(r.checkpoint()))
-    model = build_model(trial.model, len(tokenizer), trial.seeds.weight, trial.input_layout)
-    model.load_state_dict(states[-1]["model"])
-    return model.eval()
 
 
 @pytest.mark.parametrize("arch", ["decoder", "encoder_decoder"])

@@ -13,15 +13,14 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from model_helpers import CPU, SEQUENTIAL_PES, tokenizer
 
 from lengthgen import TrialConfig, train
 from lengthgen.config import EvalConfig, FormatConfig, ModelConfig, TaskConfig, TrainConfig
 from lengthgen.distributions import DISTRIBUTIONS
 from lengthgen.model import build_model
-from lengthgen.model.pe import POSITIONAL_ENCODINGS
 from lengthgen.model.positions import POSITION_SAMPLERS, build_position_sampler
 from lengthgen.tasks import build_task
-from lengthgen.tokenizer import CharTokenizer
 from lengthgen.training import (
     accumulate_gradients,
     batch_tensors,
@@ -30,10 +29,6 @@ from lengthgen.training import (
     split_batch,
     training_batch,
 )
-
-tokenizer = CharTokenizer()
-SEQUENTIAL_PES = sorted(pe for pe, encoding in POSITIONAL_ENCODINGS.items() if not encoding.needs_uniform_columns)
-CPU = torch.device("cpu")
 
 
 def sequential_config(arch: str, pe: str, positions: str, **train) -> TrialConfig:

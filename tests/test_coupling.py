@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from model_helpers import CPU, number, tokenizer, trained_model, written
 from typer.testing import CliRunner
 
 from lengthgen import TrialConfig, train
@@ -37,7 +38,7 @@ from lengthgen.formats import encode_questions
 from lengthgen.model import build_model
 from lengthgen.model.positions import COUPLED_ANSWERS, POSITION_SAMPLERS, build_position_sampler
 from lengthgen.tasks import build_task
-from lengthgen.tokenizer import HINTS, CharTokenizer
+from lengthgen.tokenizer import HINTS
 from lengthgen.training import (
     _step_generator,
     batch_tensors,
@@ -49,14 +50,6 @@ from lengthgen.training import (
 from orchestrator.cli import app
 from orchestrator.config_paths import TRIAL_CONFIG
 from orchestrator.study import load_study
-
-tokenizer = CharTokenizer()
-CPU = torch.device("cpu")
-
-
-def number(text: str) -> np.ndarray:
-    """"085" -> the digits least significant first, as a task holds them."""
-    return np.array([[int(d) for d in reversed(text)]], dtype=DIGIT_DTYPE)
 
 
 def config(task: TaskConfig | None = None, fmt: FormatConfig | None = None, arch: str = "decoder",
@@ -75,13 +68,6 @@ def coupled_ids(trial: TrialConfig, tokens: np.ndarray, prompt: int | np.ndarray
     prompts = torch.as_tensor(np.broadcast_to(prompt, (len(rows),)).copy())
     positions = model.sample_positions(rows, prompts, build_position_sampler(trial.model), None, training=training)
     return [p.tolist() for p in positions]
-
-
-def written(trial: TrialConfig, *operands: str):
-    task = build_task(trial.task)
-    questions = encode_questions(task, tuple(number(o) for o in operands), trial.format, tokenizer,
-                                 np.random.default_rng(0), width=trial.longest_digits)
-    return questions.tokens, questions.prompt_length
 
 
 # "<s>085+050=5310</s>" at the lowest start (test time).
@@ -327,14 +313,6 @@ def test_samplers_that_read_no_rows_give_the_numbers_they_gave(name):
         sampled = model.sample_positions(tokens, torch.full((5,), 6), sampler, torch.Generator().manual_seed(2),
                                          training=training)
         assert torch.equal(sampled[0], sampler(5, length, CPU, torch.Generator().manual_seed(2), training=training))
-
-
-def trained_model(trial: TrialConfig) -> torch.nn.Module:
-    states = []
-    train(trial, on_report=lambda r: r.checkpoint and states.append(r.checkpoint()))
-    model = build_model(trial.model, len(tokenizer), trial.seeds.weight, trial.input_layout)
-    model.load_state_dict(states[-1]["model"])
-    return model.eval()
 
 
 @pytest.mark.parametrize("answer", ANSWERS)

@@ -7,6 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
+from model_helpers import SEQUENTIAL_PES, tokenizer
 
 from lengthgen import TrialConfig, train
 from lengthgen.config import (
@@ -31,11 +32,7 @@ from lengthgen.model.pe.biases import t5_bidirectional_bucket, t5_bucket
 from lengthgen.model.positions import POSITION_SAMPLERS, build_position_sampler
 from lengthgen.model.sizes import SIZES
 from lengthgen.tasks import TASKS
-from lengthgen.tokenizer import CharTokenizer
 from lengthgen.training import batch_tensors, training_batch
-
-tokenizer = CharTokenizer()
-SEQUENTIAL_PES = sorted(pe for pe, encoding in POSITIONAL_ENCODINGS.items() if not encoding.needs_uniform_columns)
 
 
 def model_config(pe: str, positions: str = "plain", **options) -> ModelConfig:
