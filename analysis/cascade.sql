@@ -97,11 +97,9 @@ trial_cells as (
 trial_wilson as (
     select
         trial_cells.*,
-        (accuracy + z ^ 2 / (2 * questions)) / (1 + z ^ 2 / questions) as wilson_centre,
-        z / (1 + z ^ 2 / questions)
-        * sqrt(accuracy * (1 - accuracy) / questions + z ^ 2 / (4 * questions ^ 2)) as wilson_half
+        wilson_centre(accuracy, questions, normal_quantile(0.95)) as wilson_centre,
+        wilson_half(accuracy, questions, normal_quantile(0.95)) as wilson_half
     from trial_cells
-    cross join (select 1.959963984540054::double as z) as normal
 ),
 
 cells as (
@@ -114,7 +112,8 @@ cells as (
         count(*) as n_trials,
         sum(questions) as questions,
         sum(correct) as correct,
-        avg(accuracy) as accuracy,
+        -- added smallest first: the same trials give the same bits in any row order
+        list_avg(list(accuracy order by accuracy)) as accuracy,
         list(accuracy order by weight_seed, data_seed, study, trial_id) as trial_accuracies,
         list(
             {

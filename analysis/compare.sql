@@ -71,14 +71,6 @@
 
 with
 
--- z = Φ⁻¹((1 + level) / 2) for the levels the Wilson interval takes
-normal_quantiles (level, z) as (
-    values
-        (0.5::double, 0.6744897501960817::double), (0.8, 1.2815515655446004),
-        (0.9, 1.6448536269514722), (0.95, 1.959963984540054), (0.98, 2.3263478740408408),
-        (0.99, 2.5758293035489004), (0.999, 3.2905267314919255)
-),
-
 params as (
     select
         coalesce(cast(getvariable('threshold') as double), 0.9) as threshold,
@@ -92,12 +84,8 @@ params as (
             as bigint[]
         ) as digits,
         given.level,
-        coalesce(
-            normal_quantiles.z,
-            error('level must be one of 0.5, 0.8, 0.9, 0.95, 0.98, 0.99, 0.999')
-        ) as z
+        normal_quantile(given.level) as z
     from (select coalesce(cast(getvariable('level') as double), 0.95) as level) as given
-    left join normal_quantiles using (level)
 ),
 
 -- one value per group, seed pair and length: the mean of its trials (one per study)
@@ -400,12 +388,10 @@ bootstrap as (
 wilson_parts as (
     select
         observed.*,
-        (success_a + z ^ 2 / (2 * n_a)) / (1 + z ^ 2 / n_a) as centre_a,
-        z / (1 + z ^ 2 / n_a) * sqrt(success_a * (1 - success_a) / n_a + z ^ 2 / (4 * n_a ^ 2))
-            as half_a,
-        (success_b + z ^ 2 / (2 * n_b)) / (1 + z ^ 2 / n_b) as centre_b,
-        z / (1 + z ^ 2 / n_b) * sqrt(success_b * (1 - success_b) / n_b + z ^ 2 / (4 * n_b ^ 2))
-            as half_b
+        wilson_centre(success_a, n_a, z) as centre_a,
+        wilson_half(success_a, n_a, z) as half_a,
+        wilson_centre(success_b, n_b, z) as centre_b,
+        wilson_half(success_b, n_b, z) as half_b
     from observed
     cross join params
 ),

@@ -167,7 +167,8 @@ carry_facet as (
         0 as n_excluded,
         sum(wrong)::bigint as count,
         sum(places)::bigint as total,
-        avg(wrong / places) as error_rate,
+        -- added smallest first: the same trials give the same bits in any row order
+        list_avg(list(wrong / places order by wrong / places)) as error_rate,
         null::double as share_of_errors
     from carry_trials
     group by group_id, digits, bucket, bucket_value
@@ -284,7 +285,8 @@ share_facets as (
         any_value(share_counts.total) as total,
         null::double as error_rate,
         -- a trial without this bucket adds 0: divide by all the trials averaged
-        sum(share_trials.count / share_trials.total) / any_value(share_counts.n_trials)
+        list_sum(list(share_trials.count / share_trials.total
+            order by share_trials.count / share_trials.total)) / any_value(share_counts.n_trials)
             as share_of_errors
     from share_trials
     inner join share_counts using (group_id, digits, facet)

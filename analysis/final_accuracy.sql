@@ -14,23 +14,11 @@
 
 with
 
--- z = Φ⁻¹((1 + level) / 2) for the levels the Wilson interval takes
-normal_quantiles (level, z) as (
-    values
-        (0.5::double, 0.6744897501960817::double), (0.8, 1.2815515655446004),
-        (0.9, 1.6448536269514722), (0.95, 1.959963984540054), (0.98, 2.3263478740408408),
-        (0.99, 2.5758293035489004), (0.999, 3.2905267314919255)
-),
-
 params as (
     select
-        given.level,
-        coalesce(
-            normal_quantiles.z,
-            error('level must be one of 0.5, 0.8, 0.9, 0.95, 0.98, 0.99, 0.999')
-        ) as z
+        level,
+        normal_quantile(level) as z
     from (select coalesce(cast(getvariable('level') as double), 0.95) as level) as given
-    left join normal_quantiles using (level)
 ),
 
 finished as (
@@ -66,8 +54,8 @@ wilson as (
     select
         measured.*,
         params.level,
-        (p + z ^ 2 / (2 * n)) / (1 + z ^ 2 / n) as centre,
-        z / (1 + z ^ 2 / n) * sqrt(p * (1 - p) / n + z ^ 2 / (4 * n ^ 2)) as half
+        wilson_centre(p, n, z) as centre,
+        wilson_half(p, n, z) as half
     from measured
     cross join params
 ),

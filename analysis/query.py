@@ -244,9 +244,11 @@ def write_parquet(table: pa.Table, path: Path) -> None:
 
 
 def prepare_connection(con: duckdb.DuckDBPyConnection) -> None:
-    """The functions the analysis files call: chi2_quantile and f_quantile
-    (analysis/quantiles.py), share_intervals (analysis/share_intervals.py), then the
-    macros of macros.sql (e.g. mls_low)."""
+    """The functions the analysis files call: the plain-SQL formulas of formulas.sql
+    (e.g. wilson_centre), chi2_quantile and f_quantile (analysis/quantiles.py),
+    share_intervals (analysis/share_intervals.py), then the macros of macros.sql
+    (e.g. mls_low)."""
+    con.execute((files("analysis") / "formulas.sql").read_text())
     register_quantiles(con)
     register_share_intervals(con)
     con.execute((files("analysis") / "macros.sql").read_text())

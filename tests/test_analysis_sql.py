@@ -241,7 +241,9 @@ def test_views_sql_with_groups_loads_as_the_cli_client_runs_it(study) -> None:
     con.execute(f"SET VARIABLE results_glob_root = '{root / STUDY}';")
     con.execute((SQL / "views.sql").read_text())
     assert con.sql("select count(distinct group_id) from groups").fetchall() == [(4,)]
-    # and an analysis file runs there too, with its parameter set as the CLI client would
+    # and an analysis file runs there too, after the plain-SQL formulas, with its
+    # parameter set as the CLI client would
+    con.execute((SQL / "formulas.sql").read_text())
     con.execute("SET VARIABLE level = 0.9;")
     result = con.sql((SQL / "final_accuracy.sql").read_text())
     column = [c[0] for c in result.description].index("level")
@@ -252,6 +254,8 @@ def test_views_sql_with_groups_loads_as_the_cli_client_runs_it(study) -> None:
         con.sql((SQL / "lucky_tickets.sql").read_text()).fetchall()
     with pytest.raises(duckdb.CatalogException, match="wilson_low does not exist"):
         con.sql((SQL / "success.sql").read_text()).fetchall()
+    with pytest.raises(duckdb.CatalogException, match="seed_mean_interval does not exist"):
+        con.sql((SQL / "cascade.sql").read_text()).fetchall()
 
 
 def test_finished_trials_are_the_finished_statuses(tmp_path: Path) -> None:

@@ -37,6 +37,7 @@ class Study:
     def __init__(self) -> None:
         self.trials: list[dict] = []
         self.evals: list[dict] = []
+        self.samples: list[dict] = []
 
     def add(self, cfg: dict, accuracy: dict[int, float], n: int = 100, status: str = "done",
             correct: dict[int, int] | None = None) -> None:
@@ -56,9 +57,11 @@ class Study:
         prepare_connection(con)
         empties = _statements_by_view(con, "empty_tables.sql")
         views = _statements_by_view(con, "views.sql")
-        for table in ("train", "samples"):
-            con.execute(empties[table])
-        for table, rows in (("trials", self.trials), ("eval", self.evals)):
+        con.execute(empties["train"])
+        if not self.samples:
+            con.execute(empties["samples"])
+        tables = (("trials", self.trials), ("eval", self.evals), ("samples", self.samples))
+        for table, rows in (t for t in tables if t[1]):
             con.execute(empties[table].replace(f"view {table}", f"view empty_{table}", 1))
             con.register(f"new_{table}", pa.Table.from_pylist(rows))
             con.execute(f"create table {table} as select * from empty_{table} "
