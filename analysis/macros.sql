@@ -117,17 +117,14 @@ create or replace macro success_coverage(method, a, b) as case
     else 'measured 0.96-0.97 at 24 x 20 seeds'
 end;
 
--- The interval of a mean over seeds, as a table: for each `key` of `cells` (a table or CTE
--- of key, weight_seed, data_seed, y with one row per seed pair: its cell, the mean of its
--- trials), the grand mean m ± t_ν·√V at `level`, clipped to [0, 1]. A complete crossed
--- grid (a, b >= 2 seeds, every cell): V the two-way random-effects variance of the grand
--- mean and ν Satterthwaite's (crossed_mean_variance, crossed_mean_df); otherwise the
--- cells as independent, V = s²/n, ν = n − 1. Keys with one cell get no row. Sums add in
--- a fixed order, so the same cells give the same bits in any row order. Coverage:
--- tests/test_mean_interval.py (variance.sql), printed as mean_coverage. After the macros
--- it calls: DuckDB binds them when it creates this one.
+-- The two-way layout of a table of cells, as a table: for each `key` of `cells` (a table
+-- or CTE of key, weight_seed, data_seed, y, one row per seed pair), the grand mean m,
+-- the seeds a and b, the cells, whether they form a complete crossed grid (a, b >= 2,
+-- every cell), and the mean squares of weight, data, residual (two-way without
+-- replication) and of the cells as independent. Sums add in a fixed order, so the same
+-- cells give the same bits in any row order (seed_mean_interval, success.sql).
 
-create or replace macro seed_mean_interval(cells, level) as table
+create or replace macro two_way_mean_squares(cells) as table
     with cell_effects as (
         select
             *,
@@ -135,24 +132,31 @@ create or replace macro seed_mean_interval(cells, level) as table
             list_avg(list(y order by y) over (partition by key, data_seed)) as m_d,
             list_avg(list(y order by y) over (partition by key)) as m
         from query_table(cells)
-    ),
-
-    cell_squares as (
-        select
-            key,
-            any_value(m) as m,
-            count(distinct weight_seed) as a,
-            count(distinct data_seed) as b,
-            count(*) as n_cells,
-            a >= 2 and b >= 2 and n_cells = a * b as crossed,
-            mean_square(m_w, m, weight_seed, data_seed, a - 1) as ms_weight,
-            mean_square(m_d, m, weight_seed, data_seed, b - 1) as ms_data,
-            mean_square(y - m_w - m_d, -m, weight_seed, data_seed, (a - 1) * (b - 1)) as ms_residual,
-            mean_square(y, m, weight_seed, data_seed, n_cells - 1) as ms_cells
-        from cell_effects
-        group by key
     )
 
+    select
+        key,
+        any_value(m) as m,
+        count(distinct weight_seed) as a,
+        count(distinct data_seed) as b,
+        count(*) as n_cells,
+        a >= 2 and b >= 2 and n_cells = a * b as crossed,
+        mean_square(m_w, m, weight_seed, data_seed, a - 1) as ms_weight,
+        mean_square(m_d, m, weight_seed, data_seed, b - 1) as ms_data,
+        mean_square(y - m_w - m_d, -m, weight_seed, data_seed, (a - 1) * (b - 1)) as ms_residual,
+        mean_square(y, m, weight_seed, data_seed, n_cells - 1) as ms_cells
+    from cell_effects
+    group by key;
+
+-- The interval of a mean over seeds, as a table: for each `key` of `cells` (as above),
+-- the grand mean m ± t_ν·√V at `level`, clipped to [0, 1]. A complete crossed grid: V
+-- the two-way random-effects variance of the grand mean and ν Satterthwaite's
+-- (crossed_mean_variance, crossed_mean_df); otherwise the cells as independent,
+-- V = s²/n, ν = n − 1. Keys with one cell get no row. Coverage:
+-- tests/test_mean_interval.py (variance.sql), printed as mean_coverage. After the macros
+-- it calls: DuckDB binds them when it creates this one.
+
+create or replace macro seed_mean_interval(cells, level) as table
     select
         cell_squares.key,
         case
@@ -166,7 +170,7 @@ create or replace macro seed_mean_interval(cells, level) as table
         ) as mean_coverage,
         greatest(0, cell_squares.m - interval.half_width) as mean_low,
         least(1, cell_squares.m + interval.half_width) as mean_high
-    from cell_squares
+    from two_way_mean_squares(cells) as cell_squares
     cross join lateral (
         select
             case

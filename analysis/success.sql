@@ -145,37 +145,35 @@ cells as (
     group by measured.group_id, measured.digits, measured.weight_seed, measured.data_seed
 ),
 
-cell_effects as (
-    select
-        *,
-        list_avg(list(s order by s) over (partition by group_id, digits, weight_seed)) as s_w,
-        list_avg(list(s order by s) over (partition by group_id, digits, data_seed)) as s_d,
-        list_avg(list(s order by s) over (partition by group_id, digits)) as s_m,
-        list_avg(list(y order by y) over (partition by group_id, digits, weight_seed)) as y_w,
-        list_avg(list(y order by y) over (partition by group_id, digits, data_seed)) as y_d,
-        list_avg(list(y order by y) over (partition by group_id, digits)) as y_m
+success_cells as (
+    select {'group_id': group_id, 'digits': digits} as key, weight_seed, data_seed, s as y
     from cells
 ),
 
--- the two-way mean squares of the success indicators and of the accuracies
+accuracy_cells as (
+    select {'group_id': group_id, 'digits': digits} as key, weight_seed, data_seed, y
+    from cells
+),
+
+-- the two-way mean squares of the success indicators and of the accuracies (macros.sql)
 cell_squares as (
     select
-        group_id,
-        digits,
-        any_value(s_m) as p,
-        count(distinct weight_seed) as a,
-        count(distinct data_seed) as b,
-        count(*) as n_cells,
-        a >= 2 and b >= 2 and n_cells = a * b as crossed,
-        mean_square(s_w, s_m, weight_seed, data_seed, a - 1) as s_ms_weight,
-        mean_square(s_d, s_m, weight_seed, data_seed, b - 1) as s_ms_data,
-        mean_square(s - s_w - s_d, -s_m, weight_seed, data_seed, (a - 1) * (b - 1)) as s_ms_residual,
-        mean_square(y_w, y_m, weight_seed, data_seed, a - 1) as y_ms_weight,
-        mean_square(y_d, y_m, weight_seed, data_seed, b - 1) as y_ms_data,
-        mean_square(y - y_w - y_d, -y_m, weight_seed, data_seed, (a - 1) * (b - 1)) as y_ms_residual,
-        mean_square(y, y_m, weight_seed, data_seed, n_cells - 1) as y_ms_cells
-    from cell_effects
-    group by group_id, digits
+        s.key.group_id,
+        s.key.digits,
+        s.m as p,
+        s.a,
+        s.b,
+        s.n_cells,
+        s.crossed,
+        s.ms_weight as s_ms_weight,
+        s.ms_data as s_ms_data,
+        s.ms_residual as s_ms_residual,
+        y.ms_weight as y_ms_weight,
+        y.ms_data as y_ms_data,
+        y.ms_residual as y_ms_residual,
+        y.ms_cells as y_ms_cells
+    from two_way_mean_squares(success_cells) as s
+    inner join two_way_mean_squares(accuracy_cells) as y using (key)
 ),
 
 -- the effective number of cells and its degrees of freedom (see the header)
