@@ -243,19 +243,24 @@ def write_parquet(table: pa.Table, path: Path) -> None:
     pq.write_table(table, path)
 
 
+def sql_file(name: str) -> Path:
+    """The path of analysis/<name> (e.g. "variance.sql") as installed with the package."""
+    return Path(str(files("analysis") / name))
+
+
 def prepare_connection(con: duckdb.DuckDBPyConnection) -> None:
     """The functions the analysis files call: the plain-SQL formulas of formulas.sql
     (e.g. wilson_centre), chi2_quantile and f_quantile (analysis/quantiles.py),
     share_intervals (analysis/share_intervals.py), then the macros of macros.sql
     (e.g. mls_low)."""
-    con.execute((files("analysis") / "formulas.sql").read_text())
+    con.execute(sql_file("formulas.sql").read_text())
     register_quantiles(con)
     register_share_intervals(con)
-    con.execute((files("analysis") / "macros.sql").read_text())
+    con.execute(sql_file("macros.sql").read_text())
 
 
-def _statements_by_view(con: duckdb.DuckDBPyConnection, sql_file: str) -> dict[str, str]:
-    text = (files("analysis") / sql_file).read_text()
+def _statements_by_view(con: duckdb.DuckDBPyConnection, name: str) -> dict[str, str]:
+    text = sql_file(name).read_text()
     statements: dict[str, str] = {}
     for statement in con.extract_statements(text):
         match = _VIEW_NAME.match(statement.query)

@@ -10,14 +10,20 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 from analysis import error_plots, plots, report_sections
 from analysis import report_html as rendering
 from analysis.layout import REPORT
-from analysis.query import QueryError, open_results, read_once, run_sql_file, sql_parameters
+from analysis.query import (
+    QueryError,
+    open_results,
+    read_once,
+    run_sql_file,
+    sql_file,
+    sql_parameters,
+)
 from analysis.report_html import MAX_GROUPS, Figure
 
 SQL_FILES = (
@@ -46,7 +52,7 @@ class Report:
 
 
 def sql_path(name: str) -> Path:
-    return Path(str(files("analysis") / f"{name}.sql"))
+    return sql_file(f"{name}.sql")
 
 
 def build_report(

@@ -250,13 +250,11 @@ def plan_words(fit: PilotFit, found: SeedPlan) -> dict:
 def plan_study(results_root, study: str, metric: str, half_width: float, digits: int | None = None,
                data_seeds: int | None = None, threshold: float = 0.9) -> list[dict]:
     """`lg-study plan`: every group of a study as a pilot (lucky_tickets.sql's fit)."""
-    from importlib.resources import files
-
-    from analysis.query import open_results, run_sql_file
+    from analysis.query import open_results, run_sql_file, sql_file
 
     check_target(metric, half_width)
     with open_results(results_root, study) as con:
-        lucky = run_sql_file(con, str(files("analysis") / "lucky_tickets.sql"), {"resamples": "2"}).to_pylist()
+        lucky = run_sql_file(con, sql_file("lucky_tickets.sql"), {"resamples": "2"}).to_pylist()
     if not lucky:
         raise ValueError(f"study {study!r} has no group that crosses weight and data seeds to serve as a pilot")
     return group_plans(lucky, metric, half_width, digits, data_seeds, threshold)

@@ -23,6 +23,7 @@ import textwrap
 import time
 from pathlib import Path
 
+from analysis.query import sql_file
 from orchestrator.measurement import Measurement
 
 #: seconds per trial once Ray is up, MB of driver memory per trial, seconds per command
@@ -122,8 +123,7 @@ def study_run_scale(weight_seeds: int = 40, data_seeds: int = 25) -> list[Measur
         growth = memory_per_trial(samples, trials)
         common = ["--results", str(root)]
         status = timed_command(["status", STUDY, *common])
-        lucky = timed_command(["query", "--study", STUDY, "--file",
-                               str(Path(__file__).parents[1] / "analysis" / "lucky_tickets.sql"), *common])
+        lucky = timed_command(["query", "--study", STUDY, "--file", str(sql_file("lucky_tickets.sql")), *common])
         report = timed_command(["report", STUDY, *common])
     return rows(trials, done, wall, span, samples, growth, status, lucky, report)
 

@@ -114,9 +114,3 @@ def parse_params(items: list[str] | None) -> dict[str, str]:
             raise bad_input(f"--param {item!r}: expected NAME=VALUE")
         params[name] = value
     return params
-
-
-def analysis_sql(name: str) -> Path:
-    from importlib.resources import files
-
-    return Path(str(files("analysis") / name))

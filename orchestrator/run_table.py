@@ -24,7 +24,6 @@ import contextlib
 import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -348,7 +347,7 @@ def read_summary(results_root: Path, name: str, study=None, connection=None) -> 
     trial in its folder, and the target its last `seeds.until` run left, if any. ``connection``:
     a connection open on the study already (status's), else one is opened. Raises
     LookupError when the study has no results, QueryError for SQL DuckDB refused."""
-    from analysis.query import open_results, run_sql_file
+    from analysis.query import open_results, run_sql_file, sql_file
     from orchestrator import seed_plan
 
     until = study is not None and study.spec.seeds.until is not None
@@ -357,11 +356,11 @@ def read_summary(results_root: Path, name: str, study=None, connection=None) -> 
     target = targeted[0] if targeted else None
     threshold = {"threshold": str(target.threshold)} if target is not None and target.threshold is not None else {}
     with contextlib.nullcontext(connection) if connection else open_results(results_root, name) as con:
-        listed = run_sql_file(con, _sql("run_trials.sql"),
+        listed = run_sql_file(con, sql_file("run_trials.sql"),
                               None if trials is None else {"trial_ids": ",".join(t.trial_id for t in trials)})
-        accuracies = run_sql_file(con, _sql("run_table.sql"))
-        variance = run_sql_file(con, _sql("variance.sql"), {"resamples": "0"})  # no bootstrap: not shown
-        success = run_sql_file(con, _sql("success.sql"), threshold)
+        accuracies = run_sql_file(con, sql_file("run_table.sql"))
+        variance = run_sql_file(con, sql_file("variance.sql"), {"resamples": "0"})  # no bootstrap: not shown
+        success = run_sql_file(con, sql_file("success.sql"), threshold)
     listed_rows = listed.to_pylist()
     layout = results_layout(name, listed_rows) if study is None else study_layout(study, trials)
     results = measured(listed_rows, accuracies.to_pylist(), variance.to_pylist(), success.to_pylist())
@@ -369,7 +368,3 @@ def read_summary(results_root: Path, name: str, study=None, connection=None) -> 
         return StudySummary(layout, results)
     design = {} if study is None else {gid: len(d.seeds) for gid, d in seed_plan.design_groups(study.trials).items()}
     return StudySummary(layout, results, target, targeted[1], design)
-
-
-def _sql(name: str) -> Path:
-    return Path(str(files("analysis") / name))

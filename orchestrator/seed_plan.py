@@ -10,12 +10,11 @@ import json
 import os
 from collections import defaultdict
 from dataclasses import dataclass
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 from analysis import groups
-from analysis.query import list_studies, open_results, run_sql_file
+from analysis.query import list_studies, open_results, run_sql_file, sql_file
 from lengthgen import TrialConfig
 from orchestrator.results_store import check_path_component
 from orchestrator.seed_spec import SEED_METRICS, SeedTarget
@@ -147,10 +146,10 @@ def _read(results_root: Path, study: str, target: SeedTarget | None = None) -> t
     if study not in list_studies(results_root):
         return {}, {}
     with open_results(results_root, study) as con:
-        counts = run_sql_file(con, _sql("seed_counts.sql")).to_pylist()
+        counts = run_sql_file(con, sql_file("seed_counts.sql")).to_pylist()
         if target is None:
             return {r["group_id"]: r for r in counts}, {}
-        rows = run_sql_file(con, _sql(SEED_METRICS[target.metric].sql), target.sql_params())
+        rows = run_sql_file(con, sql_file(SEED_METRICS[target.metric].sql), target.sql_params())
     intervals = {r["group_id"]: r for r in rows.to_pylist() if r["digits"] == target.digits}
     return {r["group_id"]: r for r in counts}, intervals
 
@@ -234,7 +233,3 @@ def state_rows(states: list[GroupState]) -> list[dict[str, Any]]:
         }
         for s in states
     ]
-
-
-def _sql(name: str) -> Path:
-    return Path(str(files("analysis") / name))

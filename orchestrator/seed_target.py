@@ -31,12 +31,11 @@ a trial is never trained twice (its id is its config; run_trials skips finished 
 from __future__ import annotations
 
 import dataclasses
-from importlib.resources import files
 from pathlib import Path
 
 from rich.console import Console
 
-from analysis.query import open_results, run_sql_file
+from analysis.query import open_results, run_sql_file, sql_file
 from analysis.seed_planning import PilotFit, plan
 from orchestrator.recovery import check_not_busy, study_lock
 from orchestrator.results_store import read_trial_statuses
@@ -131,7 +130,7 @@ def planned_seeds(
     if not target.plan or not adding:
         return {}
     with open_results(results_root, study) as con:
-        rows = run_sql_file(con, _sql("lucky_tickets.sql"), {"resamples": "2"}).to_pylist()
+        rows = run_sql_file(con, sql_file("lucky_tickets.sql"), {"resamples": "2"}).to_pylist()
     wanted = {}
     for row in {r["group_id"]: r for r in rows if r["group_id"] in adding}.values():
         try:
@@ -151,7 +150,3 @@ def _add(total: RunSummary, batch: RunSummary) -> None:
     for name in ("failed", "resumed", "interrupted", "killed_runs", "repaired_runs"):
         getattr(total, name).extend(getattr(batch, name))
     total.reused.update(batch.reused)
-
-
-def _sql(name: str) -> Path:
-    return Path(str(files("analysis") / name))

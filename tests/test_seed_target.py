@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from analysis import groups
 from analysis.mlflow_ui import default_store_uri
-from analysis.query import open_results, run_query, run_sql_file
+from analysis.query import open_results, run_query, run_sql_file, sql_file
 from orchestrator import seed_plan, seed_target
 from orchestrator.cli import app
 from orchestrator.config_paths import StudyError
@@ -222,7 +222,7 @@ def test_states_read_the_interval_of_the_reports_sql_file(study_file: Path, tmp_
     assert by_pe["nope"].state == TARGET_HELD and by_pe["nope"].half_width == 0
     assert (by_pe["nope"].seeds, by_pe["nope"].trials, by_pe["nope"].estimate) == (1, 5, 0.5)
     with open_results(tmp_path, study.name) as con:
-        rows = run_sql_file(con, Path(seed_plan._sql("variance.sql"))).to_pylist()
+        rows = run_sql_file(con, Path(sql_file("variance.sql"))).to_pylist()
     (row,) = [r for r in rows if r["group_id"] == by_pe["alibi"].group_id and r["digits"] == 3]
     assert by_pe["alibi"].half_width == pytest.approx(
         (row["mean_boot_high"] - row["mean_boot_low"]) / 2
@@ -362,7 +362,7 @@ def test_with_plan_a_fitted_group_jumps_to_the_round_seed_planning_asks_for(
     (nope_id,) = [s.group_id for s in states if "/nope/" in s.group_label]
     assert set(wanted) == {nope_id}
     with open_results(tmp_path, study.name) as con:
-        (row,) = {r["group_id"]: r for r in run_sql_file(con, Path(seed_plan._sql("lucky_tickets.sql")),
+        (row,) = {r["group_id"]: r for r in run_sql_file(con, Path(sql_file("lucky_tickets.sql")),
                                                            {"resamples": "2"}).to_pylist()}.values()
     expected = plan(PilotFit.from_lucky_row(row, 3), "mean_accuracy", 0.1, 5, max_weight_seeds=40)
     assert wanted[nope_id] == (expected.weight_seeds or 40) > 5
