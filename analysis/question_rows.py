@@ -1,0 +1,93 @@
+"""Rows and words the question records (analysis/questions.py) compute from the SQL
+files' tables: which rows a table or figure shows, and thresholds and levels its caption
+names."""
+
+from __future__ import annotations
+
+from analysis import report_html as rendering
+from analysis import report_sections
+from analysis.report_parts import Tables
+
+
+def rows(name: str):
+    return lambda tables: tables[name]
+
+
+def first(tables: Tables, name: str) -> list[dict]:
+    return rendering.first_groups(tables[name])
+
+
+# --- lucky tickets: the analysed groups, and those lucky_tickets.sql could not analyse ---
+
+
+def lucky_analysed(tables: Tables) -> list[dict]:
+    return [r for r in tables["lucky_tickets"] if r["weight_seed"] is not None]
+
+
+def lucky_skipped(tables: Tables) -> list[dict]:
+    return [r for r in tables["lucky_tickets"] if r["weight_seed"] is None]
+
+
+def lucky_groups(tables: Tables) -> int:
+    return len({r["group_id"] for r in lucky_analysed(tables)})
+
+
+def lucky_group_rows(tables: Tables) -> list[dict]:
+    """One row per analysed group, with its intervals as text cells."""
+    by_group = {r["group_id"]: r for r in lucky_analysed(tables)}
+    return [rendering.with_intervals(r) for r in by_group.values()]
+
+
+def lucky_by_length(tables: Tables) -> list[dict]:
+    return [rendering.with_intervals({"group_label": r["group_label"], **entry})
+            for r in lucky_group_rows(tables) for entry in (r["by_length"] or [])]
+
+
+def measured(tables: Tables) -> str:
+    return rendering.measured_words(lucky_analysed(tables)[0])
+
+
+def share_method(tables: Tables) -> str:
+    return (f"{rendering.level(lucky_analysed(tables)[:1])} generalized confidence intervals from "
+            "the mean squares' pivots (Weerahandi 1993; Hamada & Weerahandi 2000)")
+
+
+def success_threshold(tables: Tables) -> float:
+    return tables["success"][0]["threshold"] if tables["success"] else 0.9
+
+
+def seed_planning(tables: Tables) -> list[str]:
+    """The words for groups with too few seeds, then seed planning's table."""
+    group_rows = lucky_group_rows(tables)
+    planning, share_plans = report_sections.planning_section(group_rows, success_threshold(tables))
+    warnings = [report_sections.too_few_seeds_words(r, share_plans.get(r["group_label"]))
+                for r in group_rows if report_sections.too_few_seeds(r)]
+    return warnings + planning
+
+
+# --- errors, training -----------------------------------------------------------------
+
+
+def min_accuracy(tables: Tables) -> float:
+    return tables["errors"][0]["min_accuracy"] if tables["errors"] else 0.05
+
+
+def grok_threshold(tables: Tables) -> float:
+    return tables["training"][0]["grok_threshold"] if tables["training"] else 0.99
+
+
+def errors_facet(*facets: str):
+    return lambda tables: [r for r in tables["errors"] if r["facet"] in facets]
+
+
+def error_distribution(column: str, label: str):
+    return lambda tables: (first(tables, "errors"), column, label)
+
+
+def cascade_trials(tables: Tables) -> list[dict]:
+    return [{"group_label": r["group_label"], "digits": r["digits"], "cascade": r["cascade"], **t}
+            for r in tables["cascade"] for t in r["trials"]]
+
+
+def training_trials(tables: Tables) -> list[dict]:
+    return list({(r["study"], r["trial_id"]): r for r in tables["training"]}.values())

@@ -1,0 +1,365 @@
+"""The questions `lg-study report` answers, in page order: each one record naming the
+SQL files it runs, the rows each file reads, and what the page shows (tables with
+their columns and captions, figures, prose). Adding a question is one SQL file plus one
+record here (and its section in docs/analysis.md and a test of the file's numbers).
+
+Everything the page derives from the list: the files the report runs
+(`report_files`), the table of contents, and coverage.sql's "left out of" lists
+(`reads_table`, which analysis.query registers on every connection).
+"""
+
+from __future__ import annotations
+
+from analysis import question_rows as q
+from analysis import report_html as rendering
+from analysis import report_sections
+from analysis.report_parts import Computed, Plot, Prose, Question, SqlFile, Table
+
+#: the kinds of rows a file reads (coverage.sql's `missing`), with what of the file still
+#: counts a trial that lacks them ('' when nothing does)
+ACCURACIES = ("accuracies", "")
+SAMPLES = ("samples", "")
+
+COVERAGE = Question(
+    "coverage", "Which trials count", (SqlFile("coverage"),), nav="which trials count", parts=(
+        Prose("<p>Every analysis counts the trials that finished: done, or diverged — a "
+              "diverged trial keeps what it measured before its loss went non-finite, "
+              "since leaving it out would flatter its group. A file leaves out a finished "
+              "trial only when the trial lacks the rows the file reads; the table lists "
+              "each such trial and why (coverage.sql). Failed and unfinished trials count "
+              "nowhere: section 8 lists them, and section 2 the crossed cells they leave "
+              "empty. Every estimate comes with its N: trials, seeds or seed pairs.</p>"),
+        Table(q.rows("coverage"),
+              (("group_label", "group"), ("weight_seed", "weight seed"), ("data_seed", "data seed"),
+               ("trial_id", "trial"), ("status", "status"), ("missing", "lacks"),
+               ("left_out_of", "left out of"), ("reason", "why")),
+              "Finished trials that some analyses leave out (coverage.sql)."),
+    ))
+
+VARIANCE = Question(
+    "variance", "1. Accuracy vs test length: seed variance (001 Fig. 10)",
+    (SqlFile("final_accuracy", (ACCURACIES,)), SqlFile("variance", (ACCURACIES,))),
+    nav="seed variance", parts=(
+        Plot("accuracy_by_group.png", "Accuracy vs test length",
+             lambda t: "Exact-match accuracy at each trial's final evaluation, by test length, one "
+             "panel per configuration group (trials that differ only by their seeds), N = "
+             "trials in the group. Grey: each trial; blue: the group mean with its "
+             f"{rendering.level(t['variance'])} interval over seeds (variance.sql: crossed seeds by the "
+             "two-way random-effects variance of the mean with Satterthwaite's t; none for one "
+             "trial); red dashed: the best-of-N trial (highest mean over all "
+             "lengths); green band: training lengths.",
+             ("final_accuracy.sql", "variance.sql"), "plots.accuracy_by_group",
+             lambda t: (q.first(t, "final_accuracy"), q.first(t, "variance"))),
+        Table(q.rows("variance"),
+              (("group_label", "group"), ("digits", "length"), ("in_distribution", "trained"),
+               ("n_trials", "N trials"), ("mean", "mean"), ("mean_low", "low"), ("mean_high", "high"),
+               ("mean_method", "interval"), ("mean_coverage", "interval's coverage"),
+               ("mean_boot_low", "low (bootstrap)"), ("mean_boot_high", "high (bootstrap)"),
+               ("sd", "sd"), ("min", "min"), ("median", "median"), ("max", "max"),
+               ("best_of_n", "best of N")),
+              lambda t: f"Per group and test length (variance.sql). Interval of the mean over seeds "
+              f"({rendering.level(t['variance'])}, "
+              "clipped to [0, 1]): for crossed weight × data seeds, mean ± t·√((MS_w + MS_d − MS_e)/(ab)) with "
+              "Satterthwaite's degrees of freedom; else a t interval over the seed pairs. Coverage measured by "
+              "simulation (docs/analysis.md): 0.95 inside (0, 1), 0.87–0.94 for groups near 1. The percentile "
+              "bootstrap over trials, kept for comparison, treats trials as independent and covered only "
+              "0.33–0.53 in crossed studies."),
+        Table(q.rows("final_accuracy"),
+              (("group_label", "group"), ("weight_seed", "weight seed"), ("data_seed", "data seed"),
+               ("digits", "length"), ("n", "questions"), ("correct", "right"),
+               ("accuracy", "accuracy"), ("wilson_low", "low (Wilson)"),
+               ("wilson_high", "high (Wilson)")),
+              lambda t: "Per trial and test length (final_accuracy.sql): accuracy with its "
+              f"{rendering.level(t['final_accuracy'])} "
+              "Wilson interval, the uncertainty from the trial's own test questions.",
+              collapsed=True),
+    ))
+
+LUCKY_TICKETS = Question(
+    "lucky", "2. Weight seeds × data seeds: lucky tickets (001 Fig. 11, F.9)",
+    (SqlFile("lucky_tickets", (ACCURACIES,)), SqlFile("replicates", (ACCURACIES,))),
+    nav="lucky tickets", parts=(
+        Prose("<p class='empty'>No configuration group of this study crosses weight "
+              "seeds with data seeds (lucky_tickets.sql needs trials of at least 2 "
+              "weight seeds and 2 data seeds in one group), so there is no weight/data "
+              "decomposition to show.</p>", when=lambda t: not t["lucky_tickets"]),
+        Plot("seed_heatmap.png", "Weight × data seed heatmap",
+             lambda t: f"{q.measured(t)[0].upper()}{q.measured(t)[1:]} of every weight seed × data seed "
+             "trial of each group's largest complete subgrid, one panel per group; * marks a "
+             "lucky weight seed (its minimum over data orders above "
+             f"{q.lucky_analysed(t)[0]['threshold']:g}); "
+             "† marks a trial that diverged (it keeps the accuracy it had reached). "
+             "Kendall's W = agreement of the data orders' rankings of the weight "
+             "seeds: 1 = the same ranking everywhere; with no agreement W is about "
+             "1/b (b data orders), not 0, so read it with Friedman's p, the chance of "
+             "that much agreement between random rankings.",
+             ("lucky_tickets.sql",), "plots.seed_heatmaps",
+             lambda t: (rendering.first_groups(q.lucky_analysed(t)),), q.lucky_groups,
+             when=q.lucky_analysed),
+        Plot("variance_shares.png", "Variance components",
+             lambda t: f"How much of the variance of the {q.measured(t)} each seed accounts for, as "
+             "random-effects variance components (method of moments for the two-way "
+             "layout without replication: σ²_weight = max(0, (MS_weight − "
+             "MS_residual)/b), σ²_data = max(0, (MS_data − MS_residual)/a), "
+             "σ²_residual = MS_residual), each as a share of their sum; error bars: "
+             f"{q.share_method(t)}; black ticks: the fixed-effects shares SS/SS_total of these "
+             "seeds, biased upward with few seeds. One bar triple per group, its "
+             "a × b seeds beside it; n/a where every trial scored the same.",
+             ("lucky_tickets.sql",), "plots.variance_shares",
+             lambda t: (rendering.first_groups(q.lucky_analysed(t)),), q.lucky_groups,
+             when=q.lucky_analysed),
+        Plot("variance_shares_by_length.png", "Variance components per test length",
+             "The same component shares and intervals at each measured test length "
+             "apart and for their mean (001 F.9 shows 30, 50, 70 and 100 digits "
+             "apart), one panel per group, its a × b seeds in the title.",
+             ("lucky_tickets.sql",), "plots.variance_shares_by_length",
+             lambda t: (rendering.first_groups(q.lucky_analysed(t)),), q.lucky_groups,
+             when=q.lucky_analysed),
+        Table(q.lucky_group_rows,
+              (("group_label", "group"), ("n_weight_seeds", "weight seeds a"),
+               ("n_data_seeds", "data seeds b"), ("measured_kind", "measured"),
+               ("measured_digits", "lengths"), ("grand_mean", "mean acc."),
+               ("component_share_weight_ci", "σ² share weight [interval]"),
+               ("component_share_data_ci", "σ² share data [interval]"),
+               ("component_share_residual_ci", "σ² share residual [interval]"),
+               ("sigma2_weight_ci", "σ²_weight [interval]"),
+               ("sigma2_data_ci", "σ²_data [interval]"),
+               ("sigma2_residual_ci", "σ²_residual [interval]"),
+               ("truncated", "set to 0"),
+               ("ss_share_weight", "SS share weight"), ("ss_share_data", "SS share data"),
+               ("ss_share_residual", "SS share residual"), ("kendall_w", "Kendall's W"),
+               ("friedman_chi2", "Friedman χ²"), ("friedman_p", "Friedman p"),
+               ("missing_cells", "missing cells"), ("left_out_seeds", "seeds left out"),
+               ("component_coverage", "σ² intervals' coverage"),
+               ("share_coverage", "share intervals' coverage")),
+              lambda t: "Per group, over its largest complete subgrid of a × b seeds (lucky_tickets.sql). "
+              f"Variance components by the method of moments with {rendering.level(q.lucky_analysed(t)[:1])} "
+              "modified large-sample intervals (σ²_residual: exact χ²; coverage measured by simulation at "
+              "3 × 5, 8 × 8 and 24 × 20 seeds: 0.94–0.96 inside (0, 1), less for groups near accuracy 1, in "
+              f"the last columns); share intervals: {q.share_method(t)}, with the coverage "
+              "measured by simulation at the nearest design in the last column (docs/analysis.md; "
+              "the percentile bootstrap over seeds, kept in the file for comparison, covered the "
+              "weight share 0.88 of the time at 3 × 5 seeds); 'set to 0': "
+              "components whose moment estimate was negative. SS shares: fixed-effects "
+              "SS/SS_total. Friedman's χ² = b(a − 1)W with a − 1 degrees of freedom; random "
+              "rankings give W ≈ 1/b.",
+              when=q.lucky_analysed),
+        Computed(q.seed_planning, when=q.lucky_analysed),
+        Table(q.lucky_by_length,
+              (("group_label", "group"), ("digits", "length"), ("grand_mean", "mean acc."),
+               ("component_share_weight_ci", "σ² share weight [interval]"),
+               ("component_share_data_ci", "σ² share data [interval]"),
+               ("component_share_residual_ci", "σ² share residual [interval]"),
+               ("ss_share_weight", "SS share weight"), ("ss_share_data", "SS share data"),
+               ("kendall_w", "Kendall's W"), ("friedman_p", "Friedman p")),
+              "Per group and test length (lucky_tickets.sql, column by_length; 001 F.9), on "
+              "the same seeds.", collapsed=True, when=q.lucky_analysed),
+        Table(q.lucky_analysed,
+              (("group_label", "group"), ("weight_seed", "weight seed"), ("mean", "mean"),
+               ("min", "min"), ("max", "max"), ("lucky", "lucky"), ("threshold", "threshold"),
+               ("accuracy_by_data_seed", "by data seed")),
+              "Per weight seed, over data orders (lucky_tickets.sql).", when=q.lucky_analysed),
+        Table(q.lucky_skipped,
+              (("group_label", "group"), ("grid_weight_seeds", "weight seeds"),
+               ("grid_data_seeds", "data seeds"), ("skipped_reason", "not analysed because"),
+               ("missing_cells", "missing cells")),
+              "Groups whose trials cross weight and data seeds but that lucky_tickets.sql "
+              "could not analyse.", when=q.lucky_skipped),
+        Computed(lambda t: report_sections.replicates_section(t["replicates"])),
+    ))
+
+SUCCESS = Question(
+    "success", "3. How likely a seed succeeds, and best of N seeds", (SqlFile("success", (ACCURACIES,)),),
+    nav="success and best of N", parts=(
+        Plot("success.png", "Success probability",
+             lambda t: f"Share of a group's trials whose accuracy reaches {q.success_threshold(t):g} at each "
+             f"test length, with its {rendering.level(t['success'])} interval over seeds (Wilson's at the "
+             "effective number of seed pairs); each point is labelled successes/trials.",
+             ("success.sql",), "plots.success_probability", lambda t: (q.first(t, "success"),)),
+        Table(lambda t: [rendering.with_intervals(r) for r in t["success"]],
+              lambda t: (("group_label", "group"), ("digits", "length"), ("in_distribution", "trained"),
+                         ("n_trials", "N trials"), ("n_success", "succeed"),
+                         ("p_success_ci", f"P(acc. ≥ {q.success_threshold(t):g}) [interval]"),
+                         ("p_success_n_effective", "effective N"),
+                         ("p_success_coverage", "interval's coverage"),
+                         ("seeds_for_a_success", "seeds for a success"),
+                         ("expected_best_of_1", "E best of 1"), ("expected_best_of_5", "E best of 5"),
+                         ("expected_best_of_10", "E best of 10")),
+              lambda t: "Per group and test length (success.sql). Seeds for a success: the fewest seeds "
+              f"that give at least one success with probability {rendering.level(t['success'])[:-1]} if the "
+              "success rate is the interval's lower end (blank: the trials cannot rule out 0). "
+              "E best of N: the exact expected maximum accuracy of N trials drawn with "
+              "replacement from the group's N trials. The interval is Wilson's at an effective number of "
+              "seed pairs (Korn & Graubard 1998): crossed weight × data seeds share their seeds, so N "
+              "trials count as fewer, by the two-way random-effects variance of the success rate and "
+              "Satterthwaite's degrees of freedom; its coverage measured by simulation at the nearest "
+              "design is beside it (docs/analysis.md). With few weight seeds it is wide: that is what "
+              "they can say."),
+    ))
+
+COMPARE = Question(
+    "compare", "4. Comparing configurations", (SqlFile("compare", (ACCURACIES,)),),
+    nav="comparisons", parts=(
+        Table(lambda t: [rendering.with_intervals(r) for r in t["compare"]],
+              (("label_a", "group a"), ("label_b", "group b"), ("differs_in", "differs in"),
+               ("digits", "length"), ("design", "design"), ("n_a", "N a"), ("n_b", "N b"),
+               ("accuracy_diff_ci", "acc. a − b [bootstrap]"),
+               ("accuracy_p_perm", "p (permutation)"), ("accuracy_p_holm", "p Holm"),
+               ("success_diff_ci", "success a − b [Newcombe]"),
+               ("success_p_exact", "p (exact)"), ("success_p_holm", "p Holm")),
+              lambda t: "Pairs of groups whose configs differ in one setting, per test length "
+              "(analysis/compare.sql). Paired on the seed pairs both share when they share at least 2 "
+              f"(N = seed pairs), else unpaired. Accuracy: {rendering.level(t['compare'])} percentile "
+              "bootstrap of the mean difference and a permutation p; success: Newcombe's score interval "
+              "and an exact p (McNemar paired, Fisher unpaired). Holm's correction over all "
+              f"{t['compare'][0]['holm_comparisons'] if t['compare'] else 0} "
+              "comparisons of the table, accuracy and success apart."),
+    ))
+
+CASCADE = Question(
+    "cascade", "5. Carry-cascade breakdown (003 Fig. 8a, 8c)", (SqlFile("cascade", (SAMPLES,)),),
+    nav="carry cascades", parts=(
+        Plot("cascade.png", "Accuracy by carry-cascade length",
+             "Exact match by the question's longest carry cascade (003 §4; 0 = no carry), "
+             "one line per test length (dashed: longer than trained), at each trial's "
+             "last sampled step. Line = mean of the trials' accuracies, error bars = "
+             "the interval of that mean over seeds (section 1's, at its level; none for "
+             "a single seed pair), dots = each trial. The trials answer the same questions, so "
+             "pooling their answers would hide seed-to-seed variation; each trial's own "
+             "question-level uncertainty is its Wilson 95 % interval, in the table below.",
+             ("cascade.sql",), "error_plots.cascade_breakdown", lambda t: (q.first(t, "cascade"),)),
+        Table(q.rows("cascade"),
+              (("group_label", "group"), ("digits", "length"), ("cascade", "cascade"),
+               ("n_trials", "trials"), ("accuracy", "mean over trials"),
+               ("mean_low", "low (seeds)"), ("mean_high", "high (seeds)"), ("level", "level"),
+               ("mean_coverage", "interval's coverage"),
+               ("share_of_questions", "share of questions"), ("trial_accuracies", "each trial")),
+              "Per group, test length and cascade length (cascade.sql): mean of the trials' "
+              "accuracies with its interval over seeds (at `level`) and that interval's measured "
+              "coverage.", collapsed=True),
+        Table(q.cascade_trials,
+              (("group_label", "group"), ("digits", "length"), ("cascade", "cascade"),
+               ("weight_seed", "weight seed"), ("data_seed", "data seed"),
+               ("questions", "questions"), ("correct", "right"), ("accuracy", "accuracy"),
+               ("wilson95_low", "95 % low (questions)"), ("wilson95_high", "95 % high (questions)")),
+              "Per trial (cascade.sql, column trials): accuracy with its Wilson 95 % interval, "
+              "the uncertainty from the few questions of one trial.", collapsed=True),
+    ))
+
+ERRORS = Question(
+    "errors", "6. Error anatomy (001 Fig. 9, F.10–F.12)",
+    (SqlFile("errors", (SAMPLES, ("per-place samples", "but its ending facet"))),
+     SqlFile("error_checkpoints", (SAMPLES, ("per-place samples", "")))),
+    nav="errors", parts=(
+        Prose("<p>Counted in answer <i>digits</i> (places): a place is one digit of the "
+              "answer and, with index hints, the hint before it; places are numbered from "
+              "the least significant, 0 = units (001's written order). Each quantity is "
+              "computed per trial at its last sampled step and then averaged over the "
+              "group's trials (001 F.10 averages over runs).</p>"),
+        Plot("errors_carry.png", "Errors with and without carry, per answer digit",
+             "Error rate of the answer digits that have a carry into them and of those "
+             "that do not, by test length (001 Fig. 9): every digit of every question, "
+             "mean over trials of each trial's rate; a digit not written (the answer "
+             "ended early) is wrong; n/a where a length has no digit of that kind.",
+             ("errors.sql",), "error_plots.error_by_carry", lambda t: (q.first(t, "errors"),)),
+        Plot("errors_ending.png", "How wrong answers end",
+             "Share of the wrong answers that end on time, end early (premature end) or "
+             "run on (late end), mean over trials.",
+             ("errors.sql",), "error_plots.error_endings", lambda t: (q.first(t, "errors"),)),
+        Plot("errors_position.png", "Error positions",
+             "Where the wrong digits of wrong answers that end on time are: every wrong "
+             "place of each answer (not only the first), as a share of the trial's wrong "
+             "places, averaged over trials (001 F.10 left).",
+             ("errors.sql",), "error_plots.error_distribution",
+             q.error_distribution("error_position", "answer place (0 = units)")),
+        Plot("errors_count.png", "Wrong digits per wrong answer",
+             lambda t: "How many answer digits are wrong in a wrong answer that ends on time, as a "
+             "share of those answers, averaged over trials; trials whose accuracy at the "
+             f"length is below {q.min_accuracy(t):g} are left out (001 F.10 right, F.11: "
+             "near-zero accuracy runs excluded).",
+             ("errors.sql",), "error_plots.error_distribution",
+             q.error_distribution("wrong_digits", "wrong digits per wrong answer")),
+        Plot("errors_checkpoints.png", "Error positions per checkpoint",
+             "One row per checkpoint (trial and step: weight seed, data seed, @step): the "
+             "share of its wrong digits at each answer place, at the group's longest test "
+             "length with wrong answers that end on time (001 F.12).",
+             ("error_checkpoints.sql",), "error_plots.error_checkpoints",
+             lambda t: (q.first(t, "error_checkpoints"),)),
+        Table(q.errors_facet("carry"),
+              (("group_label", "group"), ("digits", "length"), ("bucket", "kind"),
+               ("n_trials", "trials"), ("total", "digits"), ("count", "wrong"),
+               ("error_rate", "error rate (mean over trials)")),
+              "Answer digits with and without a carry into them (errors.sql, facet carry).",
+              collapsed=True),
+        Table(q.errors_facet("ending", "wrong_digits"),
+              (("group_label", "group"), ("digits", "length"), ("facet", "facet"),
+               ("bucket", "bucket"), ("n_trials", "trials"), ("n_excluded", "left out"),
+               ("count", "wrong answers"), ("share_of_errors", "share (mean over trials)")),
+              lambda t: "How wrong answers end, and wrong digits per wrong answer that ends on time "
+              f"(errors.sql; 'left out': trials below accuracy {q.min_accuracy(t):g}).",
+              collapsed=True),
+    ))
+
+TRAINING = Question(
+    "training", "7. Accuracy over training (001 App. F.3, Fig. 6)", (SqlFile("training", (ACCURACIES,)),),
+    nav="training", parts=(
+        Plot("training.png", "Accuracy over training steps",
+             lambda t: "Exact match at each evaluation step, one colour per test length and one line "
+             "style per trial (seeds in the corner); dotted verticals: the step at which "
+             f"the trial's mean in-distribution accuracy first reached {q.grok_threshold(t):.0%} "
+             "(grokking step).", ("training.sql",), "plots.training_curves",
+             lambda t: (q.first(t, "training"),)),
+        Table(q.training_trials,
+              lambda t: (("group_label", "group"), ("weight_seed", "weight seed"),
+                         ("data_seed", "data seed"), ("trial_id", "trial"),
+                         ("grok_step", f"first step with in-dist. ≥ {q.grok_threshold(t):.0%}"),
+                         ("in_distribution_accuracy", "final in-dist. acc."),
+                         ("ood_accuracy", "final OOD acc."), ("loss", "final loss")),
+              "Grokking step per trial (training.sql); the last three columns at the final step."),
+    ))
+
+# trials that did not finish: a mean over the others can hide them
+FAILURES = Question(
+    "failures", "8. Failed and diverged trials", (SqlFile("failures"),),
+    nav="failed and diverged trials", parts=(
+        Table(q.rows("failures"),
+              (("trial_id", "trial"), ("status", "status"), ("task", "task"), ("pe", "pe"),
+               ("weight_seed", "weight seed"), ("data_seed", "data seed"), ("error", "error")),
+              "Trials whose status is failed or diverged (failures.sql), with their error; "
+              "`lg-study trial STUDY.yaml --trial ID` trains one again in this process, printing "
+              "its loss and accuracies as it goes (no Ray, no MLflow)."),
+    ))
+
+# a group whose seeds ran on two machines mixes floating-point chaos into its seed variance
+ENVIRONMENTS = Question(
+    "environments", "9. Where the trials ran", (SqlFile("environments"),), parts=(
+        Table(q.rows("environments"),
+              (("group_label", "group"), ("environment", "environment"),
+               ("science_versions", "science versions"), ("trials", "trials"),
+               ("trial_ids", "trials' ids")),
+              "Configuration groups whose finished trials ran in more than one numerical environment "
+              "(CPU or GPU model, instruction set, torch, CUDA or numpy build, threads; environments.sql): "
+              "training is chaotic across machines, so their seed variance includes floating-point "
+              "differences. None here means every group ran in one."),
+    ))
+
+#: the trials per status, for the page's header
+STATUS_COUNTS = Question("status", None, (SqlFile("status_counts"),))
+
+QUESTIONS: tuple[Question, ...] = (
+    STATUS_COUNTS, COVERAGE, VARIANCE, LUCKY_TICKETS, SUCCESS, COMPARE, CASCADE, ERRORS,
+    TRAINING, FAILURES, ENVIRONMENTS,
+)
+
+
+def report_files() -> tuple[str, ...]:
+    """Every SQL file the report runs, in page order."""
+    return tuple(f.name for q in QUESTIONS for f in q.files)
+
+
+def reads_table() -> list[tuple[str, str, str, int]]:
+    """(kind of rows, file, what of the file still counts a trial without them, order):
+    the rows of coverage.sql's `analysis_reads`."""
+    return [(kind, f.name, still, order)
+            for order, f in enumerate(f for q in QUESTIONS for f in q.files)
+            for kind, still in f.reads]
