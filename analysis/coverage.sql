@@ -5,13 +5,13 @@
 -- and unfinished trials count nowhere (failures.sql lists them; lucky_tickets.sql
 -- names the cells they leave empty). One row per finished trial and kind of rows it
 -- lacks:
---   accuracies         no eval rows (it diverged before its first evaluation): out of
---                      variance, final_accuracy, training and lucky_tickets
+--   accuracies         no eval rows (it diverged before its first evaluation)
 --   samples            no per-question samples (they are recorded at the final
---                      evaluation, which a diverged trial never reaches): out of
---                      cascade, errors and error_checkpoints
---   per-place samples  samples written before carry_in and wrong_places existed: out
---                      of errors (but for its `ending` facet) and error_checkpoints
+--                      evaluation, which a diverged trial never reaches)
+--   per-place samples  samples written before carry_in and wrong_places existed
+-- and the files that leave it out for that: the table analysis_reads, which lg-study
+-- registers from the report's question records (analysis/questions.py), says which rows
+-- each file reads, so a new question's file joins these lists with its record.
 -- No parameters.
 
 with
@@ -57,11 +57,21 @@ gaps as (
     left join sampled using (study, trial_id)
 ),
 
-missing as (
+readers as (
+    select
+        missing,
+        string_agg(
+            file || case when still_counts = '' then '' else ' (' || still_counts || ')' end,
+            ', ' order by file_order
+        ) as left_out_of
+    from analysis_reads
+    group by missing
+),
+
+lacking as (
     select
         *,
         'accuracies' as missing,
-        'variance, final_accuracy, training, lucky_tickets' as left_out_of,
         case
             when status = 'diverged' then 'diverged before its first evaluation'
             else 'no evaluation rows'
@@ -72,7 +82,6 @@ missing as (
     select
         *,
         'samples',
-        'cascade, errors, error_checkpoints',
         case
             when status = 'diverged' then 'diverged: samples come from the final evaluation'
             else 'no samples rows'
@@ -83,10 +92,17 @@ missing as (
     select
         *,
         'per-place samples',
-        'errors (but its ending facet), error_checkpoints',
         'samples written before the per-place columns carry_in and wrong_places'
     from gaps
     where has_samples and not has_places
+),
+
+missing as (
+    select
+        lacking.*,
+        readers.left_out_of
+    from lacking
+    inner join readers using (missing)
 ),
 
 final as (

@@ -32,6 +32,7 @@ from analysis.layout import (  # noqa: F401  (re-exported: the readers' names)
     results_roots,
 )
 from analysis.quantiles import register_quantiles
+from analysis.questions import reads_table
 from analysis.share_intervals import register_share_intervals
 
 DERIVED_VIEWS = ("finished_trials", "groups", "final_eval")  # defined in views.sql over the tables, in this order
@@ -252,11 +253,15 @@ def prepare_connection(con: duckdb.DuckDBPyConnection) -> None:
     """The functions the analysis files call: the plain-SQL formulas of formulas.sql
     (e.g. wilson_centre), chi2_quantile and f_quantile (analysis/quantiles.py),
     share_intervals (analysis/share_intervals.py), then the macros of macros.sql
-    (e.g. mls_low)."""
+    (e.g. mls_low); and the table `analysis_reads`, which rows each file of the report
+    reads (from analysis/questions.py), for coverage.sql."""
     con.execute(sql_file("formulas.sql").read_text())
     register_quantiles(con)
     register_share_intervals(con)
     con.execute(sql_file("macros.sql").read_text())
+    con.execute("create or replace temp table analysis_reads "
+                "(missing varchar, file varchar, still_counts varchar, file_order integer)")
+    con.executemany("insert into analysis_reads values (?, ?, ?, ?)", reads_table())
 
 
 def _statements_by_view(con: duckdb.DuckDBPyConnection, name: str) -> dict[str, str]:

@@ -81,7 +81,9 @@ def build_report(
     sections = _sections(tables, out_dir, report)
     if seeds is not None:
         sections.insert(0, report_sections.seeds_section(*seeds))
-    report.page.write_text(rendering.page(study, results_root, tables, sections, params, profile))
+    contents = [(q.anchor, q.nav) for q in QUESTIONS if q.nav]
+    report.page.write_text(rendering.page(study, results_root, tables, sections, params, profile,
+                                          contents))
     return report
 
 

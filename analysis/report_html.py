@@ -43,7 +43,9 @@ code { background: #f4f4f4; padding: 0 3px; }
 
 
 def page(study: str, root: Path, tables: dict, sections: list[str], params: dict,
-         profile: str | None = None) -> str:
+         profile: str | None = None, nav: Iterable[tuple[str, str]] = ()) -> str:
+    """The whole page; ``nav``: (anchor, name) of the sections its contents line lists."""
+    contents = " · ".join(f'<a href="#{anchor}">{html.escape(name)}</a>' for anchor, name in nav)
     counts = ", ".join(f"{r['status']} {r['trials']}" for r in tables["status_counts"])
     n_groups = len({r["group_id"] for r in tables["final_accuracy"]})
     given = ", ".join(f"{k}={v}" for k, v in sorted(params.items())) or "none (defaults)"
@@ -67,10 +69,7 @@ Trials: {html.escape(counts or "none")}; configuration groups with finished tria
 yourself with <code>lg-study query --file analysis/variance.sql --study
 {html.escape(study)}{option}</code>. Accuracies are exact match at each trial's final evaluation
 unless said otherwise; "trained" marks test lengths inside the training range.</p>
-<p><a href="#coverage">which trials count</a> · <a href="#variance">seed variance</a> · <a href="#lucky">lucky tickets</a> ·
-<a href="#success">success and best of N</a> · <a href="#compare">comparisons</a> ·
-<a href="#cascade">carry cascades</a> · <a href="#errors">errors</a> ·
-<a href="#training">training</a> · <a href="#failures">failed and diverged trials</a></p>
+<p>{contents}</p>
 {"".join(sections)}
 </body>
 </html>
