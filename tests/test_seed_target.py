@@ -249,6 +249,27 @@ def trials_by_group(results: Path) -> dict[str, list[dict]]:
 
 
 @pytest.mark.slow  # about 2 minutes on 2 shared cores: three Tune runs of 8 trials, a report
+def assert_trained_once_and_tracked(results: Path, after_first: dict[str, list[dict]]) -> None:
+    """The seeds each group ended with, every trial done and trained once (each row kept
+    its start time), and one finished MLflow run per trial with its group's label."""
+    final = trials_by_group(results)
+    assert [(r["weight_seed"], r["data_seed"]) for r in final["nope"]] == [(0, d) for d in range(5)]
+    assert [(r["weight_seed"], r["data_seed"]) for r in final["alibi"]] == [(0, 0), (1, 0), (2, 0)]
+    assert {r["status"] for rows in final.values() for r in rows} == {"done"}
+    for name, rows in after_first.items():  # trained once: each row kept its start time
+        kept = {r["trial_id"]: r["started_at"] for r in final[name]}
+        assert all(kept[r["trial_id"]] == r["started_at"] for r in rows)
+    client = mlflow.MlflowClient(default_store_uri(results))
+    runs = client.search_runs([client.get_experiment_by_name("until").experiment_id])
+    assert len(runs) == 8 and len({r.data.tags["trial_id"] for r in runs}) == 8
+    assert {r.info.status for r in runs} == {"FINISHED"}
+    ids = {r["trial_id"]: r for rows in final.values() for r in rows}
+    assert all(
+        run.data.tags["group_label"] == ids[run.data.tags["trial_id"]]["group_label"]
+        for run in runs
+    )
+
+
 def test_a_real_study_stops_adding_seeds_and_resumes_without_training_twice(
     study_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -292,23 +313,7 @@ def test_a_real_study_stops_adding_seeds_and_resumes_without_training_twice(
     finally:
         ray.shutdown()
 
-    final = trials_by_group(results)
-    assert [(r["weight_seed"], r["data_seed"]) for r in final["nope"]] == [(0, d) for d in range(5)]
-    assert [(r["weight_seed"], r["data_seed"]) for r in final["alibi"]] == [(0, 0), (1, 0), (2, 0)]
-    assert {r["status"] for rows in final.values() for r in rows} == {"done"}
-    for name, rows in after_first.items():  # trained once: each row kept its start time
-        kept = {r["trial_id"]: r["started_at"] for r in final[name]}
-        assert all(kept[r["trial_id"]] == r["started_at"] for r in rows)
-    client = mlflow.MlflowClient(default_store_uri(results))
-    runs = client.search_runs([client.get_experiment_by_name("until").experiment_id])
-    assert len(runs) == 8 and len({r.data.tags["trial_id"] for r in runs}) == 8
-    assert {r.info.status for r in runs} == {"FINISHED"}
-    ids = {r["trial_id"]: r for rows in final.values() for r in rows}
-    assert all(
-        run.data.tags["group_label"] == ids[run.data.tags["trial_id"]]["group_label"]
-        for run in runs
-    )
-
+    assert_trained_once_and_tracked(results, after_first)
     target, states = seed_plan.seed_states(results, "until")  # what the run left
     by_pe = {s.group_label.split("/")[1]: s for s in states}
     assert (by_pe["nope"].state, by_pe["nope"].seeds, by_pe["nope"].trials) == (TARGET_HELD, 1, 5)
