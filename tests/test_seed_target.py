@@ -248,7 +248,6 @@ def trials_by_group(results: Path) -> dict[str, list[dict]]:
     return found
 
 
-@pytest.mark.slow  # about 2 minutes on 2 shared cores: three Tune runs of 8 trials, a report
 def assert_trained_once_and_tracked(results: Path, after_first: dict[str, list[dict]]) -> None:
     """The seeds each group ended with, every trial done and trained once (each row kept
     its start time), and one finished MLflow run per trial with its group's label."""
@@ -270,6 +269,7 @@ def assert_trained_once_and_tracked(results: Path, after_first: dict[str, list[d
     )
 
 
+@pytest.mark.slow  # about 2 minutes on 2 shared cores: three Tune runs of 8 trials, a report
 def test_a_real_study_stops_adding_seeds_and_resumes_without_training_twice(
     study_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
