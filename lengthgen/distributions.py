@@ -280,8 +280,95 @@ class UniformOperands(Distribution):
                 raise ValueError(f"eval.digits: {error}; remove {n}") from None
 
 
+def _exact_length_digits(
+    rng: np.random.Generator, lengths: np.ndarray, width: int, base: int, zero_is_one_digit: bool
+) -> np.ndarray:
+    """(Q, width) LSD-first operands, row q uniform among the numbers of exactly
+    lengths[q] digits and zero above them: the most significant digit 1..base-1, and a
+    1-digit operand 0..base-1 if ``zero_is_one_digit`` (the authors differ there)."""
+    drawn = rng.integers(0, base, size=(len(lengths), width), dtype=digits.DIGIT_DTYPE)
+    top = rng.integers(1, base, size=len(lengths), dtype=digits.DIGIT_DTYPE)
+    place = np.arange(width)[None, :]
+    drawn[place >= lengths[:, None]] = 0
+    rows = np.flatnonzero(lengths > (1 if zero_is_one_digit else 0))
+    drawn[rows, lengths[rows] - 1] = top[rows]
+    return drawn
+
+
+def _by_longest(task: Task, rng: np.random.Generator, lengths: np.ndarray, zero_is_one_digit: bool) -> Groups:
+    """Questions whose scaled operands have the given lengths (Q, operands), grouped by
+    their longest operand: a question's length n is its longest operand's, and the
+    shorter ones are zero-extended to n (the format writes them zero-padded with
+    format.pad, at their own length without)."""
+    longest = lengths.max(axis=1)
+    groups = {}
+    for n in np.unique(longest):
+        rows = lengths[longest == n]
+        scaled = [_exact_length_digits(rng, rows[:, i], int(n), task.base, zero_is_one_digit)
+                  for i in range(rows.shape[1])]
+        groups[int(n)] = task.assemble(scaled, rng)
+    return groups
+
+
+def _check_two_lengths(task: Task, config: TrialConfig) -> None:
+    if sum(task.scales) < 2:
+        able = [name for name, t in TASKS.items() if sum(t.scales) >= 2]
+        raise ValueError(
+            f"data.distribution {config.data.distribution} draws the lengths of several operands, "
+            f"and task.name {task.name} has one operand of the question's length: use uniform_length "
+            f"(tasks with several: {able})"
+        )
+
+
+class IndependentLengths(Distribution):
+    """Position coupling's training data (Cho et al. 2024, "Position Coupling: Improving
+    Length Generalization of Arithmetic Transformers Using Task Structure", arXiv
+    2405.20671, §4 and App. C; released code, src/data/addition.py AdditionDataset):
+    each operand's length drawn on its own, uniform over the training range; each
+    operand uniform among the numbers of exactly that length (0..base-1 at one digit);
+    the question's length is the longer operand's, the shorter zero-padded to it
+    (format.pad; their `padding` with pad token 0)."""
+
+    name = "independent_lengths"
+
+    def sample(self, task, rng, questions, digit_range, leading_zeros=True):
+        low, high = digit_range
+        lengths = rng.integers(low, high + 1, size=(questions, sum(task.scales)))
+        return _by_longest(task, rng, lengths, zero_is_one_digit=True)
+
+    def check(self, task, config):
+        _check_two_lengths(task, config)
+
+
+class LengthPairs(Distribution):
+    """Abacus's training data (McLeish et al. 2024, "Transformers Can Do Arithmetic with
+    the Right Embeddings", arXiv 2405.17399, §3; released code, create_data_split.py
+    bucket_method_gen): every pair of operand lengths in the training range equally
+    often, each operand uniform among the numbers of exactly that length (1..base-1 at
+    one digit: their keep_0_for_len_1 is off by default), written unpadded in their
+    recipe (format.pad false). The authors cycle through the pairs in a fixed order
+    over a fixed set; a batch here holds each pair floor(Q / P) times and the Q mod P
+    questions left over at distinct pairs drawn at random, so every batch is balanced
+    to within one question per pair and the pairs are equally likely over batches."""
+
+    name = "length_pairs"
+
+    def sample(self, task, rng, questions, digit_range, leading_zeros=True):
+        low, high = digit_range
+        span, operands = high - low + 1, sum(task.scales)
+        pairs = span**operands
+        counts = np.full(pairs, questions // pairs)
+        counts[rng.choice(pairs, size=questions % pairs, replace=False)] += 1
+        index = np.repeat(np.arange(pairs), counts)
+        lengths = low + np.stack([index // span**i % span for i in range(operands)], axis=1)
+        return _by_longest(task, rng, lengths, zero_is_one_digit=False)
+
+    def check(self, task, config):
+        _check_two_lengths(task, config)
+
+
 DISTRIBUTIONS: dict[str, type[Distribution]] = {
-    d.name: d for d in (UniformLength, UniformOperands, CascadeUniform, Mixed)
+    d.name: d for d in (UniformLength, UniformOperands, CascadeUniform, Mixed, IndependentLengths, LengthPairs)
 }
 
 
