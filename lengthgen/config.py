@@ -202,9 +202,13 @@ class TrainConfig:
     __pydantic_config__ = _STRICT
     steps: int = 2000
     batch_size: int = 64
-    #: peak learning rate, reached after `warmup` steps, then cosine decay to 0
+    #: peak learning rate, reached after `warmup` steps, then cosine decay to
+    #: `min_lr_ratio` x lr
     lr: float = 1e-3
     warmup: int = 100
+    #: the cosine's floor as a share of lr: 0 decays to 0 (001 E.2), 0.1 to a tenth (001
+    #: Table E.1; Cho et al. 2024's recipe)
+    min_lr_ratio: float = 0.0
     weight_decay: float = 0.1
     #: gradient norm clip (0 disables)
     grad_clip: float = 1.0
@@ -233,6 +237,9 @@ class TrainConfig:
                 raise ValueError(f"train.{name} must be >= 1, got {getattr(self, name)}")
         if self.lr <= 0:
             raise ValueError(f"train.lr must be > 0, got {self.lr}")
+        if not 0 <= self.min_lr_ratio <= 1:
+            raise ValueError(f"train.min_lr_ratio must be in [0, 1] (the cosine's floor as a share of "
+                             f"train.lr), got {self.min_lr_ratio}")
         if self.warmup < 0 or self.weight_decay < 0 or self.grad_clip < 0:
             raise ValueError("train.warmup, train.weight_decay and train.grad_clip must be >= 0")
         if self.deterministic and self.compile:

@@ -90,12 +90,16 @@ class TrialResult:
 
 
 def learning_rate(config: TrialConfig, step: int) -> float:
-    """Linear warmup to train.lr over train.warmup steps, then cosine decay to 0 (001 E.2)."""
+    """Linear warmup to train.lr over train.warmup steps, then cosine decay to
+    train.min_lr_ratio x train.lr (0 by default, as 001 E.2; 0.1 in 001 Table E.1 and in
+    Cho et al. 2024's recipe). A floor of 0 adds 0.0 to the undecayed formula: the same
+    bits as before the floor existed."""
     train = config.train
     if step < train.warmup:
         return train.lr * (step + 1) / train.warmup
     progress = (step - train.warmup) / max(1, train.steps - train.warmup)
-    return train.lr * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+    floor = train.lr * train.min_lr_ratio
+    return floor + (train.lr - floor) * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
 
 
 class TrainingBatch(NamedTuple):

@@ -1,6 +1,7 @@
 """Training loop: schedule, checkpoint resume, divergence, and the answer records."""
 
 import itertools
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -29,6 +30,20 @@ def test_learning_rate_warms_up_then_decays_to_zero():
     assert rates[55] == pytest.approx(0.5, abs=0.02)
     assert all(a >= b for a, b in itertools.pairwise(rates[10:]))
     assert learning_rate(config, 100) == pytest.approx(0.0)
+
+
+def test_the_cosine_decays_to_its_floor_and_a_floor_of_zero_is_the_old_formula_bit_for_bit():
+    base = replace(CONFIG, train=replace(CONFIG.train, steps=100, warmup=10, lr=3e-4))
+    floored = replace(base, train=replace(base.train, min_lr_ratio=0.1))
+    assert learning_rate(floored, 100) == pytest.approx(3e-5)
+    assert learning_rate(floored, 55) == pytest.approx(3e-5 + 0.5 * 2.7e-4, rel=0.05)
+    assert learning_rate(floored, 5) == learning_rate(base, 5)  # the warm-up is the same
+    for step in range(10, 101):
+        progress = min(1.0, (step - 10) / 90)
+        old = 3e-4 * 0.5 * (1.0 + math.cos(math.pi * progress))
+        assert learning_rate(base, step) == old  # exactly: ids and numbers unchanged
+    with pytest.raises(ValueError, match=r"train.min_lr_ratio must be in \[0, 1\].*got 1.5"):
+        replace(base.train, min_lr_ratio=1.5)
 
 
 def test_resume_from_checkpoint_equals_uninterrupted_training():
