@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from lengthgen.calibration import mean_attention_logits
-from lengthgen.config import TrialConfig, derive
+from lengthgen.config import TrainConfig, TrialConfig, derive
 from lengthgen.determinism import deterministic
 from lengthgen.distributions import Distribution
 from lengthgen.evaluation import LengthResult, SampleRecord, build_eval_sets, evaluate, summarize
@@ -263,6 +263,61 @@ def _decay_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     ]
 
 
+def build_optimizer(model: torch.nn.Module, train: TrainConfig) -> torch.optim.AdamW:
+    """AdamW over the decay groups, at train.lr until the schedule sets each step's rate."""
+    return torch.optim.AdamW(_decay_groups(model, train.weight_decay), lr=train.lr, betas=(0.9, 0.98))
+
+
+class TrainingStep:
+    """The one optimizer step of a trial: `train` takes it at every step, and `lg-study
+    bench` times it, so that a benchmark measures the step trials take (decay groups,
+    schedule, dropout seed, precision, clipping included).
+
+    `parts` turns batch number `step` into what is trained (tensors, the positions
+    drawn from the data seed, the length buckets); `update` trains on them. A caller
+    that times the update alone prepares the parts first."""
+
+    def __init__(
+        self, config: TrialConfig, model: Architecture, device: torch.device, forward_batch: Callable | None = None
+    ) -> None:
+        """`forward_batch`: another form of model.forward_batch (a benchmark's compile
+        mode, a reference model); by default the trial's, compiled with train.compile."""
+        self.config, self.model, self.device = config, model, device
+        self.optimizer = build_optimizer(model, config.train)
+        if forward_batch is None:
+            # the compiled step shares its parameters with `model`; evaluation runs uncompiled
+            forward_batch = torch.compile(model.forward_batch) if config.train.compile else model.forward_batch
+        self.forward_batch = forward_batch
+        self.sampler = build_position_sampler(config.model)
+
+    def parts(self, step: int, batch: TrainingBatch) -> list[tuple[Batch, Positions]]:
+        """Batch number `step` on the device, with its positions, whole or in length buckets."""
+        tensors = batch_tensors(batch, self.device)
+        positions = self.model.sample_positions(
+            tensors.tokens, tensors.prompt_lengths, self.sampler, _step_generator(self.config, step), training=True
+        )
+        return batch_parts(self.model, batch, tensors, positions, self.config.train.length_buckets)
+
+    def update(self, step: int, parts: list[tuple[Batch, Positions]]) -> torch.Tensor:
+        """Train on the parts of batch number `step` at its learning rate; the batch's mean
+        loss (detached). A loss that is not finite leaves the weights as they were."""
+        config = self.config
+        for group in self.optimizer.param_groups:
+            group["lr"] = learning_rate(config, step)
+        if config.model.dropout > 0:
+            torch.manual_seed(int(np.random.SeedSequence([config.seeds.data, step]).generate_state(1)[0]))
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = accumulate_gradients(self.forward_batch, parts, self.device, config.train.precision)
+        if torch.isfinite(loss):
+            if config.train.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.train.grad_clip)
+            self.optimizer.step()
+        return loss
+
+    def __call__(self, step: int, batch: TrainingBatch) -> torch.Tensor:
+        return self.update(step, self.parts(step, batch))
+
+
 def train(
     config: TrialConfig,
     on_report: Callable[[Report], None] | None = None,
@@ -300,35 +355,22 @@ def _train(
     extracted: dict[str, torch.Tensor] | None = state.get("extracted")
     last_finite_loss, final_samples = None, []  # float | None, list[SampleRecord]
     for phase in range(state.get("phase", 0), phases):
-        model, optimizer, forward_batch = _phase_model(config, phase, extracted, state, target_device)
+        model, training_step = _phase_model(config, phase, extracted, state, target_device)
         model.train()
         while step < (phase + 1) * phase_steps:
             local = step - phase * phase_steps  # each phase sees the same batches (000 §5, step 3)
-            lr = learning_rate(config, local)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            if config.model.dropout > 0:
-                torch.manual_seed(int(np.random.SeedSequence([config.seeds.data, local]).generate_state(1)[0]))
             batch = training_batch(config, task, distribution, tokenizer, local)
             tokens_seen += int((batch.tokens != tokenizer.pad_id).sum())
-            tensors = batch_tensors(batch, target_device)
-            step_positions = model.sample_positions(
-                tensors.tokens, tensors.prompt_lengths, positions, _step_generator(config, local), training=True
-            )
-            parts = batch_parts(model, batch, tensors, step_positions, config.train.length_buckets)
-            optimizer.zero_grad(set_to_none=True)
-            loss = accumulate_gradients(forward_batch, parts, target_device, config.train.precision)
+            loss = training_step(local, batch)
             step += 1
             if not torch.isfinite(loss):
                 return _diverged(config, model, target_device, history, step, last_finite_loss, on_report)
-            if config.train.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), config.train.grad_clip)
-            optimizer.step()
             last_finite_loss = loss.item()
 
             final = step == phases * phase_steps
             report = Report(step=step)
             if step % config.train.log_every == 0 or final:
+                lr = learning_rate(config, local)
                 report.train = TrainLog(step, last_finite_loss, lr, tokens_seen, time.perf_counter() - started)
                 history["train"].append(report.train)
             if step % phase_steps == 0 or (config.eval.every and step % config.eval.every == 0):
@@ -339,8 +381,8 @@ def _train(
                 report.summary = summarize(report.eval)
                 history["eval"] += [(step, r) for r in report.eval]
                 report.checkpoint = partial(
-                    _checkpoint, config, phase, step, tokens_seen, time.perf_counter() - started, model, optimizer,
-                    history, extracted,
+                    _checkpoint, config, phase, step, tokens_seen, time.perf_counter() - started, model,
+                    training_step.optimizer, history, extracted,
                 )
             if final:
                 report.final, report.status = True, "done"
@@ -361,23 +403,23 @@ def _train(
     )
 
 
-def _phase_model(config: TrialConfig, phase: int, extracted, state: dict, target_device: torch.device):
-    """(model, optimizer, forward_batch) of a phase: built from the weight (and perturb)
-    seed, calibrated after the first phase (abc), resumed from `state` when it is this
-    phase's checkpoint. The compiled step shares its parameters with `model`; evaluation
-    runs uncompiled."""
+def _phase_model(
+    config: TrialConfig, phase: int, extracted, state: dict, target_device: torch.device
+) -> tuple[Architecture, TrainingStep]:
+    """(model, its training step) of a phase: built from the weight (and perturb) seed,
+    calibrated after the first phase (abc), resumed from `state` when it is this
+    phase's checkpoint."""
     model = build_model(
         config.model, len(CharTokenizer()), config.seeds.weight, derive(config).input_layout, config.seeds.perturb
     )
     if phase > 0:
         model.structural_bias.calibrate(extracted)
     model.to(target_device)
-    optimizer = torch.optim.AdamW(_decay_groups(model, config.train.weight_decay), lr=config.train.lr, betas=(0.9, 0.98))
+    training_step = TrainingStep(config, model, target_device)
     if state.get("phase", 0) == phase and "model" in state:
         model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-    forward_batch = torch.compile(model.forward_batch) if config.train.compile else model.forward_batch
-    return model, optimizer, forward_batch
+        training_step.optimizer.load_state_dict(state["optimizer"])
+    return model, training_step
 
 
 def _checkpoint(config, phase, step, tokens, wall_s, model, optimizer, history, extracted) -> dict:
