@@ -24,7 +24,7 @@ class InputLayout:
     #: with its own uniform key vector under `pe: upe` (003 eq. 3.3)
     uniform_columns: tuple[int, ...] = ()
     #: the operands are written least significant digit first (format.reverse_operands),
-    #: and the answer (format.reverse): where a digit's place counts from (lengthgen.model.places)
+    #: and the answer (format.reverse): where a digit's place counts from (lengthgen.model.position.places)
     operands_lsd_first: bool = False
     answer_lsd_first: bool = True
     #: tokens per answer place: 2 with format.index_hints (a hint and its digit), else 1

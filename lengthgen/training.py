@@ -30,9 +30,9 @@ from lengthgen.distributions import Distribution
 from lengthgen.evaluation import LengthResult, SampleRecord, build_eval_sets, evaluate, summarize
 from lengthgen.formats import answer_width, encode_questions, leading_zeros
 from lengthgen.model import build_model, count_parameters
-from lengthgen.model.attention_bias import ATTENTION_BIASES
 from lengthgen.model.base import Architecture, Batch, Positions, rows_of
-from lengthgen.model.positions import build_position_sampler
+from lengthgen.model.position.attention_bias import ATTENTION_BIASES
+from lengthgen.model.position.samplers import build_position_sampler
 from lengthgen.precision import autocast
 from lengthgen.science import SCIENCE_VERSION
 from lengthgen.tasks import Task
@@ -85,7 +85,7 @@ class TrialResult:
     last_finite_loss: float | None = None
     #: model.attention_bias abc: "<site>/extracted", the averaged last-layer attention
     #: logits (H, m, n), and "<site>/bias", the calibrated bias at the longest test
-    #: question (H, M, N), for the sites of the architecture (lengthgen.model.attention_bias)
+    #: question (H, M, N), for the sites of the architecture (lengthgen.model.position.attention_bias)
     attention_biases: dict[str, np.ndarray] = field(default_factory=dict)
 
 

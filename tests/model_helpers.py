@@ -11,7 +11,7 @@ from lengthgen import TrialConfig, train
 from lengthgen.digits import DIGIT_DTYPE
 from lengthgen.formats import encode_questions
 from lengthgen.model import build_model
-from lengthgen.model.pe import POSITIONAL_ENCODINGS
+from lengthgen.model.position.pe import POSITIONAL_ENCODINGS
 from lengthgen.tasks import build_task
 from lengthgen.tokenizer import CharTokenizer
 

@@ -30,9 +30,9 @@ from lengthgen.evaluation import (
     teacher_forced_argmax,
 )
 from lengthgen.model import build_model
-from lengthgen.model.abacus import Abacus
-from lengthgen.model.places import is_digit
-from lengthgen.model.positions import build_position_sampler
+from lengthgen.model.position.abacus import Abacus
+from lengthgen.model.position.places import is_digit
+from lengthgen.model.position.samplers import build_position_sampler
 from lengthgen.tasks import build_task
 from lengthgen.training import (
     _step_generator,

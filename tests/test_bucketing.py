@@ -19,7 +19,7 @@ from lengthgen import TrialConfig, train
 from lengthgen.config import EvalConfig, FormatConfig, ModelConfig, TaskConfig, TrainConfig
 from lengthgen.distributions import DISTRIBUTIONS
 from lengthgen.model import build_model
-from lengthgen.model.positions import POSITION_SAMPLERS, build_position_sampler
+from lengthgen.model.position.samplers import POSITION_SAMPLERS, build_position_sampler
 from lengthgen.tasks import build_task
 from lengthgen.training import (
     accumulate_gradients,

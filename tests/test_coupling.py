@@ -36,7 +36,11 @@ from lengthgen.evaluation import (
 )
 from lengthgen.formats import encode_questions
 from lengthgen.model import build_model
-from lengthgen.model.positions import COUPLED_ANSWERS, POSITION_SAMPLERS, build_position_sampler
+from lengthgen.model.position.samplers import (
+    COUPLED_ANSWERS,
+    POSITION_SAMPLERS,
+    build_position_sampler,
+)
 from lengthgen.tasks import build_task
 from lengthgen.tokenizer import HINTS
 from lengthgen.training import (

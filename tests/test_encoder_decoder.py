@@ -27,9 +27,9 @@ from lengthgen.evaluation import (
 )
 from lengthgen.model import build_model, count_parameters
 from lengthgen.model.encoder_decoder import EncoderDecoder
-from lengthgen.model.pe import POSITIONAL_ENCODINGS
-from lengthgen.model.pe.biases import t5_bidirectional_bucket, t5_bucket
-from lengthgen.model.positions import POSITION_SAMPLERS, build_position_sampler
+from lengthgen.model.position.pe import POSITIONAL_ENCODINGS
+from lengthgen.model.position.pe.biases import t5_bidirectional_bucket, t5_bucket
+from lengthgen.model.position.samplers import POSITION_SAMPLERS, build_position_sampler
 from lengthgen.model.sizes import SIZES
 from lengthgen.tasks import TASKS
 from lengthgen.training import batch_tensors, training_batch

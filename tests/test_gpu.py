@@ -30,8 +30,8 @@ from lengthgen.evaluation import (
     teacher_forced_argmax,
 )
 from lengthgen.model import ARCHITECTURES, build_model
-from lengthgen.model.pe import POSITIONAL_ENCODINGS
-from lengthgen.model.positions import POSITION_SAMPLERS, build_position_sampler
+from lengthgen.model.position.pe import POSITIONAL_ENCODINGS
+from lengthgen.model.position.samplers import POSITION_SAMPLERS, build_position_sampler
 from lengthgen.precision import PRECISIONS
 from lengthgen.tasks import build_task
 from lengthgen.tokenizer import CharTokenizer

@@ -45,7 +45,7 @@ from lengthgen.config import (
 from lengthgen.distributions import DISTRIBUTIONS, TEST_QUESTIONS
 from lengthgen.evaluation import build_eval_sets
 from lengthgen.model import ARCHITECTURES, build_model
-from lengthgen.model.pe import POSITIONAL_ENCODINGS
+from lengthgen.model.position.pe import POSITIONAL_ENCODINGS
 from lengthgen.tasks import TASKS
 from lengthgen.tokenizer import CharTokenizer
 from lengthgen.training import train, training_batch
