@@ -3,7 +3,8 @@
 A plain dataclass with no imports of its own, shared by the data side (which
 builds it: lengthgen.formats.input_layout) and the model (which reads it:
 structural biases, UPE, coupled positions, Abacus embeddings), so that neither
-side has to import the other.
+side has to import the other. It is the one piece of position code outside
+lengthgen.model.position: the data side reads it without loading torch.
 """
 
 from __future__ import annotations
