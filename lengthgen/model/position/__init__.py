@@ -27,6 +27,7 @@ Where the digits sit in a row (`lengthgen.layout.InputLayout`, read by UPE, the
 structural biases, coupled positions and Abacus) lives outside this package: the data
 side builds it without loading torch, and everything here needs torch.
 
-This package's `__init__` imports nothing, so that importing one of its modules does
-not load the others (the attention layer needs RoPE's rotation alone).
+This `__init__` imports nothing: the attention layer imports RoPE's rotation from
+`pe/` and `stack.py` imports the attention layer, so an `__init__` that imported
+`stack.py` would close an import cycle (tests/test_imports.py).
 """
