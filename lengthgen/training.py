@@ -305,6 +305,8 @@ class TrainingStep:
         for group in self.optimizer.param_groups:
             group["lr"] = learning_rate(config, step)
         if config.model.dropout > 0:
+            # dropout draws from torch's global Generator: seeded by (data seed, step), a
+            # resumed trial drops the units an uninterrupted one would
             torch.manual_seed(int(np.random.SeedSequence([config.seeds.data, step]).generate_state(1)[0]))
         self.optimizer.zero_grad(set_to_none=True)
         loss = accumulate_gradients(self.forward_batch, parts, self.device, config.train.precision)
@@ -315,6 +317,7 @@ class TrainingStep:
         return loss
 
     def __call__(self, step: int, batch: TrainingBatch) -> torch.Tensor:
+        """The whole step on batch number `step`: `parts`, then `update`."""
         return self.update(step, self.parts(step, batch))
 
 
