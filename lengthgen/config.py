@@ -221,7 +221,7 @@ class TrainConfig:
     #: train each batch as at most this many groups of rows of consecutive lengths, each
     #: trimmed to its longest row, by gradient accumulation before the one optimizer step:
     #: the same questions, positions and gradient as the padded batch (up to float
-    #: rounding), less compute on padding (lengthgen.training.length_buckets). 1: one
+    #: rounding), less compute on padding (lengthgen.batches.length_buckets). 1: one
     #: padded batch. A no-op with format.fixed_length (aligned rows all have one width).
     #: With model.dropout > 0 the dropout masks differ from the padded batch's; with
     #: train.compile each new group width may cost a recompilation

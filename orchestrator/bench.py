@@ -22,6 +22,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lengthgen.batches import (
+    TrainingBatch,
+    batch_tensors,
+    length_buckets,
+    row_lengths,
+    training_batch,
+)
 from lengthgen.config import (
     EvalConfig,
     FormatConfig,
@@ -37,14 +44,7 @@ from lengthgen.model.base import Batch
 from lengthgen.model.sizes import SIZES, Dimensions
 from lengthgen.tasks import TASKS
 from lengthgen.tokenizer import CharTokenizer
-from lengthgen.training import (
-    TrainingBatch,
-    TrainingStep,
-    batch_tensors,
-    length_buckets,
-    row_lengths,
-    training_batch,
-)
+from lengthgen.training_step import TrainingStep
 from orchestrator.bench_gpu import gpu
 from orchestrator.bench_scale import scale
 from orchestrator.bench_study_run import study_run_scale
@@ -120,7 +120,7 @@ def _full_rows(tokens: torch.Tensor) -> TrainingBatch:
 
 
 def _trial_step(config: TrialConfig, model: nn.Module, tokens: torch.Tensor, forward_batch=None) -> Callable[[], None]:
-    """The trial's training step (lengthgen.training.TrainingStep) on `model`, over the
+    """The trial's training step (lengthgen.training_step.TrainingStep) on `model`, over the
     rows `tokens` (their positions drawn once, outside the timing): `forward_batch`
     feeds another model the same rows."""
     step = TrainingStep(config, model, torch.device("cpu"), forward_batch)

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from lengthgen.batches import training_batch
 from lengthgen.config import (
     EvalConfig,
     FormatConfig,
@@ -26,10 +27,7 @@ from lengthgen.distributions import DISTRIBUTIONS
 from lengthgen.model import build_model
 from lengthgen.tasks import build_task
 from lengthgen.tokenizer import CharTokenizer
-from lengthgen.training import (
-    TrainingStep,
-    training_batch,
-)
+from lengthgen.training_step import TrainingStep
 from orchestrator.config_paths import TRIAL_CONFIG
 from orchestrator.measurement import Measurement, best_seconds
 
@@ -103,7 +101,7 @@ def packed_rate(config: TrialConfig, trials: int, device: str, resources: dict[s
 
 def step_rate(config: TrialConfig, device: str, mode: str | None = None, backend: str = "inductor",
               batches: int = 8, rounds: int = 3, deterministic_algorithms: bool = False) -> float:
-    """Training tokens/s (non-padding) of the trial's step (lengthgen.training.TrainingStep,
+    """Training tokens/s (non-padding) of the trial's step (lengthgen.training_step.TrainingStep,
     its positions drawn beforehand) over its first `batches` batches: eager (`mode`
     None), or with the forward compiled by torch.compile in `mode` ("default";
     "reduce-overhead" adds CUDA graphs); under

@@ -13,6 +13,14 @@ import torch
 import torch.nn.functional as F
 
 from lengthgen import TrialConfig, train
+from lengthgen.batches import (
+    TrainingBatch,
+    batch_tensors,
+    length_buckets,
+    row_lengths,
+    split_batch,
+    training_batch,
+)
 from lengthgen.config import derive
 from lengthgen.digits import DIGIT_DTYPE
 from lengthgen.evaluation import (
@@ -27,16 +35,7 @@ from lengthgen.model.position.pe import POSITIONAL_ENCODINGS
 from lengthgen.model.position.samplers import build_position_sampler
 from lengthgen.tasks import build_task
 from lengthgen.tokenizer import CharTokenizer
-from lengthgen.training import (
-    TrainingBatch,
-    TrainingStep,
-    accumulate_gradients,
-    batch_tensors,
-    length_buckets,
-    row_lengths,
-    split_batch,
-    training_batch,
-)
+from lengthgen.training_step import TrainingStep, accumulate_gradients
 
 tokenizer = CharTokenizer()
 CPU = torch.device("cpu")

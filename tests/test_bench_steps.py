@@ -1,25 +1,25 @@
 """The bench's training rows time the step trials take: every one of them trains
-through lengthgen.training.TrainingStep (tests/test_training.py proves that `train`
+through lengthgen.training_step.TrainingStep (tests/test_training.py proves that `train`
 takes that step and nothing else, bit for bit)."""
 
 from __future__ import annotations
 
 import pytest
 
-from lengthgen import training
+from lengthgen import training_step
 from orchestrator import bench, bench_gpu
 
 
 @pytest.fixture
 def updated_models(monkeypatch) -> list[str]:
     """The class name of the model of every TrainingStep.update call made during a test."""
-    names, update = [], training.TrainingStep.update
+    names, update = [], training_step.TrainingStep.update
 
     def recorded(step, number, parts):
         names.append(type(step.model).__name__)
         return update(step, number, parts)
 
-    monkeypatch.setattr(training.TrainingStep, "update", recorded)
+    monkeypatch.setattr(training_step.TrainingStep, "update", recorded)
     return names
 
 

@@ -15,9 +15,9 @@ import torch
 from model_helpers import SEQUENTIAL_PES, assert_same_gradients, batch_of
 
 from lengthgen import TrialConfig, train
+from lengthgen.batches import length_buckets, row_lengths
 from lengthgen.config import EvalConfig, FormatConfig, ModelConfig, TaskConfig, TrainConfig
 from lengthgen.model.position.samplers import POSITION_SAMPLERS
-from lengthgen.training import length_buckets, row_lengths
 
 
 def sequential_config(arch: str, pe: str, positions: str, **train) -> TrialConfig:

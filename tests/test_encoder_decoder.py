@@ -17,6 +17,7 @@ from model_helpers import (
 )
 
 from lengthgen import TrialConfig, train
+from lengthgen.batches import batch_tensors
 from lengthgen.config import (
     EvalConfig,
     FormatConfig,
@@ -32,7 +33,6 @@ from lengthgen.model.position.pe import POSITIONAL_ENCODINGS
 from lengthgen.model.position.pe.biases import t5_bidirectional_bucket, t5_bucket
 from lengthgen.model.position.samplers import POSITION_SAMPLERS, build_position_sampler
 from lengthgen.model.sizes import SIZES
-from lengthgen.training import batch_tensors
 
 
 def model_config(pe: str, positions: str = "plain", **options) -> ModelConfig:

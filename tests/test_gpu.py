@@ -21,6 +21,7 @@ import pytest
 import torch
 
 from lengthgen import TrialConfig, train
+from lengthgen.batches import batch_tensors, training_batch
 from lengthgen.config import EvalConfig, FormatConfig, ModelConfig, TaskConfig, TrainConfig
 from lengthgen.distributions import DISTRIBUTIONS
 from lengthgen.evaluation import (
@@ -35,7 +36,7 @@ from lengthgen.model.position.samplers import POSITION_SAMPLERS, build_position_
 from lengthgen.precision import PRECISIONS
 from lengthgen.tasks import build_task
 from lengthgen.tokenizer import CharTokenizer
-from lengthgen.training import accumulate_gradients, batch_tensors, training_batch
+from lengthgen.training_step import accumulate_gradients
 from orchestrator.trainable import load_checkpoint, save_checkpoint
 
 DEVICE = torch.device(os.environ.get("LG_GPU_TESTS_DEVICE", "cuda"))

@@ -95,9 +95,9 @@ def _final_weights(config: TrialConfig) -> dict[str, torch.Tensor]:
 
 
 def test_the_perturb_seed_does_not_change_the_data_or_the_questions():
+    from lengthgen.batches import training_batch
     from lengthgen.config import derive
     from lengthgen.evaluation import build_eval_sets
-    from lengthgen.training import training_batch
 
     def data(config):
         task, distribution = derive(config).task, derive(config).distribution

@@ -6,13 +6,13 @@ import numpy as np
 import torch
 
 from lengthgen import TrialConfig, train
+from lengthgen.batches import training_batch
 from lengthgen.config import EvalConfig, SeedConfig, TaskConfig, TrainConfig
 from lengthgen.distributions import DISTRIBUTIONS
 from lengthgen.evaluation import build_eval_sets
 from lengthgen.model import build_model
 from lengthgen.tasks import TASKS
 from lengthgen.tokenizer import CharTokenizer
-from lengthgen.training import training_batch
 
 tokenizer = CharTokenizer()
 BASE = TrialConfig(

@@ -8,12 +8,13 @@ import pytest
 import torch
 
 from lengthgen import TrialConfig, train
+from lengthgen.batches import training_batch
 from lengthgen.config import EvalConfig, TaskConfig, TrainConfig, derive
 from lengthgen.evaluation import EvalSet, LengthResult, _sample_records, summarize
 from lengthgen.formats import EncodedQuestions
 from lengthgen.model import build_model
 from lengthgen.tokenizer import CharTokenizer
-from lengthgen.training import TrainingStep, learning_rate, training_batch
+from lengthgen.training_step import TrainingStep, learning_rate
 
 CONFIG = TrialConfig(
     task=TaskConfig(name="successor", train_digits=(1, 3)),
@@ -69,7 +70,7 @@ def test_non_finite_loss_stops_the_trial_as_diverged(monkeypatch):
         loss = real_cross_entropy(*args, **kwargs)
         return loss * float("nan") if calls["n"] == 3 else loss
 
-    monkeypatch.setattr("lengthgen.training.F.cross_entropy", explode_at_third_step)
+    monkeypatch.setattr("lengthgen.training_step.F.cross_entropy", explode_at_third_step)
     reports = []
     result = train(CONFIG, on_report=reports.append)
     assert result.status == "diverged" and result.diverged_at == 3

@@ -43,7 +43,7 @@ def rows_of(positions: Positions, rows) -> Positions:
 
 
 class Batch(NamedTuple):
-    """A training batch as tensors (lengthgen.training.TrainingBatch)."""
+    """A training batch as tensors (lengthgen.batches.TrainingBatch)."""
 
     #: (B, T) token rows, right-padded
     tokens: torch.Tensor
@@ -146,7 +146,7 @@ class Architecture(nn.Module, ABC):
     def trim_positions(self, positions: Positions, tokens: torch.Tensor, prompt_lengths: torch.Tensor) -> Positions:
         """Training positions drawn for wider rows, cut to the leading columns that these
         (narrower) rows read: each row keeps the positions it had in the wide batch
-        (length bucketing, lengthgen.training.split_batch). `positions` hold these rows."""
+        (length bucketing, lengthgen.batches.split_batch). `positions` hold these rows."""
         lengths = self.position_lengths(tokens, prompt_lengths, training=True)
         lengths = lengths * 2 if self.abacus is not None else lengths  # the Abacus indices follow
         return tuple(p[:, :length] for p, length in zip(positions, lengths, strict=True))
