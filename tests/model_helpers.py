@@ -1,12 +1,14 @@
 """What the model tests (Abacus, coupling, encoder-decoder, decoding, length bucketing)
 share: one tokenizer, the CPU, the encodings that read positions in sequence, numbers
-as a task holds them, questions as a format writes them, a trial's batches and the
+as a task holds them, questions as a format writes them, a config with other seeds
+(test_seeds, test_perturbation too), a trial's batches and the
 positions the trainer draws for them, its test questions as the evaluator reads them,
 a trained model, and the padded batch's gradient against its length buckets'."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -54,6 +56,11 @@ def written(trial: TrialConfig, *operands: str):
     questions = encode_questions(build_task(trial.task), tuple(number(o) for o in operands), trial.format, tokenizer,
                                  np.random.default_rng(0), width=trial.longest_digits)
     return questions.tokens, questions.prompt_length
+
+
+def with_seeds(config: TrialConfig, **seeds) -> TrialConfig:
+    """The config with the named seeds changed and the others kept."""
+    return replace(config, seeds=replace(config.seeds, **seeds))
 
 
 def batch_of(trial: TrialConfig, step: int = 0) -> TrainingBatch:
