@@ -1,6 +1,6 @@
 """Step 1-2 of Attention Bias Calibration (000 §5): read the attention of a model
 trained to interpolation on S_gen, a random subset of training questions, and
-average it (the rest of ABC is lengthgen.model.attention_bias.calibrated).
+average it (the rest of ABC is lengthgen.model.position.attention_bias.calibrated).
 
 Choices (000 is silent): S_gen is `model.abc_samples` questions of the longest
 training length (all of one length, so their matrices can be averaged), drawn
@@ -20,7 +20,7 @@ from lengthgen.config import TrialConfig
 from lengthgen.distributions import DISTRIBUTIONS
 from lengthgen.formats import encode_questions, leading_zeros
 from lengthgen.model.base import Architecture, rows_of
-from lengthgen.model.positions import PositionSampler
+from lengthgen.model.position.samplers import PositionSampler
 from lengthgen.tasks import Task
 from lengthgen.tokenizer import CharTokenizer
 

@@ -20,11 +20,11 @@ from lengthgen.distributions import DISTRIBUTIONS, TEST_QUESTIONS, Distribution
 from lengthgen.formats import check_format, input_layout, sequence_length
 from lengthgen.layout import InputLayout
 from lengthgen.model import ARCHITECTURES
-from lengthgen.model.abacus import Abacus
-from lengthgen.model.attention_bias import ATTENTION_BIASES, WINDOW_CENTRES
 from lengthgen.model.layers import FEED_FORWARDS, NORM_PLACEMENTS, NORMS
-from lengthgen.model.pe import POSITIONAL_ENCODINGS
-from lengthgen.model.positions import COUPLED_ANSWERS, POSITION_SAMPLERS
+from lengthgen.model.position.abacus import Abacus
+from lengthgen.model.position.attention_bias import ATTENTION_BIASES, WINDOW_CENTRES
+from lengthgen.model.position.pe import POSITIONAL_ENCODINGS
+from lengthgen.model.position.samplers import COUPLED_ANSWERS, POSITION_SAMPLERS
 from lengthgen.model.sizes import SIZES
 from lengthgen.precision import PRECISIONS
 from lengthgen.tasks import TASKS, Task, build_task
@@ -123,9 +123,9 @@ class ModelConfig:
     arch: ArchitectureName = "decoder"
     #: size preset (lengthgen.model.sizes)
     size: SizeName = "tiny"
-    #: positional encoding (lengthgen.model.pe)
+    #: positional encoding (lengthgen.model.position.pe)
     pe: PositionalEncodingName = "rope"
-    #: how position indices are assigned to tokens (lengthgen.model.positions)
+    #: how position indices are assigned to tokens (lengthgen.model.position.samplers)
     positions: PositionSamplerName = "plain"
     #: largest position index + 1 the model supports, checked against the longest sequence
     #: of every trial (learned tables and Abacus tables are this long; randomized positions
@@ -144,7 +144,7 @@ class ModelConfig:
     coupled_at_eval: bool = False
     #: coupled positions: the ID an answer token carries, that of its own place (own_place,
     #: the authors' released code; "+" and "=" get place 0's) or of the place of the digit it
-    #: predicts (predicted_place; "=" the units') (lengthgen.model.positions.CoupledPositions)
+    #: predicts (predicted_place; "=" the units') (lengthgen.model.position.samplers.CoupledPositions)
     coupled_answer: CoupledAnswerName = "own_place"
     #: period T of cyclic positions, i mod T (000 §4.1)
     cyclic_period: int = 3
@@ -153,7 +153,7 @@ class ModelConfig:
     t5_max_distance: int = 128
     #: Shaw relative keys (and UPE's): distances are clipped to [-shaw_clip, shaw_clip] (003 eq. 2.1)
     shaw_clip: int = 16
-    #: structural attention bias (lengthgen.model.attention_bias): none, windowed
+    #: structural attention bias (lengthgen.model.position.attention_bias): none, windowed
     #: (000 §4.1, App. A.4) or abc (Attention Bias Calibration, 000 §5)
     attention_bias: AttentionBiasName = "none"
     #: windowed: w, the earlier outputs each output sees and the input places either
@@ -161,7 +161,7 @@ class ModelConfig:
     window: int = 1
     #: windowed: the input place output row t is centred on: previous = x_t, the place
     #: of the decoder's current input token (row 0 sees x_1 only); produced = x_(t+1),
-    #: the place being written (lengthgen.model.attention_bias.windowed)
+    #: the place being written (lengthgen.model.position.attention_bias.windowed)
     window_centre: WindowCentreName = "previous"
     #: abc: kappa of the dropoff threshold mu + kappa sigma, cross and self attention (002 §5)
     abc_kappa_cross: float = 4.5
@@ -169,7 +169,7 @@ class ModelConfig:
     #: abc: training questions whose attention logits are averaged (|S_gen|, 000 §5)
     abc_samples: int = 256
     #: Abacus embeddings (McLeish et al. 2024): a learned vector per place of a digit in
-    #: its number, added to every digit on top of model.pe (lengthgen.model.abacus)
+    #: its number, added to every digit on top of model.pe (lengthgen.model.position.abacus)
     abacus: bool = False
     #: abacus: the random offset k added to every place at training is uniform on 0 .. this
     abacus_max_offset: int = 100
@@ -225,7 +225,7 @@ class TrainConfig:
     #: train each batch as at most this many groups of rows of consecutive lengths, each
     #: trimmed to its longest row, by gradient accumulation before the one optimizer step:
     #: the same questions, positions and gradient as the padded batch (up to float
-    #: rounding), less compute on padding (lengthgen.training.length_buckets). 1: one
+    #: rounding), less compute on padding (lengthgen.batches.length_buckets). 1: one
     #: padded batch. A no-op with format.fixed_length (aligned rows all have one width).
     #: With model.dropout > 0 the dropout masks differ from the padded batch's; with
     #: train.compile each new group width may cost a recompilation

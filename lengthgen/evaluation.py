@@ -17,7 +17,7 @@ from lengthgen.config import TrialConfig
 from lengthgen.distributions import DISTRIBUTIONS, TEST_QUESTIONS
 from lengthgen.formats import EncodedQuestions, answer_targets, encode_questions, leading_zeros
 from lengthgen.model.base import Architecture, Positions, rows_of
-from lengthgen.model.positions import PositionSampler
+from lengthgen.model.position.samplers import PositionSampler
 from lengthgen.tasks import Task
 from lengthgen.tokenizer import N_HINTS, CharTokenizer
 

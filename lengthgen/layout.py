@@ -3,7 +3,8 @@
 A plain dataclass with no imports of its own, shared by the data side (which
 builds it: lengthgen.formats.input_layout) and the model (which reads it:
 structural biases, UPE, coupled positions, Abacus embeddings), so that neither
-side has to import the other.
+side has to import the other. It is the one piece of position code outside
+lengthgen.model.position: the data side reads it without loading torch.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ class InputLayout:
     #: with its own uniform key vector under `pe: upe` (003 eq. 3.3)
     uniform_columns: tuple[int, ...] = ()
     #: the operands are written least significant digit first (format.reverse_operands),
-    #: and the answer (format.reverse): where a digit's place counts from (lengthgen.model.places)
+    #: and the answer (format.reverse): where a digit's place counts from (lengthgen.model.position.places)
     operands_lsd_first: bool = False
     answer_lsd_first: bool = True
     #: tokens per answer place: 2 with format.index_hints (a hint and its digit), else 1

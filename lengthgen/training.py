@@ -11,32 +11,28 @@ seed only picks the evaluation questions.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import partial
-from itertools import pairwise
-from typing import NamedTuple
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
+from lengthgen.batches import training_batch
 from lengthgen.calibration import mean_attention_logits
 from lengthgen.config import TrialConfig, derive
 from lengthgen.determinism import deterministic
-from lengthgen.distributions import Distribution
 from lengthgen.evaluation import LengthResult, SampleRecord, build_eval_sets, evaluate, summarize
-from lengthgen.formats import answer_width, encode_questions, leading_zeros
+from lengthgen.formats import answer_width
 from lengthgen.model import build_model, count_parameters
-from lengthgen.model.attention_bias import ATTENTION_BIASES
-from lengthgen.model.base import Architecture, Batch, Positions, rows_of
-from lengthgen.model.positions import build_position_sampler
+from lengthgen.model.base import Architecture
+from lengthgen.model.position.attention_bias import ATTENTION_BIASES
+from lengthgen.model.position.samplers import build_position_sampler
 from lengthgen.precision import autocast
 from lengthgen.science import SCIENCE_VERSION
-from lengthgen.tasks import Task
 from lengthgen.tokenizer import CharTokenizer
+from lengthgen.training_step import TrainingStep, learning_rate
 
 
 @dataclass
@@ -85,186 +81,14 @@ class TrialResult:
     last_finite_loss: float | None = None
     #: model.attention_bias abc: "<site>/extracted", the averaged last-layer attention
     #: logits (H, m, n), and "<site>/bias", the calibrated bias at the longest test
-    #: question (H, M, N), for the sites of the architecture (lengthgen.model.attention_bias)
+    #: question (H, M, N), for the sites of the architecture (lengthgen.model.position.attention_bias)
     attention_biases: dict[str, np.ndarray] = field(default_factory=dict)
-
-
-def learning_rate(config: TrialConfig, step: int) -> float:
-    """Linear warmup to train.lr over train.warmup steps, then cosine decay to
-    train.min_lr_ratio x train.lr (0 by default, as 001 E.2; 0.1 in 001 Table E.1 and in
-    Cho et al. 2024's recipe). A floor of 0 adds 0.0 to the undecayed formula: the same
-    bits as before the floor existed."""
-    train = config.train
-    if step < train.warmup:
-        return train.lr * (step + 1) / train.warmup
-    progress = (step - train.warmup) / max(1, train.steps - train.warmup)
-    floor = train.lr * train.min_lr_ratio
-    return floor + (train.lr - floor) * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
-
-
-class TrainingBatch(NamedTuple):
-    """One training batch; the loss is taken where `answer_mask` is True."""
-
-    #: (B, T) token ids, rows right-padded with the pad id
-    tokens: np.ndarray
-    #: (B, T) True on the answer tokens (hints included) and the end token
-    answer_mask: np.ndarray
-    #: format.fixed_length (003 §3): (B, T) target of every position, the pad id where
-    #: no loss is taken, for models with one output per position. None in the
-    #: sequential layout, where position t predicts tokens[t + 1]
-    targets: np.ndarray | None = None
-    #: (B,) prompt length of each row (tokens through "="; the whole row when aligned)
-    prompt_lengths: np.ndarray | None = None
-
-
-def training_batch(
-    config: TrialConfig, task: Task, distribution: Distribution, tokenizer: CharTokenizer, step: int
-) -> TrainingBatch:
-    """Batch number `step`, drawn (questions, hints, spaces, shifts) from a Generator
-    seeded by (seeds.data, step) alone. Built per question length, with no loop
-    over questions; rows of different lengths are right-padded."""
-    rng = np.random.default_rng([config.seeds.data, step])
-    groups = distribution.sample(
-        task, rng, config.train.batch_size, config.task.train_digits, leading_zeros(config.format)
-    )
-    longest = config.longest_digits
-    encoded = [
-        encode_questions(task, operands, config.format, tokenizer, rng, training=True, width=longest)
-        for operands in groups.values()
-    ]
-    length = max(e.tokens.shape[1] for e in encoded)
-    tokens = np.full((config.train.batch_size, length), tokenizer.pad_id, dtype=np.int64)
-    answer_mask = np.zeros((config.train.batch_size, length), dtype=bool)
-    targets = np.full_like(tokens, tokenizer.pad_id) if config.format.fixed_length else None
-    prompt_lengths = np.zeros(config.train.batch_size, dtype=np.int64)
-    row = 0
-    for e in encoded:
-        rows, width = e.tokens.shape
-        block = slice(row, row + rows)
-        tokens[block, :width] = e.tokens
-        column = np.arange(width)[None, :]
-        prompt_lengths[block] = e.row_prompt_lengths()
-        if e.aligned:
-            answer_mask[block, width - e.answer.shape[1] : width] = True
-            targets[block, width - e.answer.shape[1] : width] = e.answer
-        else:
-            start = e.row_prompt_lengths()[:, None]
-            answer_mask[block, :width] = (column >= start) & (column <= start + e.row_answer_lengths()[:, None])
-        row += rows
-    return TrainingBatch(tokens, answer_mask, targets, prompt_lengths)
-
-
-def batch_tensors(batch: TrainingBatch, device: torch.device) -> Batch:
-    """The batch as tensors on `device`, as an architecture's forward_batch takes it."""
-    tokens, answer_mask, targets, prompt_lengths = (
-        None if array is None else torch.from_numpy(array).to(device) for array in batch
-    )
-    return Batch(tokens, answer_mask, targets, prompt_lengths)
-
-
-def row_lengths(answer_mask: np.ndarray) -> np.ndarray:
-    """(B,) the columns each row needs: through its last supervised token (the end
-    token of a sequential row, the last answer column of an aligned one)."""
-    return answer_mask.shape[1] - np.argmax(answer_mask[:, ::-1], axis=1)
-
-
-def length_buckets(lengths: np.ndarray, buckets: int) -> list[np.ndarray]:
-    """Row indices (ascending) of at most `buckets` groups of consecutive lengths whose
-    padded area, sum over groups of rows x longest row, is the least possible.
-
-    Why: a batch of 1-40-digit questions padded to its longest row spends most of its
-    compute on padding; trained group by group, each trimmed to its own longest row,
-    it does the same work on far fewer tokens. The optimal split into contiguous
-    length ranges is a small dynamic programme over the distinct lengths (a few
-    dozen), cheap next to a training step."""
-    values, counts = np.unique(lengths, return_counts=True)
-    m, groups = len(values), min(buckets, len(values))
-    before = np.concatenate([[0], np.cumsum(counts)])  # rows shorter than values[j]
-    # area[i, j]: the group of lengths values[i:j] padded to values[j - 1] (j > i)
-    i, j = np.arange(m + 1)[:, None], np.arange(m + 1)[None, :]
-    area = np.where(j > i, (before[j] - before[i]) * values[np.maximum(j - 1, 0)], np.inf)
-    best = np.where(np.arange(m + 1) == 0, 0.0, np.inf)  # best area of the first j lengths, 0 groups
-    starts = []
-    for _ in range(groups):
-        total = best[:, None] + area  # (m + 1, m + 1): the last group is values[i:j]
-        starts.append(total.argmin(axis=0))
-        best = total.min(axis=0)
-    edges, end = [m], m
-    for start in reversed(starts):
-        end = int(start[end])
-        edges.append(end)
-    edges = edges[::-1]
-    return [np.flatnonzero((lengths >= values[a]) & (lengths <= values[b - 1])) for a, b in pairwise(edges)]
-
-
-def split_batch(
-    model: Architecture, batch: Batch, positions: Positions, groups: list[np.ndarray], lengths: np.ndarray
-) -> list[tuple[Batch, Positions]]:
-    """The rows of each group, trimmed to the group's longest row (`lengths` from
-    `row_lengths`), with the positions they had in the whole batch (sampled once)."""
-    parts = []
-    for rows in groups:
-        width = int(lengths[rows].max())
-        index = torch.from_numpy(rows).to(batch.tokens.device)
-        targets = None if batch.targets is None else batch.targets[index, :width]
-        part = Batch(batch.tokens[index, :width], batch.answer_mask[index, :width], targets, batch.prompt_lengths[index])
-        parts.append((part, model.trim_positions(rows_of(positions, index), part.tokens, part.prompt_lengths)))
-    return parts
-
-
-def batch_parts(
-    model: Architecture, batch: TrainingBatch, tensors: Batch, positions: Positions, buckets: int
-) -> list[tuple[Batch, Positions]]:
-    """The batch as it is trained: whole, or as its length buckets (train.length_buckets)."""
-    if buckets == 1:
-        return [(tensors, positions)]
-    lengths = row_lengths(batch.answer_mask)
-    groups = length_buckets(lengths, buckets)
-    return split_batch(model, tensors, positions, groups, lengths) if len(groups) > 1 else [(tensors, positions)]
-
-
-def accumulate_gradients(
-    forward_batch: Callable, parts: list[tuple[Batch, Positions]], device: torch.device, precision: str
-) -> torch.Tensor:
-    """Forward and backward of each part of a batch. Each part's mean cross entropy is
-    weighted by its share of the batch's supervised tokens, so the summed gradient is
-    that of the whole batch's mean cross entropy. Returns that mean (detached). With
-    one part (the whole padded batch) this is the plain training step, bit for bit."""
-    total = int(sum(part.answer_mask.sum() for part, _ in parts)) if len(parts) > 1 else None
-    losses, counted = [], 0
-    for part, positions in parts:
-        with autocast(device, precision):
-            logits, targets = forward_batch(part, positions)
-        loss = F.cross_entropy(logits.float(), targets)
-        if total is not None:
-            loss = loss * (len(targets) / total)
-            counted += len(targets)
-        loss.backward()
-        losses.append(loss.detach())
-    if total is not None and counted != total:
-        raise RuntimeError(f"{counted} supervised targets from {total} answer-mask tokens")
-    return sum(losses[1:], losses[0])
-
-
-def _step_generator(config: TrialConfig, step: int) -> torch.Generator:
-    """Torch randomness of training step `step` (position sampling), from the data seed only."""
-    seed = np.random.SeedSequence([config.seeds.data, step, 1]).generate_state(1)[0]
-    return torch.Generator().manual_seed(int(seed))
 
 
 def resolve_device(requested: str | None = None) -> torch.device:
     if requested:
         return torch.device(requested)
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
-def _decay_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
-    """Decay matrices only; biases and norm gains are not decayed (nanoGPT)."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    return [
-        {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
-        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
-    ]
 
 
 def train(
@@ -304,35 +128,22 @@ def _train(
     extracted: dict[str, torch.Tensor] | None = state.get("extracted")
     last_finite_loss, final_samples = None, []  # float | None, list[SampleRecord]
     for phase in range(state.get("phase", 0), phases):
-        model, optimizer, forward_batch = _phase_model(config, phase, extracted, state, target_device)
+        model, training_step = _phase_model(config, phase, extracted, state, target_device)
         model.train()
         while step < (phase + 1) * phase_steps:
             local = step - phase * phase_steps  # each phase sees the same batches (000 §5, step 3)
-            lr = learning_rate(config, local)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            if config.model.dropout > 0:
-                torch.manual_seed(int(np.random.SeedSequence([config.seeds.data, local]).generate_state(1)[0]))
             batch = training_batch(config, task, distribution, tokenizer, local)
             tokens_seen += int((batch.tokens != tokenizer.pad_id).sum())
-            tensors = batch_tensors(batch, target_device)
-            step_positions = model.sample_positions(
-                tensors.tokens, tensors.prompt_lengths, positions, _step_generator(config, local), training=True
-            )
-            parts = batch_parts(model, batch, tensors, step_positions, config.train.length_buckets)
-            optimizer.zero_grad(set_to_none=True)
-            loss = accumulate_gradients(forward_batch, parts, target_device, config.train.precision)
+            loss = training_step(local, batch)
             step += 1
             if not torch.isfinite(loss):
                 return _diverged(config, model, target_device, history, step, last_finite_loss, on_report)
-            if config.train.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), config.train.grad_clip)
-            optimizer.step()
             last_finite_loss = loss.item()
 
             final = step == phases * phase_steps
             report = Report(step=step)
             if step % config.train.log_every == 0 or final:
+                lr = learning_rate(config, local)
                 report.train = TrainLog(step, last_finite_loss, lr, tokens_seen, time.perf_counter() - started)
                 history["train"].append(report.train)
             if step % phase_steps == 0 or (config.eval.every and step % config.eval.every == 0):
@@ -343,8 +154,8 @@ def _train(
                 report.summary = summarize(report.eval)
                 history["eval"] += [(step, r) for r in report.eval]
                 report.checkpoint = partial(
-                    _checkpoint, config, phase, step, tokens_seen, time.perf_counter() - started, model, optimizer,
-                    history, extracted,
+                    _checkpoint, config, phase, step, tokens_seen, time.perf_counter() - started, model,
+                    training_step.optimizer, history, extracted,
                 )
             if final:
                 report.final, report.status = True, "done"
@@ -365,23 +176,23 @@ def _train(
     )
 
 
-def _phase_model(config: TrialConfig, phase: int, extracted, state: dict, target_device: torch.device):
-    """(model, optimizer, forward_batch) of a phase: built from the weight (and perturb)
-    seed, calibrated after the first phase (abc), resumed from `state` when it is this
-    phase's checkpoint. The compiled step shares its parameters with `model`; evaluation
-    runs uncompiled."""
+def _phase_model(
+    config: TrialConfig, phase: int, extracted, state: dict, target_device: torch.device
+) -> tuple[Architecture, TrainingStep]:
+    """(model, its training step) of a phase: built from the weight (and perturb) seed,
+    calibrated after the first phase (abc), resumed from `state` when it is this
+    phase's checkpoint."""
     model = build_model(
         config.model, len(CharTokenizer()), config.seeds.weight, derive(config).input_layout, config.seeds.perturb
     )
     if phase > 0:
         model.structural_bias.calibrate(extracted)
     model.to(target_device)
-    optimizer = torch.optim.AdamW(_decay_groups(model, config.train.weight_decay), lr=config.train.lr, betas=(0.9, 0.98))
+    training_step = TrainingStep(config, model, target_device)
     if state.get("phase", 0) == phase and "model" in state:
         model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-    forward_batch = torch.compile(model.forward_batch) if config.train.compile else model.forward_batch
-    return model, optimizer, forward_batch
+        training_step.optimizer.load_state_dict(state["optimizer"])
+    return model, training_step
 
 
 def _checkpoint(config, phase, step, tokens, wall_s, model, optimizer, history, extracted) -> dict:

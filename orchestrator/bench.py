@@ -22,6 +22,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lengthgen.batches import (
+    TrainingBatch,
+    batch_tensors,
+    length_buckets,
+    row_lengths,
+    training_batch,
+)
 from lengthgen.config import (
     EvalConfig,
     FormatConfig,
@@ -33,18 +40,11 @@ from lengthgen.config import (
 from lengthgen.distributions import DISTRIBUTIONS
 from lengthgen.evaluation import build_eval_sets, greedy_decode, teacher_forced_argmax
 from lengthgen.model import build_model, count_parameters
-from lengthgen.model.positions import build_position_sampler
+from lengthgen.model.base import Batch
 from lengthgen.model.sizes import SIZES, Dimensions
 from lengthgen.tasks import TASKS
 from lengthgen.tokenizer import CharTokenizer
-from lengthgen.training import (
-    accumulate_gradients,
-    batch_parts,
-    batch_tensors,
-    length_buckets,
-    row_lengths,
-    training_batch,
-)
+from lengthgen.training_step import TrainingStep
 from orchestrator.bench_gpu import gpu
 from orchestrator.bench_scale import scale
 from orchestrator.bench_study_run import study_run_scale
@@ -110,16 +110,33 @@ class BareDecoder(nn.Module):
         return self.head(self.norm(x))
 
 
-def _train_step(model: nn.Module, forward: Callable[[], torch.Tensor], tokens: torch.Tensor) -> Callable[[], None]:
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+def _full_rows(tokens: torch.Tensor) -> TrainingBatch:
+    """Token rows trained as a trial trains its rows, every token after the first
+    supervised (prompt length 1: the first token predicts the second, and so on)."""
+    rows = tokens.numpy()
+    answer_mask = np.ones(rows.shape, dtype=bool)
+    answer_mask[:, 0] = False
+    return TrainingBatch(rows, answer_mask, prompt_lengths=np.ones(len(rows), dtype=np.int64))
 
-    def step():
-        loss = F.cross_entropy(forward().flatten(0, 1), tokens.flatten())
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
 
-    return step
+def _trial_step(config: TrialConfig, model: nn.Module, tokens: torch.Tensor, forward_batch=None) -> Callable[[], None]:
+    """The trial's training step (lengthgen.training_step.TrainingStep) on `model`, over the
+    rows `tokens` (their positions drawn once, outside the timing): `forward_batch`
+    feeds another model the same rows."""
+    step = TrainingStep(config, model, torch.device("cpu"), forward_batch)
+    rows = _full_rows(tokens)
+    # a reference model reads no positions: it gets the rows alone
+    parts = step.parts(0, rows) if forward_batch is None else [(batch_tensors(rows, step.device), ())]
+    return lambda: step.update(0, parts)
+
+
+def _bare_forward_batch(bare: BareDecoder) -> Callable:
+    """BareDecoder as a trial's forward_batch: every token predicts the next."""
+
+    def forward_batch(batch: Batch, positions) -> tuple[torch.Tensor, torch.Tensor]:
+        return bare(batch.tokens[:, :-1]).flatten(0, 1), batch.tokens[:, 1:].flatten()
+
+    return forward_batch
 
 
 def _paired_seconds(first: Callable[[], None], second: Callable[[], None], steps: int, rounds: int = 3):
@@ -135,17 +152,18 @@ def _paired_seconds(first: Callable[[], None], second: Callable[[], None], steps
 
 def training_throughput(pes=("nope", "rope", "alibi", "kerple_log", "fire", "t5"), size="2m",
                         batch=16, length=128, steps=3) -> list[Measurement]:
-    """Training tokens/s of the lg-study decoder vs the bare SDPA decoder, per PE."""
+    """Training tokens/s of the lg-study decoder vs the bare SDPA decoder, per PE, both
+    trained by the trial's step (its optimizer, schedule and clipping)."""
     vocab = len(CharTokenizer())
     dims = SIZES[size]
-    tokens = torch.randint(0, vocab, (batch, length), generator=torch.Generator().manual_seed(0))
-    positions = torch.arange(length).expand(batch, length)
+    # one more token than the model reads: the last is only predicted
+    tokens = torch.randint(0, vocab, (batch, length + 1), generator=torch.Generator().manual_seed(0))
     bare = BareDecoder(dims, vocab)
-    bare_step = _train_step(bare, lambda: bare(tokens), tokens)
+    bare_step = _trial_step(TrialConfig(), bare, tokens, _bare_forward_batch(bare))
     rows = []
     for pe in pes:
-        model = build_model(ModelConfig(size=size, pe=pe, max_positions=max(512, length)), vocab, 0)
-        ours_step = _train_step(model, lambda model=model: model(tokens, positions), tokens)
+        config = TrialConfig(model=ModelConfig(size=size, pe=pe, max_positions=max(512, length)))
+        ours_step = _trial_step(config, build_model(config.model, vocab, 0), tokens)
         ours_s, bare_s = _paired_seconds(ours_step, bare_step, steps)
         target = ">= 0.95" if pe in ("nope", "rope") else ">= 0.8"
         rows.append(Measurement(
@@ -174,19 +192,10 @@ def bucketing(digits: int = 40, batch: int = 64, buckets: int = 4, steps: int = 
     )
 
     def trainer(k: int) -> Callable[[], None]:
-        model = build_model(config.model, len(tokenizer), 0)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-        sampler, order, cpu = build_position_sampler(config.model), itertools.cycle(batches), torch.device("cpu")
-
-        def step():
-            b = next(order)
-            tensors = batch_tensors(b, cpu)
-            positions = model.sample_positions(tensors.tokens, tensors.prompt_lengths, sampler, None, training=True)
-            optimizer.zero_grad(set_to_none=True)
-            accumulate_gradients(model.forward_batch, batch_parts(model, b, tensors, positions, k), cpu, "fp32")
-            optimizer.step()
-
-        return step
+        trial = replace(config, train=replace(config.train, length_buckets=k))
+        step = TrainingStep(trial, build_model(trial.model, len(tokenizer), 0), torch.device("cpu"))
+        order = itertools.cycle(enumerate(batches))
+        return lambda: step(*next(order))
 
     bucketed_s, padded_s = _paired_seconds(trainer(buckets), trainer(1), steps)
     return Measurement(
@@ -200,10 +209,10 @@ def flop_rate(size="2m", batch=16, length=128, steps=4) -> Measurement:
     """Model FLOPs per token x tokens/s, as a share of the matmul rate torch reaches here."""
     vocab = len(CharTokenizer())
     dims = SIZES[size]
-    model = build_model(ModelConfig(size=size, pe="nope"), vocab, 0)
-    tokens = torch.randint(0, vocab, (batch, length))
-    positions = torch.arange(length).expand(batch, length)
-    step = _train_step(model, lambda: model(tokens, positions), tokens)
+    config = TrialConfig(model=ModelConfig(size=size, pe="nope"))
+    model = build_model(config.model, vocab, 0)
+    tokens = torch.randint(0, vocab, (batch, length + 1))  # the model reads `length` of them
+    step = _trial_step(config, model, tokens)
     step()
     seconds = best_seconds(lambda: [step() for _ in range(steps)], 3)
     non_embedding = count_parameters(model) - model.token_embedding.weight.numel()

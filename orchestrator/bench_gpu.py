@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from lengthgen.batches import training_batch
 from lengthgen.config import (
     EvalConfig,
     FormatConfig,
@@ -24,14 +25,9 @@ from lengthgen.config import (
 from lengthgen.determinism import deterministic
 from lengthgen.distributions import DISTRIBUTIONS
 from lengthgen.model import build_model
-from lengthgen.model.positions import build_position_sampler
 from lengthgen.tasks import build_task
 from lengthgen.tokenizer import CharTokenizer
-from lengthgen.training import (
-    accumulate_gradients,
-    batch_tensors,
-    training_batch,
-)
+from lengthgen.training_step import TrainingStep
 from orchestrator.config_paths import TRIAL_CONFIG
 from orchestrator.measurement import Measurement, best_seconds
 
@@ -105,9 +101,10 @@ def packed_rate(config: TrialConfig, trials: int, device: str, resources: dict[s
 
 def step_rate(config: TrialConfig, device: str, mode: str | None = None, backend: str = "inductor",
               batches: int = 8, rounds: int = 3, deterministic_algorithms: bool = False) -> float:
-    """Training tokens/s (non-padding) of the trial's step, forward, backward and AdamW,
-    over its first `batches` batches: eager (`mode` None), or with the forward compiled
-    by torch.compile in `mode` ("default"; "reduce-overhead" adds CUDA graphs); under
+    """Training tokens/s (non-padding) of the trial's step (lengthgen.training_step.TrainingStep,
+    its positions drawn beforehand) over its first `batches` batches: eager (`mode`
+    None), or with the forward compiled by torch.compile in `mode` ("default";
+    "reduce-overhead" adds CUDA graphs); under
     torch's deterministic algorithms with `deterministic_algorithms` (train.deterministic).
     Two passes over the batches first compile and record; then the best of `rounds`."""
     target = torch.device(device)
@@ -120,24 +117,19 @@ def _step_rate(config: TrialConfig, target: torch.device, mode: str | None, back
     tokenizer, task = CharTokenizer(), build_task(config.task)
     distribution = DISTRIBUTIONS[config.data.distribution]()
     model = build_model(config.model, len(tokenizer), 0, config.input_layout).to(target)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.train.lr)
     forward = model.forward_batch
     if mode is not None:
         forward = torch.compile(forward, backend=backend, mode=mode if backend == "inductor" else None)
-    sampler, prepared, real = build_position_sampler(config.model), [], 0
+    step = TrainingStep(config, model, target, forward)
+    prepared, real = [], 0
     for s in range(batches):
         batch = training_batch(config, task, distribution, tokenizer, s)
-        tensors = batch_tensors(batch, target)
-        positions = model.sample_positions(tensors.tokens, tensors.prompt_lengths, sampler,
-                                           torch.Generator().manual_seed(s), training=True)
-        prepared.append((tensors, positions))
+        prepared.append((s, step.parts(s, batch)))
         real += int((batch.tokens != tokenizer.pad_id).sum())
 
     def one_pass() -> None:
-        for tensors, positions in prepared:
-            optimizer.zero_grad(set_to_none=True)
-            accumulate_gradients(forward, [(tensors, positions)], target, config.train.precision)
-            optimizer.step()
+        for s, parts in prepared:
+            step.update(s, parts)
         if target.type == "cuda":
             torch.cuda.synchronize()
 

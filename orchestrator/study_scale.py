@@ -16,13 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lengthgen import TrialConfig
+from lengthgen.batches import training_batch
 from lengthgen.config import derive
 from lengthgen.distributions import DISTRIBUTIONS
 from lengthgen.model import build_model, count_parameters
 from lengthgen.model.sizes import SIZES
 from lengthgen.tasks import TASKS
 from lengthgen.tokenizer import CharTokenizer
-from lengthgen.training import training_batch
 from orchestrator.study import Study, StudyError, load_study
 
 #: the sustained training rate GPU-hours are quoted at (FLOP/s): about a third of a

@@ -10,8 +10,17 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
-from model_helpers import CPU, SEQUENTIAL_PES, tokenizer, trained_model, written
+from model_helpers import (
+    SEQUENTIAL_PES,
+    assert_same_gradients,
+    batch_of,
+    eval_questions,
+    right_answers,
+    tokenizer,
+    trained_model,
+    training_positions,
+    written,
+)
 
 from lengthgen import TrialConfig, train
 from lengthgen.config import (
@@ -22,26 +31,11 @@ from lengthgen.config import (
     TaskConfig,
     TrainConfig,
 )
-from lengthgen.distributions import DISTRIBUTIONS
-from lengthgen.evaluation import (
-    build_eval_sets,
-    eval_generator,
-    greedy_decode,
-    teacher_forced_argmax,
-)
+from lengthgen.evaluation import greedy_decode, teacher_forced_argmax
 from lengthgen.model import build_model
-from lengthgen.model.abacus import Abacus
-from lengthgen.model.places import is_digit
-from lengthgen.model.positions import build_position_sampler
-from lengthgen.tasks import build_task
-from lengthgen.training import (
-    _step_generator,
-    batch_tensors,
-    length_buckets,
-    row_lengths,
-    split_batch,
-    training_batch,
-)
+from lengthgen.model.position.abacus import Abacus
+from lengthgen.model.position.places import is_digit
+from lengthgen.model.position.samplers import build_position_sampler
 
 
 def config(task: TaskConfig | None = None, fmt: FormatConfig | None = None, arch: str = "decoder",
@@ -133,7 +127,7 @@ def test_the_embedding_is_the_table_row_of_the_index_on_digits_and_zero_elsewher
 
 def test_one_offset_per_question_from_zero_to_max_offset_at_training_only():
     trial = replace(config(TaskConfig(train_digits=(1, 6)), abacus_max_offset=20), train=TrainConfig(batch_size=256))
-    batch = training_batch(trial, build_task(trial.task), DISTRIBUTIONS["uniform_length"](), tokenizer, 0)
+    batch = batch_of(trial)
     model = build_model(trial.model, len(tokenizer), 0, trial.input_layout)
     rows, lengths = torch.from_numpy(batch.tokens), torch.from_numpy(batch.prompt_lengths)
     sampler = build_position_sampler(trial.model)
@@ -163,12 +157,7 @@ def test_seeds_are_independent():
     trial = replace(config(TaskConfig(train_digits=(1, 6))), train=TrainConfig(batch_size=32))
 
     def offsets(seeds: SeedConfig) -> torch.Tensor:
-        run = replace(trial, seeds=seeds)
-        batch = training_batch(run, build_task(run.task), DISTRIBUTIONS["uniform_length"](), tokenizer, 1)
-        model = build_model(run.model, len(tokenizer), run.seeds.weight, run.input_layout)
-        tensors = batch_tensors(batch, CPU)
-        return model.sample_positions(tensors.tokens, tensors.prompt_lengths, build_position_sampler(run.model),
-                                      _step_generator(run, 1), training=True)[1]
+        return training_positions(replace(trial, seeds=seeds), 1)[1]
 
     reference = offsets(SeedConfig(weight=0, data=5))
     assert torch.equal(reference, offsets(SeedConfig(weight=7, data=5, eval=2)))
@@ -212,20 +201,11 @@ def test_teacher_forced_exact_match_equals_greedy_exact_match(arch):
         eval=EvalConfig(digits=(2, 3, 4), samples=48, questions="cascade_uniform"),
     )
     model = trained_model(trial)
-    sampler = build_position_sampler(trial.model)
     outcomes = []
-    for eval_set in build_eval_sets(trial, build_task(trial.task), tokenizer):
-        questions = eval_set.questions
+    for questions, tokens, prompt, positions in eval_questions(trial, model):
         assert len(np.unique(questions.row_answer_lengths())) == 2
-        tokens = torch.from_numpy(questions.tokens)
-        prompt = questions.prompt_length
-        positions = model.sample_positions(tokens, torch.full((len(tokens),), prompt), sampler,
-                                           eval_generator(trial, eval_set.digits), training=False)
-        target = tokens[:, prompt:]
-        compared = target != tokenizer.pad_id
-        forced_right = ((teacher_forced_argmax(model, tokens, positions, prompt) == target) | ~compared).all(1)
-        greedy = greedy_decode(model, tokens[:, :prompt], target.shape[1], positions)
-        assert torch.equal(forced_right, ((greedy == target) | ~compared).all(1))
+        forced_right, greedy_right = right_answers(model, tokens, prompt, positions)
+        assert torch.equal(forced_right, greedy_right)
         outcomes += forced_right.tolist()
     assert 0 < sum(outcomes) < len(outcomes), f"{sum(outcomes)} of {len(outcomes)} right"
 
@@ -233,27 +213,11 @@ def test_teacher_forced_exact_match_equals_greedy_exact_match(arch):
 @pytest.mark.parametrize("positions", ["plain", "coupled"])
 @pytest.mark.parametrize("arch", ["decoder", "encoder_decoder"])
 def test_length_buckets_keep_the_padded_gradient(arch, positions):
-    torch.set_num_threads(1)
     trial = replace(config(TaskConfig(train_digits=(1, 12)), FormatConfig(index_hints=True), arch,
                            pe="learned", positions=positions, max_positions=96), train=TrainConfig(batch_size=16))
-    batch = training_batch(trial, build_task(trial.task), DISTRIBUTIONS["uniform_length"](), tokenizer, 0)
-    model = build_model(trial.model, len(tokenizer), 0, trial.input_layout)
-    tensors = batch_tensors(batch, CPU)
-    sampled = model.sample_positions(tensors.tokens, tensors.prompt_lengths, build_position_sampler(trial.model),
-                                     torch.Generator().manual_seed(5), training=True)
-    logits, targets = model.forward_batch(tensors, sampled)
-    F.cross_entropy(logits, targets).backward()
-    padded = [p.grad.clone() for p in model.parameters()]
-    assert model.abacus.table.weight.grad.abs().sum() > 0
-    model.zero_grad(set_to_none=True)
-    lengths = row_lengths(batch.answer_mask)
-    parts = split_batch(model, tensors, sampled, length_buckets(lengths, 3), lengths)
+    parts, padded = assert_same_gradients(trial)
     assert len(parts) == 3
-    for part, part_positions in parts:
-        logits, targets = model.forward_batch(part, part_positions)
-        (F.cross_entropy(logits, targets) * len(targets) / int(batch.answer_mask.sum())).backward()
-    for got, expected in zip((p.grad for p in model.parameters()), padded, strict=True):
-        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-7)
+    assert padded["abacus.table.weight"].abs().sum() > 0
 
 
 @pytest.mark.parametrize("arch, fmt", [("decoder", FormatConfig()),

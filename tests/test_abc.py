@@ -10,8 +10,13 @@ import torch
 from lengthgen import TrialConfig, train
 from lengthgen.config import EvalConfig, FormatConfig, ModelConfig, TaskConfig, TrainConfig
 from lengthgen.layout import InputLayout
-from lengthgen.model.attention_bias import CalibratedBias, Geometry
-from lengthgen.model.attention_bias.calibrated import Lines, dropoff, line_means, line_scores
+from lengthgen.model.position.attention_bias import CalibratedBias, Geometry
+from lengthgen.model.position.attention_bias.calibrated import (
+    Lines,
+    dropoff,
+    line_means,
+    line_scores,
+)
 
 KAPPA_CROSS, KAPPA_SELF = 4.5, 0.87  # 002 §5
 

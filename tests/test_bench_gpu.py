@@ -53,10 +53,10 @@ def test_the_gpu_rows_measure_on_the_cpu_when_given_a_device():
 
 
 def test_step_rate_counts_the_real_tokens_of_the_trials_batches(monkeypatch):
+    from lengthgen.batches import training_batch
     from lengthgen.distributions import DISTRIBUTIONS
     from lengthgen.tasks import build_task
     from lengthgen.tokenizer import CharTokenizer
-    from lengthgen.training import training_batch
 
     config = bench_gpu.small_trial("tiny", steps=10, log_every=5)
     timed, measure = [], bench_gpu.best_seconds

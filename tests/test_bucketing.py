@@ -12,23 +12,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
-from model_helpers import CPU, SEQUENTIAL_PES, tokenizer
+from model_helpers import SEQUENTIAL_PES, assert_same_gradients, batch_of
 
 from lengthgen import TrialConfig, train
+from lengthgen.batches import length_buckets, row_lengths
 from lengthgen.config import EvalConfig, FormatConfig, ModelConfig, TaskConfig, TrainConfig
-from lengthgen.distributions import DISTRIBUTIONS
-from lengthgen.model import build_model
-from lengthgen.model.positions import POSITION_SAMPLERS, build_position_sampler
-from lengthgen.tasks import build_task
-from lengthgen.training import (
-    accumulate_gradients,
-    batch_tensors,
-    length_buckets,
-    row_lengths,
-    split_batch,
-    training_batch,
-)
+from lengthgen.model.position.samplers import POSITION_SAMPLERS
 
 
 def sequential_config(arch: str, pe: str, positions: str, **train) -> TrialConfig:
@@ -52,46 +41,10 @@ def aligned_config(pe: str, positions: str) -> TrialConfig:
     )
 
 
-def gradients(model) -> list[torch.Tensor]:
-    return [p.grad.clone() for p in model.parameters() if p.grad is not None]
-
-
-def padded_and_bucketed(config: TrialConfig, groups=None):
-    """(loss, gradients) of the padded batch and of its length buckets (or `groups`)."""
-    torch.set_num_threads(1)
-    task = build_task(config.task)
-    batch = training_batch(config, task, DISTRIBUTIONS[config.data.distribution](), tokenizer, 0)
-    model = build_model(config.model, len(tokenizer), 0, config.input_layout)
-    tensors = batch_tensors(batch, CPU)
-    sampler = build_position_sampler(config.model)
-    positions = model.sample_positions(
-        tensors.tokens, tensors.prompt_lengths, sampler, torch.Generator().manual_seed(5), training=True
-    )
-    logits, targets = model.forward_batch(tensors, positions)
-    padded = F.cross_entropy(logits, targets)
-    padded.backward()
-    padded_grads = gradients(model)
-    model.zero_grad(set_to_none=True)
-    lengths = row_lengths(batch.answer_mask)
-    groups = groups or length_buckets(lengths, 3)
-    parts = split_batch(model, tensors, positions, groups, lengths)
-    bucketed = accumulate_gradients(model.forward_batch, parts, CPU, "fp32")
-    return (padded.detach(), padded_grads), (bucketed, gradients(model)), parts
-
-
-def assert_same_gradients(config: TrialConfig, groups=None) -> list:
-    (padded, padded_grads), (bucketed, bucketed_grads), parts = padded_and_bucketed(config, groups)
-    torch.testing.assert_close(bucketed, padded, rtol=1e-6, atol=1e-6)
-    assert len(bucketed_grads) == len(padded_grads)
-    for got, expected in zip(bucketed_grads, padded_grads, strict=True):
-        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-7)
-    return parts
-
-
 @pytest.mark.parametrize("positions", sorted(POSITION_SAMPLERS))
 @pytest.mark.parametrize("pe", SEQUENTIAL_PES)
 def test_decoder_buckets_have_the_padded_gradient(pe, positions):
-    parts = assert_same_gradients(sequential_config("decoder", pe, positions))
+    parts, _ = assert_same_gradients(sequential_config("decoder", pe, positions))
     assert len(parts) == 3
     assert len({part.tokens.shape[1] for part, _ in parts}) == 3  # trimmed to different widths
 
@@ -99,7 +52,7 @@ def test_decoder_buckets_have_the_padded_gradient(pe, positions):
 @pytest.mark.parametrize("positions", ["plain", "randomized"])
 @pytest.mark.parametrize("pe", ["nope", "rope", "alibi", "t5", "fire", "kerple_log", "learned", "shaw"])
 def test_encoder_decoder_buckets_have_the_padded_gradient(pe, positions):
-    parts = assert_same_gradients(sequential_config("encoder_decoder", pe, positions))
+    parts, _ = assert_same_gradients(sequential_config("encoder_decoder", pe, positions))
     assert len(parts) == 3
 
 
@@ -115,8 +68,7 @@ def test_encoder_rows_have_one_width_and_any_row_groups_keep_the_gradient(pe):
     """The aligned layout has rows of one width: bucketing finds one group (a no-op);
     rows split by hand still accumulate to the padded gradient."""
     config = aligned_config(pe, "randomized")
-    batch = training_batch(config, build_task(config.task), DISTRIBUTIONS["uniform_length"](), tokenizer, 0)
-    assert len(length_buckets(row_lengths(batch.answer_mask), 3)) == 1
+    assert len(length_buckets(row_lengths(batch_of(config).answer_mask), 3)) == 1
     assert_same_gradients(config, groups=[np.arange(0, 5), np.arange(5, 11), np.arange(11, 16)])
 
 

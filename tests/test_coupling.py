@@ -13,8 +13,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
-from model_helpers import CPU, number, tokenizer, trained_model, written
+from model_helpers import (
+    CPU,
+    assert_same_gradients,
+    batch_of,
+    eval_questions,
+    number,
+    right_answers,
+    tokenizer,
+    trained_model,
+    training_positions,
+    written,
+)
 from typer.testing import CliRunner
 
 from lengthgen import TrialConfig, train
@@ -27,26 +37,16 @@ from lengthgen.config import (
     TrainConfig,
 )
 from lengthgen.digits import DIGIT_DTYPE
-from lengthgen.distributions import DISTRIBUTIONS
-from lengthgen.evaluation import (
-    build_eval_sets,
-    eval_generator,
-    greedy_decode,
-    teacher_forced_argmax,
-)
+from lengthgen.evaluation import greedy_decode
 from lengthgen.formats import encode_questions
 from lengthgen.model import build_model
-from lengthgen.model.positions import COUPLED_ANSWERS, POSITION_SAMPLERS, build_position_sampler
+from lengthgen.model.position.samplers import (
+    COUPLED_ANSWERS,
+    POSITION_SAMPLERS,
+    build_position_sampler,
+)
 from lengthgen.tasks import build_task
 from lengthgen.tokenizer import HINTS
-from lengthgen.training import (
-    _step_generator,
-    batch_tensors,
-    length_buckets,
-    row_lengths,
-    split_batch,
-    training_batch,
-)
 from orchestrator.cli import app
 from orchestrator.config_paths import TRIAL_CONFIG
 from orchestrator.study import load_study
@@ -245,7 +245,7 @@ def test_encoder_decoder_ids_are_the_decoder_row_split_at_the_equals_sign(answer
 def test_training_ids_are_the_test_ids_plus_one_start_per_question(answer):
     trial = replace(config(task=TaskConfig(train_digits=(1, 6)), coupled_answer=answer),
                     train=TrainConfig(batch_size=256))
-    batch = training_batch(trial, build_task(trial.task), DISTRIBUTIONS["uniform_length"](), tokenizer, 0)
+    batch = batch_of(trial)
     model = build_model(trial.model, len(tokenizer), 0, trial.input_layout)
     tokens, prompts = torch.from_numpy(batch.tokens), torch.from_numpy(batch.prompt_lengths)
     sampler = build_position_sampler(trial.model)
@@ -272,12 +272,7 @@ def test_offsets_come_from_the_data_seed_alone():
     trial = replace(config(task=TaskConfig(train_digits=(1, 6))), train=TrainConfig(batch_size=32))
 
     def starts(seeds: SeedConfig) -> torch.Tensor:
-        run = replace(trial, seeds=seeds)
-        batch = training_batch(run, build_task(run.task), DISTRIBUTIONS["uniform_length"](), tokenizer, 2)
-        model = build_model(run.model, len(tokenizer), run.seeds.weight, run.input_layout)
-        tensors = batch_tensors(batch, CPU)
-        return model.sample_positions(tensors.tokens, tensors.prompt_lengths, build_position_sampler(run.model),
-                                      _step_generator(run, 2), training=True)[0]
+        return training_positions(replace(trial, seeds=seeds), 2)[0]
 
     reference = starts(SeedConfig(weight=0, data=5))
     assert torch.equal(reference, starts(SeedConfig(weight=9, data=5, eval=3)))
@@ -329,23 +324,15 @@ def test_teacher_forced_exact_match_equals_greedy_and_cache_changes_nothing(arch
         eval=EvalConfig(digits=(2, 3, 4), samples=48, questions="cascade_uniform"),
     )
     model = trained_model(trial)
-    sampler = build_position_sampler(trial.model)
     outcomes = []
-    for eval_set in build_eval_sets(trial, build_task(trial.task), tokenizer):
-        questions = eval_set.questions
+    for questions, tokens, prompt, positions in eval_questions(trial, model):
         assert len(np.unique(questions.row_answer_lengths())) == 2
-        tokens = torch.from_numpy(questions.tokens)
-        prompt = questions.prompt_length
-        positions = model.sample_positions(tokens, torch.full((len(tokens),), prompt), sampler,
-                                           eval_generator(trial, eval_set.digits), training=False)
-        target = tokens[:, prompt:]
-        compared = target != tokenizer.pad_id
-        forced = teacher_forced_argmax(model, tokens, positions, prompt)
-        cached = greedy_decode(model, tokens[:, :prompt], target.shape[1], positions, use_cache=True)
-        uncached = greedy_decode(model, tokens[:, :prompt], target.shape[1], positions, use_cache=False)
+        answer = tokens.shape[1] - prompt
+        cached = greedy_decode(model, tokens[:, :prompt], answer, positions, use_cache=True)
+        uncached = greedy_decode(model, tokens[:, :prompt], answer, positions, use_cache=False)
         assert torch.equal(cached, uncached)
-        forced_right = ((forced == target) | ~compared).all(1)
-        assert torch.equal(forced_right, ((cached == target) | ~compared).all(1))
+        forced_right, greedy_right = right_answers(model, tokens, prompt, positions)
+        assert torch.equal(forced_right, greedy_right)
         outcomes += forced_right.tolist()
     assert 0 < sum(outcomes) < len(outcomes), f"{sum(outcomes)} of {len(outcomes)} right"
 
@@ -353,26 +340,10 @@ def test_teacher_forced_exact_match_equals_greedy_and_cache_changes_nothing(arch
 @pytest.mark.parametrize("answer", ANSWERS)
 @pytest.mark.parametrize("arch", ["decoder", "encoder_decoder"])
 def test_length_buckets_keep_the_padded_gradient(arch, answer):
-    torch.set_num_threads(1)
     trial = replace(config(TaskConfig(train_digits=(1, 12)), FormatConfig(index_hints=True), arch,
                            max_positions=96, coupled_answer=answer), train=TrainConfig(batch_size=16))
-    batch = training_batch(trial, build_task(trial.task), DISTRIBUTIONS["uniform_length"](), tokenizer, 0)
-    model = build_model(trial.model, len(tokenizer), 0, trial.input_layout)
-    tensors = batch_tensors(batch, CPU)
-    positions = model.sample_positions(tensors.tokens, tensors.prompt_lengths, build_position_sampler(trial.model),
-                                       torch.Generator().manual_seed(5), training=True)
-    logits, targets = model.forward_batch(tensors, positions)
-    F.cross_entropy(logits, targets).backward()
-    padded = [p.grad.clone() for p in model.parameters()]
-    model.zero_grad(set_to_none=True)
-    lengths = row_lengths(batch.answer_mask)
-    parts = split_batch(model, tensors, positions, length_buckets(lengths, 3), lengths)
+    parts, _ = assert_same_gradients(trial)  # each row keeps its IDs, cut to its group's width
     assert len(parts) == 3
-    for part, part_positions in parts:  # each row keeps its IDs, cut to the group's width
-        logits, targets = model.forward_batch(part, part_positions)
-        (F.cross_entropy(logits, targets) * len(targets) / int(batch.answer_mask.sum())).backward()
-    for got, expected in zip((p.grad for p in model.parameters()), padded, strict=True):
-        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-7)
 
 
 def test_the_same_config_twice_gives_the_same_numbers():

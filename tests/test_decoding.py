@@ -3,25 +3,16 @@ match == greedy exact match, for every positional encoding and position sampler.
 
 from dataclasses import replace
 
-import numpy as np
 import pytest
 import torch
+from model_helpers import SEQUENTIAL_PES, eval_questions, right_answers, tokenizer, trained_model
 
-from lengthgen import TrialConfig, train
+from lengthgen import TrialConfig
 from lengthgen.config import EvalConfig, ModelConfig, TaskConfig, TrainConfig
-from lengthgen.evaluation import (
-    build_eval_sets,
-    eval_generator,
-    greedy_decode,
-    teacher_forced_argmax,
-)
+from lengthgen.evaluation import greedy_decode
 from lengthgen.model import build_model
-from lengthgen.model.pe import POSITIONAL_ENCODINGS
-from lengthgen.model.positions import POSITION_SAMPLERS, build_position_sampler
-from lengthgen.tasks import TASKS
-from lengthgen.tokenizer import CharTokenizer
-
-tokenizer = CharTokenizer()
+from lengthgen.model.position.pe import POSITIONAL_ENCODINGS
+from lengthgen.model.position.samplers import POSITION_SAMPLERS, build_position_sampler
 
 
 def model_config(pe: str, positions: str = "plain") -> ModelConfig:
@@ -64,31 +55,16 @@ def trained(pe: str) -> tuple[TrialConfig, torch.nn.Module]:
         train=TrainConfig(steps=200, batch_size=32, lr=3e-3, warmup=10, log_every=200),
         eval=EvalConfig(digits=(1, 2, 3), samples=48),
     )
-    states = []
-    train(config, on_report=lambda r: r.checkpoint and states.append(r.checkpoint()))
-    model = build_model(config.model, len(tokenizer), config.seeds.weight)
-    model.load_state_dict(states[-1]["model"])
-    return config, model.eval()
-
-
-# upe needs the fixed columns of the aligned layout, which a decoder does not read
-SEQUENTIAL_PES = sorted(pe for pe, encoding in POSITIONAL_ENCODINGS.items() if not encoding.needs_uniform_columns)
+    return config, trained_model(config)
 
 
 @pytest.mark.parametrize("pe", SEQUENTIAL_PES)
 def test_teacher_forced_exact_match_equals_greedy_exact_match(pe):
     config, model = trained(pe)
-    sampler = build_position_sampler(config.model)
     outcomes = []
-    for eval_set in build_eval_sets(config, TASKS["successor"](), tokenizer):
-        questions = eval_set.questions
-        tokens = torch.from_numpy(questions.tokens)
-        positions = sampler(*tokens.shape, torch.device("cpu"), eval_generator(config, eval_set.digits))
-        target = questions.tokens[:, questions.prompt_length :]
-        forced = teacher_forced_argmax(model, tokens, positions, questions.prompt_length).numpy()
-        greedy = greedy_decode(model, tokens[:, : questions.prompt_length], target.shape[1], positions).numpy()
-        forced_right = (forced == target).all(axis=1)
-        assert np.array_equal(forced_right, (greedy == target).all(axis=1))
+    for _, tokens, prompt, positions in eval_questions(config, model):
+        forced_right, greedy_right = right_answers(model, tokens, prompt, positions)
+        assert torch.equal(forced_right, greedy_right)
         outcomes += forced_right.tolist()
     # the comparison means something only when some answers are right and some wrong
     assert 0 < sum(outcomes) < len(outcomes), f"{sum(outcomes)} of {len(outcomes)} right"

@@ -14,9 +14,9 @@ from lengthgen.formats import input_layout
 from lengthgen.layout import InputLayout
 from lengthgen.model import build_model
 from lengthgen.model.encoder import EncoderLM
-from lengthgen.model.pe import POSITIONAL_ENCODINGS
-from lengthgen.model.pe.relative_keys import UniformRelativeKeys
-from lengthgen.model.positions import build_position_sampler
+from lengthgen.model.position.pe import POSITIONAL_ENCODINGS
+from lengthgen.model.position.pe.relative_keys import UniformRelativeKeys
+from lengthgen.model.position.samplers import build_position_sampler
 from lengthgen.model.sizes import SIZES
 from lengthgen.tasks import TASKS, build_task
 from lengthgen.tokenizer import CharTokenizer

@@ -7,9 +7,17 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
-from model_helpers import SEQUENTIAL_PES, tokenizer
+from model_helpers import (
+    SEQUENTIAL_PES,
+    batch_of,
+    eval_questions,
+    right_answers,
+    tokenizer,
+    trained_model,
+)
 
 from lengthgen import TrialConfig, train
+from lengthgen.batches import batch_tensors
 from lengthgen.config import (
     EvalConfig,
     FormatConfig,
@@ -18,21 +26,13 @@ from lengthgen.config import (
     TaskConfig,
     TrainConfig,
 )
-from lengthgen.distributions import DISTRIBUTIONS
-from lengthgen.evaluation import (
-    build_eval_sets,
-    eval_generator,
-    greedy_decode,
-    teacher_forced_argmax,
-)
+from lengthgen.evaluation import greedy_decode, teacher_forced_argmax
 from lengthgen.model import build_model, count_parameters
 from lengthgen.model.encoder_decoder import EncoderDecoder
-from lengthgen.model.pe import POSITIONAL_ENCODINGS
-from lengthgen.model.pe.biases import t5_bidirectional_bucket, t5_bucket
-from lengthgen.model.positions import POSITION_SAMPLERS, build_position_sampler
+from lengthgen.model.position.pe import POSITIONAL_ENCODINGS
+from lengthgen.model.position.pe.biases import t5_bidirectional_bucket, t5_bucket
+from lengthgen.model.position.samplers import POSITION_SAMPLERS, build_position_sampler
 from lengthgen.model.sizes import SIZES
-from lengthgen.tasks import TASKS
-from lengthgen.training import batch_tensors, training_batch
 
 
 def model_config(pe: str, positions: str = "plain", **options) -> ModelConfig:
@@ -103,24 +103,11 @@ def successor_config(pe: str, steps: int = 100) -> TrialConfig:
 @pytest.mark.parametrize("pe", SEQUENTIAL_PES)
 def test_teacher_forced_exact_match_equals_greedy_exact_match(pe):
     config = successor_config(pe)
-    states = []
-    train(config, on_report=lambda r: r.checkpoint and states.append(r.checkpoint()))
-    model = build_model(config.model, len(tokenizer), config.seeds.weight)
-    model.load_state_dict(states[-1]["model"])
-    model.eval()
-    sampler = build_position_sampler(config.model)
+    model = trained_model(config)
     outcomes = []
-    for eval_set in build_eval_sets(config, TASKS["successor"](), tokenizer):
-        questions = eval_set.questions
-        tokens = torch.from_numpy(questions.tokens)
-        prompt = questions.prompt_length
-        positions = model.sample_positions(tokens, torch.full((len(tokens),), prompt), sampler,
-                                           eval_generator(config, eval_set.digits), training=False)
-        target = questions.tokens[:, prompt:]
-        forced = teacher_forced_argmax(model, tokens, positions, prompt).numpy()
-        greedy = greedy_decode(model, tokens[:, :prompt], target.shape[1], positions).numpy()
-        forced_right = (forced == target).all(axis=1)
-        assert np.array_equal(forced_right, (greedy == target).all(axis=1))
+    for _, tokens, prompt, positions in eval_questions(config, model):
+        forced_right, greedy_right = right_answers(model, tokens, prompt, positions)
+        assert torch.equal(forced_right, greedy_right)
         outcomes += forced_right.tolist()
     # the comparison means something only when some answers are right and some wrong
     assert 0 < sum(outcomes) < len(outcomes), f"{sum(outcomes)} of {len(outcomes)} right"
@@ -133,7 +120,7 @@ def test_padding_of_shorter_questions_changes_nothing(pe):
     config = replace(successor_config(pe), train=TrainConfig(batch_size=12), task=TaskConfig("addition", (1, 4)),
                      format=FormatConfig(pad=False))
     model = build_model(config.model, len(tokenizer), 0).eval()
-    batch = training_batch(config, TASKS["addition"](), DISTRIBUTIONS["uniform_length"](), tokenizer, 0)
+    batch = batch_of(config)
     assert len(set(batch.prompt_lengths.tolist())) > 1
     plain = POSITION_SAMPLERS["plain"]()
 

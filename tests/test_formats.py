@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lengthgen import TrialConfig, digits
+from lengthgen.batches import training_batch
 from lengthgen.config import (
     DataConfig,
     EvalConfig,
@@ -23,7 +24,6 @@ from lengthgen.formats import answer_targets, encode_questions, input_layout, se
 from lengthgen.tasks import TASKS, build_task
 from lengthgen.tasks.multiplication import Multiplication
 from lengthgen.tokenizer import CHARACTERS, HINTS, N_HINTS, CharTokenizer
-from lengthgen.training import training_batch
 
 tokenizer = CharTokenizer()
 
@@ -330,8 +330,8 @@ def test_interleave_leaves_a_one_operand_question_as_it_is(name):
 def test_parity_in_the_fixed_length_layout_gives_one_target_per_input(distribution):
     """The scratchpad runs on through the zero cells left of a short question: 01 and 001
     padded to one field are one input and must have one target (science version 2)."""
+    from lengthgen.batches import training_batch
     from lengthgen.config import DataConfig, ModelConfig, TaskConfig, TrialConfig, derive
-    from lengthgen.training import training_batch
 
     config = TrialConfig(
         task=TaskConfig(name="parity", train_digits=(1, 4)),

@@ -21,6 +21,7 @@ import pytest
 import torch
 
 from lengthgen import TrialConfig, train
+from lengthgen.batches import batch_tensors, training_batch
 from lengthgen.config import EvalConfig, FormatConfig, ModelConfig, TaskConfig, TrainConfig
 from lengthgen.distributions import DISTRIBUTIONS
 from lengthgen.evaluation import (
@@ -30,12 +31,12 @@ from lengthgen.evaluation import (
     teacher_forced_argmax,
 )
 from lengthgen.model import ARCHITECTURES, build_model
-from lengthgen.model.pe import POSITIONAL_ENCODINGS
-from lengthgen.model.positions import POSITION_SAMPLERS, build_position_sampler
+from lengthgen.model.position.pe import POSITIONAL_ENCODINGS
+from lengthgen.model.position.samplers import POSITION_SAMPLERS, build_position_sampler
 from lengthgen.precision import PRECISIONS
 from lengthgen.tasks import build_task
 from lengthgen.tokenizer import CharTokenizer
-from lengthgen.training import accumulate_gradients, batch_tensors, training_batch
+from lengthgen.training_step import accumulate_gradients
 from orchestrator.trainable import load_checkpoint, save_checkpoint
 
 DEVICE = torch.device(os.environ.get("LG_GPU_TESTS_DEVICE", "cuda"))

@@ -117,42 +117,10 @@ def test_the_row_and_the_mlflow_tags_carry_the_same_group(study_file: Path, tmp_
 # --- views.sql ----------------------------------------------------------------------------
 
 
-def write(
-    root: Path,
-    study,
-    config: TrialConfig,
-    accuracy: float,
-    started: datetime = STARTED,
-    legacy: bool = False,
-) -> None:
-    row = trials_row(
-        study.name, config, "done", "cpu", started, group_label=study.group_label(config)
-    )
-    if legacy:  # as the previous version wrote it
-        del row["group_id"], row["group_label"]
-    write_trial_table(root, study.name, "trials", config.trial_id, [row])
-    write_trial_table(
-        root,
-        study.name,
-        "eval",
-        config.trial_id,
-        [
-            {
-                "step": 10,
-                "digits": 3,
-                "n": 4,
-                "correct": round(4 * accuracy),
-                "accuracy": accuracy,
-                "in_distribution": False,
-            }
-        ],
-    )
-
-
-def test_views_select_the_written_columns(study_file: Path, tmp_path: Path) -> None:
+def test_views_select_the_written_columns(study_file: Path, tmp_path: Path, write_finished_trial) -> None:
     study = load_study(study_file)
     for i, config in enumerate(study.trials):
-        write(tmp_path, study, config, accuracy=i / 4)
+        write_finished_trial(tmp_path, study, config, accuracy=i / 4)
     with open_results(tmp_path, study.name) as con:
         columns = run_query(con, "select trial_id, group_id, group_label from trials").to_pylist()
         viewed = run_query(
@@ -165,10 +133,10 @@ def test_views_select_the_written_columns(study_file: Path, tmp_path: Path) -> N
     assert {r["trials_in_group"] for r in viewed} == {2} and distinct == 2
 
 
-def test_a_group_shows_the_label_of_its_latest_trial(study_file: Path, tmp_path: Path) -> None:
+def test_a_group_shows_the_label_of_its_latest_trial(study_file: Path, tmp_path: Path, write_finished_trial) -> None:
     study = load_study(study_file)
     first, second = [c for c in study.trials if c.train.lr == 3e-3]
-    write(tmp_path, study, first, 0.5)
+    write_finished_trial(tmp_path, study, first, 0.5)
     row = trials_row(
         study.name, second, "done", "cpu", STARTED.replace(year=2026), group_label="renamed"
     )
@@ -178,13 +146,13 @@ def test_a_group_shows_the_label_of_its_latest_trial(study_file: Path, tmp_path:
     assert labels == [{"group_label": "renamed"}]
 
 
-def test_legacy_rows_read_and_a_run_adds_their_columns(study_file: Path, tmp_path: Path) -> None:
+def test_legacy_rows_read_and_a_run_adds_their_columns(study_file: Path, tmp_path: Path, write_finished_trial) -> None:
     """Rows without the columns (the previous version's) read with the previous
     version's groups; add_group_columns, which `lg-study run` calls under the study
     lock, gives them the columns a new row would have, and nothing else changes."""
     study = load_study(study_file)
     for config in study.trials:
-        write(tmp_path, study, config, 0.25, legacy=True)
+        write_finished_trial(tmp_path, study, config, 0.25, legacy=True)
     with open_results(tmp_path, study.name) as con:
         legacy = run_query(con, "select group_id, group_label from groups").to_pylist()
         assert run_query(con, "select count(group_id) as n from trials").to_pylist() == [{"n": 0}]
@@ -247,7 +215,7 @@ def test_rows_labelled_by_an_older_rule_get_todays_label_once(tmp_path: Path) ->
 
 
 def test_a_run_regroups_legacy_rows_and_retags_their_mlflow_runs(
-    study_file: Path, tmp_path: Path
+    study_file: Path, tmp_path: Path, write_finished_trial
 ) -> None:
     """A study whose finished trials were written before the group columns: run again,
     it trains nothing (so starts no Ray) but gives the rows their columns and the MLflow
@@ -256,7 +224,7 @@ def test_a_run_regroups_legacy_rows_and_retags_their_mlflow_runs(
     uri = default_tracking_uri(tmp_path)
     tracker = StudyTracker(uri, study.name)
     for config in study.trials:
-        write(tmp_path, study, config, 0.25, legacy=True)
+        write_finished_trial(tmp_path, study, config, 0.25, legacy=True)
         trial_id, tags, params = describe(
             trials_row(study.name, config, "done", "cpu", STARTED, group_label=study.group_label(config))
         )

@@ -4,25 +4,20 @@ from dataclasses import replace
 
 import pytest
 import torch
+from model_helpers import tokenizer, with_seeds
 
 from lengthgen import TrialConfig
 from lengthgen.config import EvalConfig, ModelConfig, SeedConfig, TaskConfig, TrainConfig
 from lengthgen.model import TRANSFORMER_LAYERS, build_model
 from lengthgen.model.perturbation import layer_weights, perturbation_site
-from lengthgen.tokenizer import CharTokenizer
 from lengthgen.training import train
 
-tokenizer = CharTokenizer()
 BASE = TrialConfig(
     task=TaskConfig(name="successor", train_digits=(1, 3)),
     model=ModelConfig(max_positions=64),
     train=TrainConfig(steps=4, batch_size=8, log_every=1, warmup=1),
     eval=EvalConfig(digits=(2, 4), samples=6),
 )
-
-
-def with_seeds(config: TrialConfig, **seeds) -> TrialConfig:
-    return replace(config, seeds=replace(config.seeds, **seeds))
 
 
 def weights(config: TrialConfig, arch: str = "decoder") -> dict[str, torch.Tensor]:
@@ -95,9 +90,9 @@ def _final_weights(config: TrialConfig) -> dict[str, torch.Tensor]:
 
 
 def test_the_perturb_seed_does_not_change_the_data_or_the_questions():
+    from lengthgen.batches import training_batch
     from lengthgen.config import derive
     from lengthgen.evaluation import build_eval_sets
-    from lengthgen.training import training_batch
 
     def data(config):
         task, distribution = derive(config).task, derive(config).distribution

@@ -10,12 +10,19 @@ import torch
 from lengthgen.config import ModelConfig
 from lengthgen.model import build_model
 from lengthgen.model.attention import SelfAttention
-from lengthgen.model.pe import POSITIONAL_ENCODINGS
-from lengthgen.model.pe.biases import FIRE, ALiBi, KerpleLog, T5Bias, alibi_slopes, t5_bucket
-from lengthgen.model.pe.embeddings import LearnedEmbedding, SinusoidalEmbedding
-from lengthgen.model.pe.relative_keys import ShawRelativeKeys
-from lengthgen.model.pe.rotary import Rotary
-from lengthgen.model.positions import (
+from lengthgen.model.position.pe import POSITIONAL_ENCODINGS
+from lengthgen.model.position.pe.biases import (
+    FIRE,
+    ALiBi,
+    KerpleLog,
+    T5Bias,
+    alibi_slopes,
+    t5_bucket,
+)
+from lengthgen.model.position.pe.embeddings import LearnedEmbedding, SinusoidalEmbedding
+from lengthgen.model.position.pe.relative_keys import ShawRelativeKeys
+from lengthgen.model.position.pe.rotary import Rotary
+from lengthgen.model.position.samplers import (
     POSITION_SAMPLERS,
     CyclicPositions,
     RandomizedPositions,

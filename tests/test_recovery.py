@@ -57,16 +57,6 @@ runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return default_tracking_uri(tmp_path_factory.mktemp("results"))
-
-
-@pytest.fixture
-def tracker(store: str, request: pytest.FixtureRequest) -> StudyTracker:
-    return StudyTracker(store, request.node.name[:60].replace("[", "_").replace("]", ""))
-
-
-@pytest.fixture(scope="module")
 def tiny_study(tmp_path_factory) -> Path:
     """The two-trial study, six steps long."""
     path = tmp_path_factory.mktemp("study") / "tiny.yaml"

@@ -12,10 +12,10 @@ import typing
 import pytest
 
 from lengthgen.config import ModelConfig, TaskConfig, TrialConfig
-from lengthgen.model.abacus import Abacus
-from lengthgen.model.attention_bias import ATTENTION_BIASES
-from lengthgen.model.pe import POSITIONAL_ENCODINGS
-from lengthgen.model.positions import POSITION_SAMPLERS
+from lengthgen.model.position.abacus import Abacus
+from lengthgen.model.position.attention_bias import ATTENTION_BIASES
+from lengthgen.model.position.pe import POSITIONAL_ENCODINGS
+from lengthgen.model.position.samplers import POSITION_SAMPLERS
 from lengthgen.tasks import TASKS
 
 #: (config section, its dataclass, the field naming the entry, the registry)

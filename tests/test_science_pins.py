@@ -32,6 +32,7 @@ import pytest
 import torch
 
 from lengthgen import formats, science
+from lengthgen.batches import training_batch
 from lengthgen.config import (
     DataConfig,
     EvalConfig,
@@ -45,10 +46,10 @@ from lengthgen.config import (
 from lengthgen.distributions import DISTRIBUTIONS, TEST_QUESTIONS
 from lengthgen.evaluation import build_eval_sets
 from lengthgen.model import ARCHITECTURES, build_model
-from lengthgen.model.pe import POSITIONAL_ENCODINGS
+from lengthgen.model.position.pe import POSITIONAL_ENCODINGS
 from lengthgen.tasks import TASKS
 from lengthgen.tokenizer import CharTokenizer
-from lengthgen.training import train, training_batch
+from lengthgen.training import train
 
 PINS_FILE = Path(__file__).with_name("science_pins.json")
 #: run as a script: tests/ has no __init__.py (it is no regular package)

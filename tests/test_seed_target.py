@@ -6,7 +6,6 @@ training any seed twice."""
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime, timezone
 from pathlib import Path
 
 import mlflow
@@ -20,14 +19,11 @@ from analysis.query import open_results, run_query, run_sql_file, sql_file
 from orchestrator import seed_plan, seed_target
 from orchestrator.cli import app
 from orchestrator.config_paths import StudyError
-from orchestrator.results_store import write_trial_table
 from orchestrator.seed_plan import ADDING, MAX_REACHED, TARGET_HELD, GroupDesign
 from orchestrator.seed_spec import SeedTarget
 from orchestrator.study import load_study
-from orchestrator.trial_rows import trials_row
 from orchestrator.tune_runner import run_study
 
-STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 Z2 = 1.959963984540054**2  # z² of success.sql's 95 % level
 runner = CliRunner()
 
@@ -177,30 +173,7 @@ def test_added_seeds_follow_the_design_with_its_data_seeds(study_file: Path) -> 
 # --- the rule, on the report's interval -------------------------------------------------------
 
 
-def write(root: Path, study, config, accuracy: float) -> None:
-    row = trials_row(
-        study.name, config, "done", "cpu", STARTED, group_label=study.group_label(config)
-    )
-    write_trial_table(root, study.name, "trials", config.trial_id, [row])
-    write_trial_table(
-        root,
-        study.name,
-        "eval",
-        config.trial_id,
-        [
-            {
-                "step": 10,
-                "digits": 3,
-                "n": 4,
-                "correct": round(4 * accuracy),
-                "accuracy": accuracy,
-                "in_distribution": False,
-            }
-        ],
-    )
-
-
-def test_states_read_the_interval_of_the_reports_sql_file(study_file: Path, tmp_path: Path) -> None:
+def test_states_read_the_interval_of_the_reports_sql_file(study_file: Path, tmp_path: Path, write_finished_trial) -> None:
     """mean_accuracy: variance.sql's bootstrap interval, half width (high - low) / 2."""
     study_file.write_text(
         STUDY.replace("threshold: 0.0, ", "").replace("metric: success", "metric: mean_accuracy")
@@ -208,10 +181,10 @@ def test_states_read_the_interval_of_the_reports_sql_file(study_file: Path, tmp_
     study = load_study(study_file)
     nope = [c for c in study.trials if c.model.pe == "nope"]
     for config in nope:  # five trials, all at 0.5: no spread at all
-        write(tmp_path, study, config, 0.5)
+        write_finished_trial(tmp_path, study, config, 0.5)
     (alibi,) = [c for c in study.trials if c.model.pe == "alibi"]
     for weight, accuracy in ((0, 0.0), (1, 1.0), (2, 0.5)):
-        write(
+        write_finished_trial(
             tmp_path,
             study,
             dataclasses.replace(alibi, seeds=dataclasses.replace(alibi.seeds, weight=weight)),
@@ -342,7 +315,7 @@ def test_a_real_study_stops_adding_seeds_and_resumes_without_training_twice(
 
 
 def test_with_plan_a_fitted_group_jumps_to_the_round_seed_planning_asks_for(
-    study_file: Path, tmp_path: Path
+    study_file: Path, tmp_path: Path, write_finished_trial
 ) -> None:
     """A 3 x 5 pilot of nope whose weight seeds differ: planning at its 5 data seeds asks
     for more weight seeds than the next round has, and the rule grows to the first round
@@ -360,7 +333,7 @@ def test_with_plan_a_fitted_group_jumps_to_the_round_seed_planning_asks_for(
         effect = rng.normal(0, 0.15)
         for config in nope:
             moved = dataclasses.replace(config, seeds=dataclasses.replace(config.seeds, weight=weight))
-            write(tmp_path, study, moved, float(np.clip(0.5 + effect + rng.normal(0, 0.05), 0, 1)))
+            write_finished_trial(tmp_path, study, moved, float(np.clip(0.5 + effect + rng.normal(0, 0.05), 0, 1)))
     designs = seed_plan.design_groups(study.trials)
     target, states = seed_plan.seed_states(tmp_path, study.name, study)
     wanted = seed_target.planned_seeds(tmp_path, study.name, target, designs, states)

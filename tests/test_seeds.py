@@ -1,20 +1,15 @@
 """One seed changes only what it names; the same config gives the same numbers."""
 
-from dataclasses import replace
-
 import numpy as np
 import torch
+from model_helpers import batch_of, tokenizer, with_seeds
 
 from lengthgen import TrialConfig, train
 from lengthgen.config import EvalConfig, SeedConfig, TaskConfig, TrainConfig
-from lengthgen.distributions import DISTRIBUTIONS
 from lengthgen.evaluation import build_eval_sets
 from lengthgen.model import build_model
 from lengthgen.tasks import TASKS
-from lengthgen.tokenizer import CharTokenizer
-from lengthgen.training import training_batch
 
-tokenizer = CharTokenizer()
 BASE = TrialConfig(
     task=TaskConfig(name="addition", train_digits=(1, 3)),
     train=TrainConfig(steps=6, batch_size=8, log_every=2, warmup=2),
@@ -22,17 +17,12 @@ BASE = TrialConfig(
 )
 
 
-def with_seeds(config: TrialConfig, **seeds) -> TrialConfig:
-    return replace(config, seeds=replace(config.seeds, **seeds))
-
-
 def initial_weights(config: TrialConfig) -> dict:
     return build_model(config.model, len(tokenizer), config.seeds.weight).state_dict()
 
 
 def batches(config: TrialConfig, steps=range(4)) -> list[np.ndarray]:
-    task, dist = TASKS[config.task.name](), DISTRIBUTIONS[config.data.distribution]()
-    return [training_batch(config, task, dist, tokenizer, s)[0] for s in steps]
+    return [batch_of(config, s).tokens for s in steps]
 
 
 def test_weight_seed_alone_decides_initial_weights():

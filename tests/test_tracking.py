@@ -29,17 +29,6 @@ CONFIG = {
 }
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> str:
-    # One database for the module: creating one (schema migrations) costs about a second.
-    return default_tracking_uri(tmp_path_factory.mktemp("results"))
-
-
-@pytest.fixture
-def tracker(store: str, request: pytest.FixtureRequest) -> StudyTracker:
-    return StudyTracker(store, request.node.name)  # one experiment per test
-
-
 STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 
 
@@ -85,7 +74,7 @@ def test_flatten_config_dotted_keys_and_json_lists() -> None:
     }
 
 
-def test_one_run_per_trial_with_flattened_params(tracker: StudyTracker, store: str) -> None:
+def test_one_run_per_trial_with_flattened_params(tracker: StudyTracker, mlflow_store: str) -> None:
     params = flatten_config(CONFIG)
     run_id = tracker.run_for_trial("abc", {"pe": "fire"}, params)
     assert tracker.run_for_trial("abc", {"pe": "fire"}, params) == run_id
@@ -98,7 +87,7 @@ def test_one_run_per_trial_with_flattened_params(tracker: StudyTracker, store: s
     assert run.data.params["task.train_digits"] == "[1, 5]"
     assert run.data.tags["trial_id"] == "abc"
     # Artifacts live beside the database, not under the current directory.
-    db_dir = Path(store.removeprefix("sqlite:///")).parent
+    db_dir = Path(mlflow_store.removeprefix("sqlite:///")).parent
     assert run.info.artifact_uri.startswith((db_dir / "mlartifacts").as_uri())
 
 

@@ -9,11 +9,13 @@ import pytest
 import torch
 
 from lengthgen import TrialConfig, train
-from lengthgen.config import EvalConfig, TaskConfig, TrainConfig
+from lengthgen.batches import training_batch
+from lengthgen.config import EvalConfig, TaskConfig, TrainConfig, derive
 from lengthgen.evaluation import EvalSet, LengthResult, _sample_records, summarize
 from lengthgen.formats import EncodedQuestions
+from lengthgen.model import build_model
 from lengthgen.tokenizer import CharTokenizer
-from lengthgen.training import learning_rate
+from lengthgen.training_step import TrainingStep, learning_rate
 
 CONFIG = TrialConfig(
     task=TaskConfig(name="successor", train_digits=(1, 3)),
@@ -83,7 +85,7 @@ def test_non_finite_loss_stops_the_trial_as_diverged(monkeypatch):
         loss = real_cross_entropy(*args, **kwargs)
         return loss * float("nan") if calls["n"] == 3 else loss
 
-    monkeypatch.setattr("lengthgen.training.F.cross_entropy", explode_at_third_step)
+    monkeypatch.setattr("lengthgen.training_step.F.cross_entropy", explode_at_third_step)
     reports = []
     result = train(CONFIG, on_report=reports.append)
     assert result.status == "diverged" and result.diverged_at == 3
@@ -127,3 +129,23 @@ def test_summary_metrics():
         "ood_accuracy_mean": pytest.approx(0.5),
         "longest_99": 5.0,
     }
+
+
+def test_a_trial_trains_by_its_training_step_alone():
+    """A trial's weights after its steps are those of TrainingStep applied to its batches
+    from its initial weights, bit for bit (dropout, length buckets, clipping and weight
+    decay on): the step `lg-study bench` times is the step trials take."""
+    trial = replace(
+        CONFIG, model=replace(CONFIG.model, dropout=0.1),
+        train=replace(CONFIG.train, steps=4, log_every=4, length_buckets=2), eval=replace(CONFIG.eval, every=0),
+    )
+    states = []
+    train(trial, on_report=lambda r: r.checkpoint and states.append(r.checkpoint()))
+    model = build_model(trial.model, len(CharTokenizer()), trial.seeds.weight, trial.input_layout).train()
+    initial = model.token_embedding.weight.detach().clone()
+    step = TrainingStep(trial, model, torch.device("cpu"))
+    for s in range(trial.train.steps):
+        step(s, training_batch(trial, derive(trial).task, derive(trial).distribution, CharTokenizer(), s))
+    trained = states[-1]["model"]
+    assert all(torch.equal(tensor, trained[name]) for name, tensor in model.state_dict().items())
+    assert not torch.equal(model.token_embedding.weight, initial)

@@ -11,8 +11,8 @@ from lengthgen.evaluation import greedy_decode, teacher_forced_argmax
 from lengthgen.formats import encode_questions, input_layout
 from lengthgen.layout import InputLayout
 from lengthgen.model import build_model
-from lengthgen.model.attention_bias import WINDOW_CENTRES, Geometry, WindowedBias
-from lengthgen.model.positions import POSITION_SAMPLERS
+from lengthgen.model.position.attention_bias import WINDOW_CENTRES, Geometry, WindowedBias
+from lengthgen.model.position.samplers import POSITION_SAMPLERS
 from lengthgen.tasks import TASKS
 from lengthgen.tokenizer import CharTokenizer
 

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lengthgen.model.pe.rotary import Rotation
+from lengthgen.model.position.pe.rotary import Rotation
 from lengthgen.model.sizes import Dimensions
 
 

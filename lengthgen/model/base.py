@@ -26,9 +26,9 @@ from lengthgen.model.attention import causal_mask_with
 
 if TYPE_CHECKING:
     from lengthgen.config import TrialConfig
-    from lengthgen.model.abacus import Abacus
-    from lengthgen.model.positional import StackPositionalEncoding
-    from lengthgen.model.positions import Places, PositionSampler
+    from lengthgen.model.position.abacus import Abacus
+    from lengthgen.model.position.samplers import Places, PositionSampler
+    from lengthgen.model.position.stack import StackPositionalEncoding
     from lengthgen.tasks import Task
 
 #: position indices of the sequences an architecture reads, one (B, T_k) tensor per
@@ -43,7 +43,7 @@ def rows_of(positions: Positions, rows) -> Positions:
 
 
 class Batch(NamedTuple):
-    """A training batch as tensors (lengthgen.training.TrainingBatch)."""
+    """A training batch as tensors (lengthgen.batches.TrainingBatch)."""
 
     #: (B, T) token rows, right-padded
     tokens: torch.Tensor
@@ -60,7 +60,7 @@ class Architecture(nn.Module, ABC):
     #: one output per input position (003 §3): trained with format.fixed_length
     aligned_outputs: ClassVar[bool] = False
     #: the attention sites a structural bias (model.attention_bias) acts on, with the
-    #: kind of attention each is (lengthgen.model.attention_bias)
+    #: kind of attention each is (lengthgen.model.position.attention_bias)
     bias_sites: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
@@ -74,7 +74,7 @@ class Architecture(nn.Module, ABC):
 
     #: the token embedding, shared by every stack of the model
     token_embedding: nn.Embedding
-    #: model.abacus: the Abacus embedding added to every digit (lengthgen.model.abacus), or
+    #: model.abacus: the Abacus embedding added to every digit (lengthgen.model.position.abacus), or
     #: None; every architecture sets it (a class-level default would hide the submodule)
     abacus: Abacus | None
     #: state-dict prefixes that checkpoints written before a submodule moved still use,
@@ -113,14 +113,14 @@ class Architecture(nn.Module, ABC):
         self, tokens: torch.Tensor, prompt_lengths: torch.Tensor, lengths: tuple[int, ...]
     ) -> Places:
         """What coupled positions read of these rows: per sequence (of `lengths`), the
-        place of the digits each token is coupled with (lengthgen.model.positions.CoupledPositions)."""
+        place of the digits each token is coupled with (lengthgen.model.position.samplers.CoupledPositions)."""
         raise NotImplementedError(f"{type(self).__name__} has no coupled positions")
 
     def digit_places(
         self, tokens: torch.Tensor, prompt_lengths: torch.Tensor, lengths: tuple[int, ...]
     ) -> tuple[torch.Tensor, ...]:
         """Per sequence (of `lengths`), (B, length): the place of every digit in its own
-        number, 0 elsewhere (lengthgen.model.places), what Abacus embeddings index by."""
+        number, 0 elsewhere (lengthgen.model.position.places), what Abacus embeddings index by."""
         raise NotImplementedError(f"{type(self).__name__} has no Abacus embeddings")
 
     def sample_positions(
@@ -131,7 +131,7 @@ class Architecture(nn.Module, ABC):
         `generator` in a fixed order (the data seed at training, the eval seed after):
         the sampler's, then the Abacus offsets. `tokens` are whole rows (answer and end
         token included): coupled and Abacus indices read the question from them, and
-        the answer's columns alone (lengthgen.model.places)."""
+        the answer's columns alone (lengthgen.model.position.places)."""
         lengths = self.position_lengths(tokens, prompt_lengths, training)
         places = self.coupled_places(tokens, prompt_lengths, lengths) if sampler.reads_places else None
         positions = sampler.sample(len(tokens), lengths, tokens.device, generator, training=training, places=places)
@@ -146,7 +146,7 @@ class Architecture(nn.Module, ABC):
     def trim_positions(self, positions: Positions, tokens: torch.Tensor, prompt_lengths: torch.Tensor) -> Positions:
         """Training positions drawn for wider rows, cut to the leading columns that these
         (narrower) rows read: each row keeps the positions it had in the wide batch
-        (length bucketing, lengthgen.training.split_batch). `positions` hold these rows."""
+        (length bucketing, lengthgen.batches.split_batch). `positions` hold these rows."""
         lengths = self.position_lengths(tokens, prompt_lengths, training=True)
         lengths = lengths * 2 if self.abacus is not None else lengths  # the Abacus indices follow
         return tuple(p[:, :length] for p, length in zip(positions, lengths, strict=True))
@@ -181,7 +181,7 @@ class Architecture(nn.Module, ABC):
 def combine(
     mask: torch.Tensor | None, structural_bias: torch.Tensor | None, causal: bool = False
 ) -> torch.Tensor | None:
-    """Add a structural attention bias (lengthgen.model.attention_bias) to an additive
+    """Add a structural attention bias (lengthgen.model.position.attention_bias) to an additive
     mask; a causal attention's mask then closes the future too."""
     if structural_bias is None:
         return mask

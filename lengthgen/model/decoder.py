@@ -4,7 +4,7 @@ Read top to bottom: the model, then the four methods of the architecture
 interface (lengthgen.model.base); its layers are lengthgen.model.block.Block.
 Positions are explicit inputs (B, T); the positional encoding acts at the input, on
 q/k, as an attention bias or on the keys, according to its registry entry
-(lengthgen.model.pe), wired by lengthgen.model.positional. A structural attention
+(lengthgen.model.position.pe), wired by lengthgen.model.position.stack. A structural attention
 bias (model.attention_bias) acts on the one self-attention, site `lm`.
 """
 
@@ -16,13 +16,13 @@ import torch
 from torch import nn
 
 from lengthgen.layout import InputLayout
-from lengthgen.model.abacus import Abacus
 from lengthgen.model.attention import KVCache
-from lengthgen.model.attention_bias import ATTENTION_BIASES, Geometry
 from lengthgen.model.base import Architecture, Batch, Positions, combine
 from lengthgen.model.block import Block
 from lengthgen.model.layers import NORMS
-from lengthgen.model.places import (
+from lengthgen.model.position.abacus import Abacus
+from lengthgen.model.position.attention_bias import ATTENTION_BIASES, Geometry
+from lengthgen.model.position.places import (
     along_rows,
     answer_places,
     coupled,
@@ -31,8 +31,8 @@ from lengthgen.model.places import (
     question_places,
     reach,
 )
-from lengthgen.model.positional import StackPositionalEncoding
-from lengthgen.model.positions import Places
+from lengthgen.model.position.samplers import Places
+from lengthgen.model.position.stack import StackPositionalEncoding
 from lengthgen.model.sizes import SIZES
 
 if TYPE_CHECKING:

@@ -7,8 +7,8 @@ generated, so the teacher-forced argmax is the model's answer. Self-attention is
 bidirectional (003: "the model must consider ... both looking forward and
 backward"); the aligned rows of a trial all have the same width, so there is no
 padding. Positional encodings act as in the decoder, with the biases made
-bidirectional (lengthgen.model.pe.biases); `upe` gives the multiplier's digit
-columns their own key vectors (lengthgen.model.pe.relative_keys).
+bidirectional (lengthgen.model.position.pe.biases); `upe` gives the multiplier's digit
+columns their own key vectors (lengthgen.model.position.pe.relative_keys).
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ import torch
 from torch import nn
 
 from lengthgen.layout import InputLayout
-from lengthgen.model.abacus import Abacus
-from lengthgen.model.attention_bias import ATTENTION_BIASES
 from lengthgen.model.base import Architecture, Batch, Positions
 from lengthgen.model.block import Block
 from lengthgen.model.layers import NORMS
-from lengthgen.model.places import question_places
-from lengthgen.model.positional import StackPositionalEncoding
+from lengthgen.model.position.abacus import Abacus
+from lengthgen.model.position.attention_bias import ATTENTION_BIASES
+from lengthgen.model.position.places import question_places
+from lengthgen.model.position.stack import StackPositionalEncoding
 from lengthgen.model.sizes import SIZES
 
 if TYPE_CHECKING:

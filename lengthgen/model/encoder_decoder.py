@@ -9,9 +9,9 @@ The encoder reads the question, the decoder writes the answer:
 Choices (000 does not say): the question tokens without the start token and "="
 are the encoder's input (000 §3.2 writes "0123+0748 -> 1780"); the decoder starts
 from the row's start token; token embeddings are shared by both sides. Both sides
-get their own positions, from 0 (lengthgen.model.positions), and their own
+get their own positions, from 0 (lengthgen.model.position.samplers), and their own
 positional-encoding parts: the encoder's self-attention is bidirectional, so its
-biases cover keys after the query too (lengthgen.model.pe.biases). Cross-attention
+biases cover keys after the query too (lengthgen.model.position.pe.biases). Cross-attention
 carries no positional encoding; it closes the question's padding, and a structural
 bias (model.attention_bias) may shape it (site `cross`) and the decoder's
 self-attention (site `decoder_self`).
@@ -25,13 +25,13 @@ import torch
 from torch import nn
 
 from lengthgen.layout import InputLayout
-from lengthgen.model.abacus import Abacus
 from lengthgen.model.attention import CrossAttention, KVCache, SelfAttention, padding_mask
-from lengthgen.model.attention_bias import ATTENTION_BIASES, Geometry
 from lengthgen.model.base import Architecture, Batch, Positions, combine
 from lengthgen.model.block import Block
 from lengthgen.model.layers import FEED_FORWARDS, NORMS, Residual
-from lengthgen.model.places import (
+from lengthgen.model.position.abacus import Abacus
+from lengthgen.model.position.attention_bias import ATTENTION_BIASES, Geometry
+from lengthgen.model.position.places import (
     answer_places,
     coupled,
     own_answer_places,
@@ -39,8 +39,8 @@ from lengthgen.model.places import (
     question_places,
     reach,
 )
-from lengthgen.model.positional import StackPositionalEncoding
-from lengthgen.model.positions import Places
+from lengthgen.model.position.samplers import Places
+from lengthgen.model.position.stack import StackPositionalEncoding
 from lengthgen.model.sizes import SIZES, Dimensions
 
 if TYPE_CHECKING:

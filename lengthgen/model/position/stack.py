@@ -1,6 +1,6 @@
 """The positional encoding of one attention stack, wired the same way in every architecture.
 
-A model.pe entry (lengthgen.model.pe) gives up to four parts, by where they act. This
+A model.pe entry (lengthgen.model.position.pe) gives up to four parts, by where they act. This
 module holds them for one stack (a decoder-only or encoder-only model has one; an
 encoder-decoder one per side) and does what every forward pass does with them
 before its layers run:
@@ -24,8 +24,8 @@ import torch
 from torch import nn
 
 from lengthgen.model.attention import causal_mask_with
-from lengthgen.model.pe import POSITIONAL_ENCODINGS
-from lengthgen.model.pe.rotary import Rotation
+from lengthgen.model.position.pe import POSITIONAL_ENCODINGS
+from lengthgen.model.position.pe.rotary import Rotation
 
 if TYPE_CHECKING:
     from lengthgen.config import ModelConfig

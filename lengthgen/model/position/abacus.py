@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from lengthgen.formats import pairs_places
-from lengthgen.model.places import is_digit
+from lengthgen.model.position.places import is_digit
 
 if TYPE_CHECKING:
     from lengthgen.config import TrialConfig
@@ -22,7 +22,7 @@ class Abacus(nn.Module):
 
     Every digit token gets, on top of its token embedding and whatever model.pe adds,
     the learned vector E[p + k] of its place p in its own number (p = 1 for the least
-    significant digit, whatever order the number is written in; lengthgen.model.places),
+    significant digit, whatever order the number is written in; lengthgen.model.position.places),
     with an offset k drawn per question at training, uniform on 0 .. max_offset, and
     k = 0 at test, so that places longer than the trained numbers meet trained
     vectors. Non-digit tokens (start, operators, "=", hints, spaces, end) get nothing.

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import torch
 
-from lengthgen.model.attention_bias.base import Geometry, StructuralBias
+from lengthgen.model.position.attention_bias.base import Geometry, StructuralBias
 
 #: model.window_centre: the centre place of output row t is t + offset
 WINDOW_CENTRES = ("previous", "produced")

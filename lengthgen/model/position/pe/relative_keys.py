@@ -24,6 +24,9 @@ from torch import nn
 
 
 class ShawRelativeKeys(nn.Module):
+    """Shaw et al. 2018, 003 eq. (2.1): the score of query i and key j gains
+    q_i . p_{clip(j - i)} / sqrt(d_head), one learned vector per clipped distance."""
+
     def __init__(self, head_dim: int, clip: int) -> None:
         super().__init__()
         self.clip = clip

@@ -10,7 +10,7 @@ seed at training and the eval seed at evaluation), never from global state.
 Most samplers need only the length of each sequence (`__call__`). One that reads
 the token rows (`reads_places`: coupled positions) gets, through `sample`, the
 place of every digit in them, which the architecture computes from its rows
-(Architecture.coupled_places, lengthgen.model.places).
+(Architecture.coupled_places, lengthgen.model.position.places).
 """
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ class Places(NamedTuple):
 
     #: per model.coupled_answer (COUPLED_ANSWERS), per sequence the model reads, in the
     #: order of its positions, (B, T_k): the place each token is coupled with (1 = units),
-    #: -1 for a token coupled with none (lengthgen.model.places.NONE)
+    #: -1 for a token coupled with none (lengthgen.model.position.places.NONE)
     sequences: dict[str, tuple[torch.Tensor, ...]]
     #: (B,) the largest ID a token of the row can carry at the lowest start, from its
-    #: question alone (the same under both conventions; lengthgen.model.places.reach)
+    #: question alone (the same under both conventions; lengthgen.model.position.places.reach)
     reach: torch.Tensor
 
 
@@ -143,7 +143,7 @@ class CoupledPositions(PositionSampler):
     NeurIPS 2024, arXiv 2405.20671, §3. Digits of the same significance in every
     operand share one position ID, and so does the answer token coupled with them:
 
-        ID = s + p  for a token coupled with place p (lengthgen.model.places),  0 for every other,
+        ID = s + p  for a token coupled with place p (lengthgen.model.position.places),  0 for every other,
 
     where which token is coupled with which place is model.coupled_answer:
 

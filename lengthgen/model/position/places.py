@@ -1,6 +1,6 @@
 """The place of every digit in its number, read from token rows: what position
-coupling (lengthgen.model.positions.CoupledPositions) and Abacus embeddings
-(lengthgen.model.abacus) index by.
+coupling (lengthgen.model.position.samplers.CoupledPositions) and Abacus embeddings
+(lengthgen.model.position.abacus) index by.
 
 Place 1 is a number's least significant digit, whatever order the number is
 written in (format.reverse_operands for the operands, format.reverse for the

@@ -51,7 +51,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from lengthgen.model.attention_bias.base import SITE_CAUSAL, SITE_KINDS, Geometry, StructuralBias
+from lengthgen.model.position.attention_bias.base import (
+    SITE_CAUSAL,
+    SITE_KINDS,
+    Geometry,
+    StructuralBias,
+)
 
 DIRECTIONS = ("vertical", "diagonal", "anti_diagonal")
 #: a line of Ā exists if it crosses at least this share of the open cells of the

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from torch import nn
 
-from lengthgen.model.pe.biases import FIRE, ALiBi, KerpleLog, T5Bias
-from lengthgen.model.pe.embeddings import LearnedEmbedding, SinusoidalEmbedding
-from lengthgen.model.pe.relative_keys import ShawRelativeKeys, UniformRelativeKeys
-from lengthgen.model.pe.rotary import Rotary
+from lengthgen.model.position.pe.biases import FIRE, ALiBi, KerpleLog, T5Bias
+from lengthgen.model.position.pe.embeddings import LearnedEmbedding, SinusoidalEmbedding
+from lengthgen.model.position.pe.relative_keys import ShawRelativeKeys, UniformRelativeKeys
+from lengthgen.model.position.pe.rotary import Rotary
 from lengthgen.model.sizes import Dimensions
 
 if TYPE_CHECKING:

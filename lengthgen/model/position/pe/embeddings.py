@@ -25,7 +25,8 @@ class SinusoidalEmbedding(nn.Module):
 
 
 class LearnedEmbedding(nn.Module):
-    """A trained vector per absolute position (Gehring et al. 2017; GPT-2). Positions
+    """A trained vector per absolute position, added to the token's: e_j = w_j + p_j
+    (Gehring et al. 2017, §3.1; GPT-2). Positions
     past the longest training sequence keep their initial random vectors, which
     is why learned APE fails to extrapolate."""
 

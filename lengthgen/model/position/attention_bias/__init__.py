@@ -19,9 +19,14 @@ positional biases.
 
 from __future__ import annotations
 
-from lengthgen.model.attention_bias.base import SITE_KINDS, Geometry, NoBias, StructuralBias
-from lengthgen.model.attention_bias.calibrated import CalibratedBias
-from lengthgen.model.attention_bias.windowed import WINDOW_CENTRES, WindowedBias
+from lengthgen.model.position.attention_bias.base import (
+    SITE_KINDS,
+    Geometry,
+    NoBias,
+    StructuralBias,
+)
+from lengthgen.model.position.attention_bias.calibrated import CalibratedBias
+from lengthgen.model.position.attention_bias.windowed import WINDOW_CENTRES, WindowedBias
 
 ATTENTION_BIASES: dict[str, type[StructuralBias]] = {
     "none": NoBias,

@@ -1,0 +1,139 @@
+"""Training batches: batch number `step` of a trial, drawn from the data seed alone
+(`training_batch`), as tensors (`batch_tensors`), and split into length buckets
+(`batch_parts`, train.length_buckets)."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from lengthgen.config import TrialConfig
+from lengthgen.distributions import Distribution
+from lengthgen.formats import encode_questions, leading_zeros
+from lengthgen.model.base import Architecture, Batch, Positions, rows_of
+from lengthgen.tasks import Task
+from lengthgen.tokenizer import CharTokenizer
+
+
+class TrainingBatch(NamedTuple):
+    """One training batch; the loss is taken where `answer_mask` is True."""
+
+    #: (B, T) token ids, rows right-padded with the pad id
+    tokens: np.ndarray
+    #: (B, T) True on the answer tokens (hints included) and the end token
+    answer_mask: np.ndarray
+    #: format.fixed_length (003 §3): (B, T) target of every position, the pad id where
+    #: no loss is taken, for models with one output per position. None in the
+    #: sequential layout, where position t predicts tokens[t + 1]
+    targets: np.ndarray | None = None
+    #: (B,) prompt length of each row (tokens through "="; the whole row when aligned)
+    prompt_lengths: np.ndarray | None = None
+
+
+def training_batch(
+    config: TrialConfig, task: Task, distribution: Distribution, tokenizer: CharTokenizer, step: int
+) -> TrainingBatch:
+    """Batch number `step`, drawn (questions, hints, spaces, shifts) from a Generator
+    seeded by (seeds.data, step) alone. Built per question length, with no loop
+    over questions; rows of different lengths are right-padded."""
+    rng = np.random.default_rng([config.seeds.data, step])
+    groups = distribution.sample(
+        task, rng, config.train.batch_size, config.task.train_digits, leading_zeros(config.format)
+    )
+    longest = config.longest_digits
+    encoded = [
+        encode_questions(task, operands, config.format, tokenizer, rng, training=True, width=longest)
+        for operands in groups.values()
+    ]
+    length = max(e.tokens.shape[1] for e in encoded)
+    tokens = np.full((config.train.batch_size, length), tokenizer.pad_id, dtype=np.int64)
+    answer_mask = np.zeros((config.train.batch_size, length), dtype=bool)
+    targets = np.full_like(tokens, tokenizer.pad_id) if config.format.fixed_length else None
+    prompt_lengths = np.zeros(config.train.batch_size, dtype=np.int64)
+    row = 0
+    for e in encoded:
+        rows, width = e.tokens.shape
+        block = slice(row, row + rows)
+        tokens[block, :width] = e.tokens
+        column = np.arange(width)[None, :]
+        prompt_lengths[block] = e.row_prompt_lengths()
+        if e.aligned:
+            answer_mask[block, width - e.answer.shape[1] : width] = True
+            targets[block, width - e.answer.shape[1] : width] = e.answer
+        else:
+            start = e.row_prompt_lengths()[:, None]
+            answer_mask[block, :width] = (column >= start) & (column <= start + e.row_answer_lengths()[:, None])
+        row += rows
+    return TrainingBatch(tokens, answer_mask, targets, prompt_lengths)
+
+
+def batch_tensors(batch: TrainingBatch, device: torch.device) -> Batch:
+    """The batch as tensors on `device`, as an architecture's forward_batch takes it."""
+    tokens, answer_mask, targets, prompt_lengths = (
+        None if array is None else torch.from_numpy(array).to(device) for array in batch
+    )
+    return Batch(tokens, answer_mask, targets, prompt_lengths)
+
+
+def row_lengths(answer_mask: np.ndarray) -> np.ndarray:
+    """(B,) the columns each row needs: through its last supervised token (the end
+    token of a sequential row, the last answer column of an aligned one)."""
+    return answer_mask.shape[1] - np.argmax(answer_mask[:, ::-1], axis=1)
+
+
+def length_buckets(lengths: np.ndarray, buckets: int) -> list[np.ndarray]:
+    """Row indices (ascending) of at most `buckets` groups of consecutive lengths whose
+    padded area, sum over groups of rows x longest row, is the least possible.
+
+    Why: a batch of 1-40-digit questions padded to its longest row spends most of its
+    compute on padding; trained group by group, each trimmed to its own longest row,
+    it does the same work on far fewer tokens. The optimal split into contiguous
+    length ranges is a small dynamic programme over the distinct lengths (a few
+    dozen), cheap next to a training step."""
+    values, counts = np.unique(lengths, return_counts=True)
+    m, groups = len(values), min(buckets, len(values))
+    before = np.concatenate([[0], np.cumsum(counts)])  # rows shorter than values[j]
+    # area[i, j]: the group of lengths values[i:j] padded to values[j - 1] (j > i)
+    i, j = np.arange(m + 1)[:, None], np.arange(m + 1)[None, :]
+    area = np.where(j > i, (before[j] - before[i]) * values[np.maximum(j - 1, 0)], np.inf)
+    best = np.where(np.arange(m + 1) == 0, 0.0, np.inf)  # best area of the first j lengths, 0 groups
+    starts = []
+    for _ in range(groups):
+        total = best[:, None] + area  # (m + 1, m + 1): the last group is values[i:j]
+        starts.append(total.argmin(axis=0))
+        best = total.min(axis=0)
+    edges, end = [m], m
+    for start in reversed(starts):
+        end = int(start[end])
+        edges.append(end)
+    edges = edges[::-1]
+    return [np.flatnonzero((lengths >= values[a]) & (lengths <= values[b - 1])) for a, b in pairwise(edges)]
+
+
+def split_batch(
+    model: Architecture, batch: Batch, positions: Positions, groups: list[np.ndarray], lengths: np.ndarray
+) -> list[tuple[Batch, Positions]]:
+    """The rows of each group, trimmed to the group's longest row (`lengths` from
+    `row_lengths`), with the positions they had in the whole batch (sampled once)."""
+    parts = []
+    for rows in groups:
+        width = int(lengths[rows].max())
+        index = torch.from_numpy(rows).to(batch.tokens.device)
+        targets = None if batch.targets is None else batch.targets[index, :width]
+        part = Batch(batch.tokens[index, :width], batch.answer_mask[index, :width], targets, batch.prompt_lengths[index])
+        parts.append((part, model.trim_positions(rows_of(positions, index), part.tokens, part.prompt_lengths)))
+    return parts
+
+
+def batch_parts(
+    model: Architecture, batch: TrainingBatch, tensors: Batch, positions: Positions, buckets: int
+) -> list[tuple[Batch, Positions]]:
+    """The batch as it is trained: whole, or as its length buckets (train.length_buckets)."""
+    if buckets == 1:
+        return [(tensors, positions)]
+    lengths = row_lengths(batch.answer_mask)
+    groups = length_buckets(lengths, buckets)
+    return split_batch(model, tensors, positions, groups, lengths) if len(groups) > 1 else [(tensors, positions)]

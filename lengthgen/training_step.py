@@ -1,0 +1,126 @@
+"""The one training step of a trial (`TrainingStep`): `lengthgen.training.train`
+takes it at every step and `lg-study bench` times it."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from lengthgen.batches import TrainingBatch, batch_parts, batch_tensors
+from lengthgen.config import TrainConfig, TrialConfig
+from lengthgen.model.base import Architecture, Batch, Positions
+from lengthgen.model.position.samplers import build_position_sampler
+from lengthgen.precision import autocast
+
+
+def learning_rate(config: TrialConfig, step: int) -> float:
+    """Linear warmup to train.lr over train.warmup steps, then cosine decay to
+    train.min_lr_ratio x train.lr (0 by default, as 001 E.2; 0.1 in 001 Table E.1 and in
+    Cho et al. 2024's recipe). A floor of 0 adds 0.0 to the undecayed formula: the same
+    bits as before the floor existed."""
+    train = config.train
+    if step < train.warmup:
+        return train.lr * (step + 1) / train.warmup
+    progress = (step - train.warmup) / max(1, train.steps - train.warmup)
+    floor = train.lr * train.min_lr_ratio
+    return floor + (train.lr - floor) * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+
+def accumulate_gradients(
+    forward_batch: Callable, parts: list[tuple[Batch, Positions]], device: torch.device, precision: str
+) -> torch.Tensor:
+    """Forward and backward of each part of a batch. Each part's mean cross entropy is
+    weighted by its share of the batch's supervised tokens, so the summed gradient is
+    that of the whole batch's mean cross entropy. Returns that mean (detached). With
+    one part (the whole padded batch) this is the plain training step, bit for bit."""
+    total = int(sum(part.answer_mask.sum() for part, _ in parts)) if len(parts) > 1 else None
+    losses, counted = [], 0
+    for part, positions in parts:
+        with autocast(device, precision):
+            logits, targets = forward_batch(part, positions)
+        loss = F.cross_entropy(logits.float(), targets)
+        if total is not None:
+            loss = loss * (len(targets) / total)
+            counted += len(targets)
+        loss.backward()
+        losses.append(loss.detach())
+    if total is not None and counted != total:
+        raise RuntimeError(f"{counted} supervised targets from {total} answer-mask tokens")
+    return sum(losses[1:], losses[0])
+
+
+def _step_generator(config: TrialConfig, step: int) -> torch.Generator:
+    """Torch randomness of training step `step` (position sampling), from the data seed only."""
+    seed = np.random.SeedSequence([config.seeds.data, step, 1]).generate_state(1)[0]
+    return torch.Generator().manual_seed(int(seed))
+
+
+def _decay_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """Decay matrices only; biases and norm gains are not decayed (nanoGPT)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    return [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
+
+
+def build_optimizer(model: torch.nn.Module, train: TrainConfig) -> torch.optim.AdamW:
+    """AdamW over the decay groups, at train.lr until the schedule sets each step's rate."""
+    return torch.optim.AdamW(_decay_groups(model, train.weight_decay), lr=train.lr, betas=(0.9, 0.98))
+
+
+class TrainingStep:
+    """The one optimizer step of a trial: `train` takes it at every step, and `lg-study
+    bench` times it, so that a benchmark measures the step trials take (decay groups,
+    schedule, dropout seed, precision, clipping included).
+
+    `parts` turns batch number `step` into what is trained (tensors, the positions
+    drawn from the data seed, the length buckets); `update` trains on them. A caller
+    that times the update alone prepares the parts first."""
+
+    def __init__(
+        self, config: TrialConfig, model: Architecture, device: torch.device, forward_batch: Callable | None = None
+    ) -> None:
+        """`forward_batch`: another form of model.forward_batch (a benchmark's compile
+        mode, a reference model); by default the trial's, compiled with train.compile."""
+        self.config, self.model, self.device = config, model, device
+        self.optimizer = build_optimizer(model, config.train)
+        if forward_batch is None:
+            # the compiled step shares its parameters with `model`; evaluation runs uncompiled
+            forward_batch = torch.compile(model.forward_batch) if config.train.compile else model.forward_batch
+        self.forward_batch = forward_batch
+        self.sampler = build_position_sampler(config.model)
+
+    def parts(self, step: int, batch: TrainingBatch) -> list[tuple[Batch, Positions]]:
+        """Batch number `step` on the device, with its positions, whole or in length buckets."""
+        tensors = batch_tensors(batch, self.device)
+        positions = self.model.sample_positions(
+            tensors.tokens, tensors.prompt_lengths, self.sampler, _step_generator(self.config, step), training=True
+        )
+        return batch_parts(self.model, batch, tensors, positions, self.config.train.length_buckets)
+
+    def update(self, step: int, parts: list[tuple[Batch, Positions]]) -> torch.Tensor:
+        """Train on the parts of batch number `step` at its learning rate; the batch's mean
+        loss (detached). A loss that is not finite leaves the weights as they were."""
+        config = self.config
+        for group in self.optimizer.param_groups:
+            group["lr"] = learning_rate(config, step)
+        if config.model.dropout > 0:
+            # dropout draws from torch's global Generator: seeded by (data seed, step), a
+            # resumed trial drops the units an uninterrupted one would
+            torch.manual_seed(int(np.random.SeedSequence([config.seeds.data, step]).generate_state(1)[0]))
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = accumulate_gradients(self.forward_batch, parts, self.device, config.train.precision)
+        if torch.isfinite(loss):
+            if config.train.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.train.grad_clip)
+            self.optimizer.step()
+        return loss
+
+    def __call__(self, step: int, batch: TrainingBatch) -> torch.Tensor:
+        """The whole step on batch number `step`: `parts`, then `update`."""
+        return self.update(step, self.parts(step, batch))
