@@ -24,7 +24,7 @@ from lengthgen.model.layers import FEED_FORWARDS, NORM_PLACEMENTS, NORMS
 from lengthgen.model.position.abacus import Abacus
 from lengthgen.model.position.attention_bias import ATTENTION_BIASES, WINDOW_CENTRES
 from lengthgen.model.position.pe import POSITIONAL_ENCODINGS
-from lengthgen.model.position.samplers import COUPLED_ANSWERS, POSITION_SAMPLERS
+from lengthgen.model.position.samplers import COUPLED_ANSWERS, COUPLED_EQUALS, POSITION_SAMPLERS
 from lengthgen.model.sizes import SIZES
 from lengthgen.precision import PRECISIONS
 from lengthgen.tasks import TASKS, Task, build_task
@@ -37,6 +37,7 @@ SizeName = Literal[tuple(SIZES)]
 PositionalEncodingName = Literal[tuple(POSITIONAL_ENCODINGS)]
 PositionSamplerName = Literal[tuple(POSITION_SAMPLERS)]
 CoupledAnswerName = Literal[tuple(COUPLED_ANSWERS)]
+CoupledEqualsName = Literal[COUPLED_EQUALS]
 FeedForwardName = Literal[tuple(FEED_FORWARDS)]
 PrecisionName = Literal[tuple(PRECISIONS)]
 NormName = Literal[tuple(NORMS)]
@@ -146,6 +147,10 @@ class ModelConfig:
     #: the authors' released code; "+" and "=" get place 0's) or of the place of the digit it
     #: predicts (predicted_place; "=" the units') (lengthgen.model.position.samplers.CoupledPositions)
     coupled_answer: CoupledAnswerName = "own_place"
+    #: coupled positions, own_place, answers written most significant digit first: "=" shares
+    #: the operators' ID (operators, the paper-era code) or gets the ID one past the answer's
+    #: most significant digit (past_answer, the current released code)
+    coupled_equals: CoupledEqualsName = "operators"
     #: period T of cyclic positions, i mod T (000 §4.1)
     cyclic_period: int = 3
     #: T5 bias: number of buckets K + 1 (even) and the distance L_1 of 001 eq. (D.2)
@@ -330,7 +335,7 @@ class TrialConfig:
                 training=True, width=longest_digits,
             ),
         )
-        needed = sampler.indices_needed(longest, longest_digits)
+        needed = sampler.from_config(self.model).indices_needed(longest, longest_digits)
         if needed > self.model.max_positions:
             what = (
                 f"the longest sequence ({longest} tokens)" if needed == longest else

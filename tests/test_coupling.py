@@ -178,18 +178,25 @@ def test_encoder_decoder_question_and_answer_ids(answer, question_ids, answer_id
     assert decoder_input == [answer_ids]  # "<s>5310" predicting "5310</s>"
 
 
-def released_addition_ids(text: str) -> list[int]:
-    """The IDs the authors' released code for addition (its start fixed) gives
-    "<s>a+b=c</s>", the answer c written least significant digit first: its IDs fall
-    with significance, `end` being that of "+" and "=", so this project's own_place ID
-    at start 1 is 1 + end - ID (0 stays 0: <s> and </s>)."""
+def released_addition_ids(text: str, answer_msd_first: bool = False) -> list[int]:
+    """The IDs the authors' released code for addition gives "<s>a+b=c</s>" at its
+    evaluation start 1 (src/data/addition.py, AdditionDatasetWithCoupledPositions.
+    __getitem__, operands written most significant digit first), transcribed: the least
+    significant digit gets start + 1, "+" the start, the answer's digits their own
+    places, and "=" the start before an answer written least significant digit first,
+    start + len(answer) + 1 before one written most significant digit first; <s> and
+    </s> 0."""
     question, answer = text.removeprefix("<s>").removesuffix("</s>").split("=")
     a, b = question.split("+")
-    end = 1 + max(len(a), len(b)) + 1
-    input_positions = list(range(end - len(a), end + 1)) + list(range(end - len(b), end + 1))  # a "+" b "="
-    label_positions = list(range(end - len(answer), end))[::-1]  # reversed with the answer
-    released = [0] + input_positions + label_positions + [0]
-    return [1 + end - i if i else 0 for i in released]
+    start = 1
+    a_positions = list(range(start + 1, start + 1 + len(a)))[::-1]
+    b_positions = list(range(start + 1, start + 1 + len(b)))[::-1]
+    answer_positions = list(range(start + 1, start + 1 + len(answer)))
+    if answer_msd_first:
+        answer_positions, equals_position = answer_positions[::-1], start + len(answer) + 1
+    else:
+        equals_position = start
+    return [0, *a_positions, start, *b_positions, equals_position, *answer_positions, 0]
 
 
 def operands_of_lengths(rng: np.random.Generator, lengths: np.ndarray, width: int) -> np.ndarray:
@@ -199,12 +206,17 @@ def operands_of_lengths(rng: np.random.Generator, lengths: np.ndarray, width: in
     return np.where(np.arange(width) < lengths[:, None], digits, 0).astype(DIGIT_DTYPE)
 
 
-@pytest.mark.parametrize("fmt", [FormatConfig(), FormatConfig(pad=False)], ids=["padded", "unpadded"])
-def test_own_place_is_the_released_code_for_addition(fmt):
+RELEASED = [({}, {}), ({"pad": False}, {}), ({"reverse": False}, {"coupled_equals": "past_answer"})]
+
+
+@pytest.mark.parametrize("fmt, model", RELEASED, ids=["padded", "unpadded", "answer msd first, past_answer"])
+def test_own_place_is_the_released_code_for_addition(fmt, model):
     """Every row of 1- to 7-digit additions, the two operands of independent lengths,
     gets at the lowest start the IDs of the released code (padded: every operand
-    written with W = 7 digits)."""
-    trial = config(TaskConfig(train_digits=(1, 7)), fmt)
+    written with W = 7 digits); answers written most significant digit first with
+    model.coupled_equals past_answer."""
+    trial = config(TaskConfig(train_digits=(1, 7)), FormatConfig(**fmt), **model)
+    fmt = trial.format
     rng = np.random.default_rng(0)
     lengths = rng.integers(1, 8, (2, 200))
     operands = tuple(operands_of_lengths(rng, n, 7) for n in lengths)
@@ -213,7 +225,7 @@ def test_own_place_is_the_released_code_for_addition(fmt):
     written_lengths = set()
     for row, row_ids in zip(questions.tokens.tolist(), ids, strict=True):
         text = tokenizer.decode(row, keep_specials=True).replace("<pad>", "")
-        expected = released_addition_ids(text)
+        expected = released_addition_ids(text, answer_msd_first=not fmt.reverse)
         assert row_ids[: len(expected)] == expected, text
         assert not any(row_ids[len(expected) :])  # padding: 0
         written_lengths.add(tuple(len(n) for n in text[3:].split("=")[0].split("+")))
@@ -394,6 +406,32 @@ def test_options_and_sizes():
         config(**long, max_positions=32)
     with pytest.raises(ValueError, match="shorter than the longest sequence"):
         config(**long, positions="plain", max_positions=33)
+
+
+def test_past_answer_moves_only_the_equals_sign_and_is_refused_where_it_means_nothing():
+    """The paper-era code gives "=" the operators' ID before an answer written most
+    significant digit first (HAND_ROWS), the current release one past the answer's top
+    digit: the two rows differ there alone."""
+    tokens = np.array([tokenizer.encode("085+050=0135", bos=True, eos=True)])
+    prompt = 9  # <s> and "085+050="
+    paper = coupled_ids(config(fmt=FormatConfig(reverse=False)), tokens, prompt)[0][0]
+    release = coupled_ids(config(fmt=FormatConfig(reverse=False), coupled_equals="past_answer"), tokens, prompt)[0][0]
+    assert paper == [0, 4, 3, 2, 1, 4, 3, 2, 1, 5, 4, 3, 2, 0]
+    assert release == paper[:8] + [1 + 4 + 1] + paper[9:]  # start + len(answer) + 1
+    assert config(fmt=FormatConfig(reverse=False), coupled_equals="past_answer",
+                  max_positions=7).model.max_positions == 7  # "=" reaches one ID further
+    with pytest.raises(ValueError, match="shorter than the 7 position IDs"):
+        config(fmt=FormatConfig(reverse=False), coupled_equals="past_answer", max_positions=6)
+    with pytest.raises(ValueError, match="model.coupled_equals past_answer.*format.reverse true"):
+        config(coupled_equals="past_answer")
+    with pytest.raises(ValueError, match="model.coupled_equals past_answer.*predicted_place"):
+        config(fmt=FormatConfig(reverse=False), coupled_equals="past_answer", coupled_answer="predicted_place")
+    with pytest.raises(ValueError, match="model.coupled_equals past_answer.*encoder_decoder"):
+        config(fmt=FormatConfig(reverse=False), coupled_equals="past_answer", arch="encoder_decoder")
+    with pytest.raises(ValueError, match="model.coupled_equals does not apply to model.positions plain"):
+        ModelConfig(coupled_equals="past_answer")
+    with pytest.raises(ValueError, match="operators.*past_answer"):  # a study file lists the choices
+        TRIAL_CONFIG.validate_python({"model": {"positions": "coupled", "coupled_equals": "release"}})
 
 
 def test_new_fields_keep_every_trial_id():

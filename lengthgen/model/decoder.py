@@ -24,8 +24,10 @@ from lengthgen.model.position.abacus import Abacus
 from lengthgen.model.position.attention_bias import ATTENTION_BIASES, Geometry
 from lengthgen.model.position.places import (
     along_rows,
+    answer_digits,
     answer_places,
     coupled,
+    equals_sign,
     own_answer_places,
     own_question_places,
     question_places,
@@ -116,7 +118,8 @@ class DecoderLM(Architecture):
         predicted = along_rows(question, answer_places(tokens, prompt_lengths, self.layout, width + 1),
                                prompt_lengths, lead=1)
         return Places({"own_place": (own[:, :length],), "predicted_place": (coupled(predicted)[:, :length],)},
-                      reach(question))
+                      reach(question), equals=(equals_sign(tokens, prompt_lengths)[:, :length],),
+                      answer_digits=answer_digits(tokens, prompt_lengths, width))
 
     def digit_places(self, tokens, prompt_lengths, lengths):
         (length,) = lengths

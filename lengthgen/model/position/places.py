@@ -90,15 +90,28 @@ def question_places(tokens: torch.Tensor, prompt_lengths: torch.Tensor, layout: 
 def answer_places(tokens: torch.Tensor, prompt_lengths: torch.Tensor, layout: InputLayout, width: int) -> torch.Tensor:
     """(B, width) long: the place of the j-th answer token of each row (column P + j),
     j = 0 .. width - 1, from j alone (and A); see the module docstring."""
-    j, written, inside, count = _answer_columns(tokens, prompt_lengths, width)
-    within = j < count[:, None]
+    j, _, _, count = _answer_columns(tokens, prompt_lengths, width)
     cell = j // layout.answer_place_width
     if layout.answer_lsd_first:
         places = cell + 1
     else:
-        digits = (is_digit(written) & inside & within).sum(1)  # A, fixed by format.pad
+        digits = answer_digits(tokens, prompt_lengths, width)
         places = (digits[:, None] - cell).clamp(min=0)
     return torch.where(j <= count[:, None], places, 0)
+
+
+def answer_digits(tokens: torch.Tensor, prompt_lengths: torch.Tensor, width: int) -> torch.Tensor:
+    """(B,) A, the digits of each row's answer (in its first `width` columns, before the
+    end token): fixed by format.pad where an answer is written most significant digit
+    first, so it never depends on which digits a decoder has written yet."""
+    j, written, inside, count = _answer_columns(tokens, prompt_lengths, width)
+    return (is_digit(written) & inside & (j < count[:, None])).sum(1)
+
+
+def equals_sign(tokens: torch.Tensor, prompt_lengths: torch.Tensor) -> torch.Tensor:
+    """(B, T) bool: where the question's "=" stands (model.coupled_equals moves its place)."""
+    columns = torch.arange(tokens.shape[1], device=tokens.device)
+    return (tokens == TOKENS.id("=")) & (columns < prompt_lengths[:, None])
 
 
 def _answer_columns(tokens: torch.Tensor, prompt_lengths: torch.Tensor, width: int):

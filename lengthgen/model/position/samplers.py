@@ -31,6 +31,10 @@ if TYPE_CHECKING:
 #: with (CoupledPositions), and the lowest start s of its IDs s + p: own_place gives
 #: operators and "=" place 0, so s >= 1 keeps them off the 0 of uncoupled tokens
 COUPLED_ANSWERS: dict[str, int] = {"own_place": 1, "predicted_place": 0}
+#: model.coupled_equals, own_place with answers written most significant digit first:
+#: the place "=" is coupled with, beyond the operators' 0 (the paper-era code) or one
+#: past the answer's most significant digit, A + 1 (the current release)
+COUPLED_EQUALS: tuple[str, ...] = ("operators", "past_answer")
 
 
 class Places(NamedTuple):
@@ -43,6 +47,10 @@ class Places(NamedTuple):
     #: (B,) the largest ID a token of the row can carry at the lowest start, from its
     #: question alone (the same under both conventions; lengthgen.model.position.places.reach)
     reach: torch.Tensor
+    #: per sequence, (B, T_k): where "=" stands, and (B,) the answer's digits A: what
+    #: model.coupled_equals past_answer moves (None: the model has no such "=")
+    equals: tuple[torch.Tensor, ...] | None = None
+    answer_digits: torch.Tensor | None = None
 
 
 class PositionSampler(ABC):
@@ -61,8 +69,7 @@ class PositionSampler(ABC):
     def check(cls, config: TrialConfig, task: Task) -> None:
         """Refuse a trial whose rows these positions cannot serve (ValueError naming the field)."""
 
-    @classmethod
-    def indices_needed(cls, tokens: int, places: int) -> int:
+    def indices_needed(self, tokens: int, places: int) -> int:
         """How many position indices (0 .. n - 1) a row of `tokens` tokens whose longest
         operand has `places` digits needs: model.max_positions must be at least this."""
         return tokens
@@ -182,16 +189,19 @@ class CoupledPositions(PositionSampler):
 
     name = "coupled"
     reads_places = True
-    options = ("coupled_at_eval", "coupled_answer")
+    options = ("coupled_at_eval", "coupled_answer", "coupled_equals")
 
-    def __init__(self, max_positions: int, at_eval: bool = False, answer: str = "own_place") -> None:
+    def __init__(self, max_positions: int, at_eval: bool = False, answer: str = "own_place",
+                 equals: str = "operators") -> None:
         if answer not in COUPLED_ANSWERS:
             raise ValueError(f"model.coupled_answer must be one of {sorted(COUPLED_ANSWERS)}, got {answer!r}")
-        self.max_positions, self.at_eval, self.answer = max_positions, at_eval, answer
+        if equals not in COUPLED_EQUALS:
+            raise ValueError(f"model.coupled_equals must be one of {list(COUPLED_EQUALS)}, got {equals!r}")
+        self.max_positions, self.at_eval, self.answer, self.equals = max_positions, at_eval, answer, equals
 
     @classmethod
     def from_config(cls, cfg):
-        return cls(cfg.max_positions, cfg.coupled_at_eval, cfg.coupled_answer)
+        return cls(cfg.max_positions, cfg.coupled_at_eval, cfg.coupled_answer, cfg.coupled_equals)
 
     @classmethod
     def check(cls, config, task):
@@ -219,10 +229,36 @@ class CoupledPositions(PositionSampler):
                 "format.reverse false the first digit's place is the answer's length, which format.pad "
                 "false leaves open (a carry may add a digit); set format.pad or format.reverse to true"
             )
+        cls._check_equals(config)
 
-    @classmethod
-    def indices_needed(cls, tokens, places):
-        return places + 3  # IDs 0 .. places + 2 at the lowest start (the reach r = places + 2)
+    @staticmethod
+    def _check_equals(config) -> None:
+        """past_answer is a convention for "=" before an answer written most significant
+        digit first, in a decoder that couples its answer with own_place; elsewhere it
+        would change the trial id and nothing else, or mean nothing."""
+        model = config.model
+        if model.coupled_equals == "operators":
+            return
+        if config.format.reverse:
+            raise ValueError(
+                "model.coupled_equals past_answer moves the ID of \"=\" before an answer written most "
+                "significant digit first; with format.reverse true the released code and the paper-era "
+                "code both give \"=\" the start ID, as operators does: remove it"
+            )
+        if model.coupled_answer != "own_place" or model.arch != "decoder":
+            raise ValueError(
+                "model.coupled_equals past_answer is the released code's convention for a decoder with "
+                f"model.coupled_answer own_place; got model.arch {model.arch} and model.coupled_answer "
+                f"{model.coupled_answer}: remove it"
+            )
+
+    def indices_needed(self, tokens, places):
+        # IDs 0 .. places + 2 at the lowest start (the reach r = places + 2); "=" one past
+        # the answer's top digit (past_answer) reaches one further
+        return places + 3 + self._past_answer_reach()
+
+    def _past_answer_reach(self) -> int:
+        return 1 if self.equals == "past_answer" else 0
 
     def __call__(self, batch, length, device, generator=None, training=False):
         raise ValueError(
@@ -233,17 +269,29 @@ class CoupledPositions(PositionSampler):
     def sample(self, batch, lengths, device, generator=None, training=False, places=None):
         if places is None:
             raise ValueError("coupled positions need the places of the token rows (Architecture.coupled_places)")
-        room = self.max_positions - 1 - places.reach.cpu()  # (B,) the largest start of each row, less s0
+        reach = places.reach.cpu() + self._past_answer_reach()
+        room = self.max_positions - 1 - reach  # (B,) the largest start of each row, less s0
         if bool((room < 0).any()):
             raise ValueError(
-                f"a question whose tokens carry IDs up to {int(places.reach.max())} needs "
-                f"model.max_positions >= {int(places.reach.max()) + 1}, got {self.max_positions}"
+                f"a question whose tokens carry IDs up to {int(reach.max())} needs "
+                f"model.max_positions >= {int(reach.max()) + 1}, got {self.max_positions}"
             )
         start = torch.full((batch,), COUPLED_ANSWERS[self.answer], dtype=torch.long)  # s0
         if training or self.at_eval:
             start += (torch.rand(batch, generator=generator) * (room + 1)).long().minimum(room)  # + uniform 0 .. room
         start = start.to(device)[:, None]
-        return tuple(torch.where(p >= 0, p + start, 0) for p in places.sequences[self.answer])
+        return tuple(torch.where(p >= 0, p + start, 0) for p in self._coupled_places(places))
+
+    def _coupled_places(self, places: Places) -> tuple[torch.Tensor, ...]:
+        """The places of model.coupled_answer, with "=" moved one past the answer's most
+        significant digit under model.coupled_equals past_answer: the released code's
+        `eq_position = start + len(labels) + 1` for answers not reversed
+        (src/data/addition.py, AdditionDatasetWithCoupledPositions)."""
+        sequences = places.sequences[self.answer]
+        if self.equals == "operators":
+            return sequences
+        after = places.answer_digits[:, None] + 1
+        return tuple(torch.where(equals, after, p) for p, equals in zip(sequences, places.equals))
 
 
 POSITION_SAMPLERS: dict[str, type[PositionSampler]] = {
