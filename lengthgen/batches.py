@@ -12,7 +12,7 @@ import torch
 
 from lengthgen.config import TrialConfig
 from lengthgen.distributions import Distribution
-from lengthgen.formats import encode_questions, leading_zeros
+from lengthgen.formats import EncodedQuestions, encode_questions, leading_zeros
 from lengthgen.model.base import Architecture, Batch, Positions, rows_of
 from lengthgen.tasks import Task
 from lengthgen.tokenizer import CharTokenizer
@@ -48,11 +48,18 @@ def training_batch(
         encode_questions(task, operands, config.format, tokenizer, rng, training=True, width=longest)
         for operands in groups.values()
     ]
+    return assemble_batch(encoded, config.format.fixed_length, tokenizer)
+
+
+def assemble_batch(encoded: list[EncodedQuestions], fixed_length: bool, tokenizer: CharTokenizer) -> TrainingBatch:
+    """Groups of encoded questions as one batch, rows right-padded to the longest, the
+    loss taken on each row's answer and end token (its answer columns when aligned)."""
+    rows_total = sum(len(e.tokens) for e in encoded)
     length = max(e.tokens.shape[1] for e in encoded)
-    tokens = np.full((config.train.batch_size, length), tokenizer.pad_id, dtype=np.int64)
-    answer_mask = np.zeros((config.train.batch_size, length), dtype=bool)
-    targets = np.full_like(tokens, tokenizer.pad_id) if config.format.fixed_length else None
-    prompt_lengths = np.zeros(config.train.batch_size, dtype=np.int64)
+    tokens = np.full((rows_total, length), tokenizer.pad_id, dtype=np.int64)
+    answer_mask = np.zeros((rows_total, length), dtype=bool)
+    targets = np.full_like(tokens, tokenizer.pad_id) if fixed_length else None
+    prompt_lengths = np.zeros(rows_total, dtype=np.int64)
     row = 0
     for e in encoded:
         rows, width = e.tokens.shape
