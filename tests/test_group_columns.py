@@ -19,12 +19,12 @@ from analysis import groups
 from analysis.query import open_results, run_query
 from lengthgen.config import EvalConfig, SeedConfig, TaskConfig, TrainConfig, TrialConfig
 from orchestrator.cli import app
-from orchestrator.mlflow_sync import describe
-from orchestrator.results_store import table_path, write_trial_table
-from orchestrator.study import load_study
-from orchestrator.tracking import StudyTracker, default_tracking_uri
-from orchestrator.trial_rows import add_group_columns, trials_row
-from orchestrator.tune_runner import run_study, trial_params
+from orchestrator.mlflow_tracking.mlflow_sync import describe
+from orchestrator.mlflow_tracking.tracking import StudyTracker, default_tracking_uri
+from orchestrator.running.tune_runner import run_study, trial_params
+from orchestrator.store.results_store import table_path, write_trial_table
+from orchestrator.store.trial_rows import add_group_columns, trials_row
+from orchestrator.studies.study import load_study
 
 STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 STUDY = """\

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from analysis import layout, query
-from orchestrator import results_store
+from orchestrator.store import results_store
 
 ROOT = Path(__file__).parents[1]
 NAMES = (layout.FILE_NAME, layout.PROFILES, layout.ARTIFACTS, layout.CHECKPOINTS, layout.LOGS,

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from analysis.query import open_results, profile_root, run_query
 from orchestrator.cli import app
-from orchestrator.study import load_study
+from orchestrator.studies.study import load_study
 
 runner = CliRunner()
 STUDY = """\

@@ -23,7 +23,7 @@ from analysis.query import (
     to_json,
     write_parquet,
 )
-from orchestrator.results_store import write_trial_table
+from orchestrator.store.results_store import write_trial_table
 
 STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 SQL_DIR = files("analysis")

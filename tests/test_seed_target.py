@@ -17,15 +17,16 @@ from typer.testing import CliRunner
 from analysis import groups
 from analysis.mlflow_ui import default_store_uri
 from analysis.query import open_results, run_query, run_sql_file, sql_file
-from orchestrator import seed_plan, seed_target
 from orchestrator.cli import app
-from orchestrator.config_paths import StudyError
-from orchestrator.results_store import write_trial_table
-from orchestrator.seed_plan import ADDING, MAX_REACHED, TARGET_HELD, GroupDesign
-from orchestrator.seed_spec import SeedTarget
-from orchestrator.study import load_study
-from orchestrator.trial_rows import trials_row
-from orchestrator.tune_runner import run_study
+from orchestrator.running import seed_target
+from orchestrator.running.tune_runner import run_study
+from orchestrator.store import seed_plan
+from orchestrator.store.results_store import write_trial_table
+from orchestrator.store.seed_plan import ADDING, MAX_REACHED, TARGET_HELD, GroupDesign
+from orchestrator.store.trial_rows import trials_row
+from orchestrator.studies.config_paths import StudyError
+from orchestrator.studies.seed_spec import SeedTarget
+from orchestrator.studies.study import load_study
 
 STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 Z2 = 1.959963984540054**2  # z² of success.sql's 95 % level
