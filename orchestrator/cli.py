@@ -31,6 +31,7 @@ from orchestrator.cli_support import (
     results_warnings,
     study_argument,
 )
+from orchestrator.running.run_context import RunContext
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -110,39 +111,37 @@ def run(
         raise typer.Exit(1)
     err.print(f"study [bold]{study.name}[/bold]: {study.trial_count} trials -> {root / study.name}, "
               f"MLflow {uri} (experiment {study.experiment})", highlight=False)
+    context = RunContext(root, uri, address=address, console=err, restart=restart)
     if verbose:
-        _run(study, study_file, root, uri, address, restart, log=None, show_all=show_all)
+        _run(study, study_file, context, log=None, show_all=show_all)
         return
     log = run_log_path(root, study.name)
     with quiet_terminal(log, [out, err], say_on=err) as quiet:
         err.print(f"Ray's, Tune's and MLflow's messages: {log} (--verbose prints them here)", highlight=False)
         try:
-            _run(study, study_file, root, uri, address, restart, log, show_all)
+            _run(study, study_file, context, log, show_all)
         except typer.Exit as stop:
             if stop.exit_code == 2:  # refused before anything ran
                 quiet.discard = True
             raise
 
 
-def _run(study, study_file: Path, root: Path, uri: str, address: str | None, restart: bool,
-         log: Path | None, show_all: bool = False) -> None:
-    """The body of `run`: the study's trials (or its search) under the results root
-    ``root`` (its profile's), what became of them, the table, and the exit code."""
+def _run(study, study_file: Path, context: RunContext, log: Path | None, show_all: bool = False) -> None:
+    """The body of `run`: the study's trials (or its search, or its seed rounds) under
+    the context's results root (its profile's), what became of them, the table, and the
+    exit code."""
     from analysis.query import list_studies
     from orchestrator.console.render import best_point, interrupted_line, run_summary, search_points
     from orchestrator.console.run_table import read_summary
+    from orchestrator.running.dispatch import run_study
     from orchestrator.running.recovery import StudyBusy
-    from orchestrator.running.search import run_search
-    from orchestrator.running.tune_runner import ResourceError, StaleScience, run_study
+    from orchestrator.running.search import SearchSummary
+    from orchestrator.running.tune_runner import ResourceError, StaleScience
     from orchestrator.store.search_store import SearchChanged
 
-    searched = None
+    root = context.results_root
     try:
-        if study.spec.search:
-            searched = run_search(study, root, uri, address=address, console=err, restart=restart)
-            summary = searched.run
-        else:
-            summary = run_study(study, root, uri, address=address, console=err, restart=restart)
+        summary = run_study(study, context)
     except (ResourceError, StaleScience) as error:
         raise bad_input(f"{study_file}: {error}") from None
     except (StudyBusy, SearchChanged) as error:
@@ -153,9 +152,9 @@ def _run(study, study_file: Path, root: Path, uri: str, address: str | None, res
         raise typer.Exit(130) from None
     for line in run_summary(summary):
         err.print(line, highlight=False)
-    if searched:
-        state = searched.state
-        err.print(f"search {state.name}: {searched.scored} points scored by this run, "
+    if isinstance(summary, SearchSummary):
+        state = summary.state
+        err.print(f"search {state.name}: {summary.scored} points scored by this run, "
                   f"{len(state.points)} of {study.spec.search.points} in all")
         out.print(search_points(state, top=5, total=study.spec.search.points))
         if state.points:

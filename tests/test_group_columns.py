@@ -21,7 +21,9 @@ from lengthgen.config import EvalConfig, SeedConfig, TaskConfig, TrainConfig, Tr
 from orchestrator.cli import app
 from orchestrator.mlflow_tracking.mlflow_sync import describe
 from orchestrator.mlflow_tracking.tracking import StudyTracker, default_tracking_uri
-from orchestrator.running.tune_runner import run_study, trial_params
+from orchestrator.running.dispatch import run_study
+from orchestrator.running.run_context import RunContext
+from orchestrator.running.tune_runner import trial_params
 from orchestrator.store.results_store import table_path, write_trial_table
 from orchestrator.store.trial_rows import add_group_columns, trials_row
 from orchestrator.studies.study import load_study
@@ -267,7 +269,7 @@ def test_a_run_regroups_legacy_rows_and_retags_their_mlflow_runs(
         }
         tracker.finish(tracker.run_for_trial(trial_id, old, params), "FINISHED", {}, {})
 
-    summary = run_study(study, tmp_path, uri)
+    summary = run_study(study, RunContext(tmp_path, uri))
     assert (summary.ran, summary.skipped) == (0, 4)
     client = mlflow.MlflowClient(uri)
     runs = client.search_runs([client.get_experiment_by_name(study.name).experiment_id])

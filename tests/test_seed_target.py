@@ -19,7 +19,8 @@ from analysis.mlflow_ui import default_store_uri
 from analysis.query import open_results, run_query, run_sql_file, sql_file
 from orchestrator.cli import app
 from orchestrator.running import seed_target
-from orchestrator.running.tune_runner import run_study
+from orchestrator.running.dispatch import run_study
+from orchestrator.running.run_context import RunContext
 from orchestrator.store import seed_plan
 from orchestrator.store.results_store import write_trial_table
 from orchestrator.store.seed_plan import ADDING, MAX_REACHED, TARGET_HELD, GroupDesign
@@ -272,7 +273,7 @@ def test_a_real_study_stops_adding_seeds_and_resumes_without_training_twice(
 
     try:
         monkeypatch.setattr(seed_target, "run_trials", interrupted_in_round_two)
-        first = run_study(study, results, default_store_uri(results))
+        first = run_study(study, RunContext(results, default_store_uri(results)))
         monkeypatch.undo()
         after_first = trials_by_group(results)
         # the nope group met its target with its design: no seed added, ever

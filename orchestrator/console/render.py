@@ -45,7 +45,7 @@ def _cell(value) -> str:
 
 
 def run_summary(summary) -> list[str]:
-    """What became of a run's trials (orchestrator.running.tune_runner.RunSummary), one line
+    """What became of a run's trials (orchestrator.running.run_context.RunSummary), one line
     each, in rich markup; `lg-study run` prints them before its table."""
     lines = []
     if summary.skipped:

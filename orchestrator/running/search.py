@@ -2,7 +2,7 @@
 
 The driver asks Optuna for points (values of `search.params`), runs each point as one
 ordinary trial per combination of `search.repeat` (its seeds) through
-`tune_runner.run_study`, and tells Optuna the point's score: the mean over its seeds
+`tune_runner.run_trials`, and tells Optuna the point's score: the mean over its seeds
 of `search.metric` at each trial's final evaluation, read from the trials' Parquet
 files. A diverged seed scores 0, the worst value of every metric (all of them are
 maximized): divergence comes from the point's values, so the point pays for it.
@@ -11,7 +11,7 @@ Resuming needs no bookkeeping of its own. The Optuna study is stored in
 `<results>/<study>/optuna.db` (orchestrator.store.search_store). Points told before are not
 run again; a point asked but not told (its driver stopped, or one of its trials
 failed) is run again with its stored values, which give the same trial ids, so
-run_study skips the trials already finished in `trials` and runs only the others.
+run_trials skips the trials already finished in `trials` and runs only the others.
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from typing import Any
 import optuna
 import pydantic
 from optuna.trial import TrialState
-from rich.console import Console
 
 from lengthgen import TrialConfig
 from orchestrator.mlflow_tracking.tracking import StudyTracker
 from orchestrator.running.recovery import SEARCH_LOCK, check_not_busy, study_lock
-from orchestrator.running.tune_runner import RunSummary, check_resources, run_study, start_ray
+from orchestrator.running.run_context import RunContext, RunSummary
+from orchestrator.running.tune_runner import check_resources, run_trials, start_ray
 from orchestrator.store.results_store import read_trial_rows, read_trial_statuses
 from orchestrator.store.search_store import (
     SCORES,
@@ -50,9 +50,9 @@ SEARCH_TAG, POINT_TAG = "search", "search_point"
 
 
 @dataclass
-class SearchSummary:
-    #: every batch of trials added up; total = points x seeds
-    run: RunSummary
+class SearchSummary(RunSummary):
+    """Every batch of trials added up (total = points x seeds), and the points."""
+
     #: points scored by this run
     scored: int = 0
     state: SearchState | None = None
@@ -76,37 +76,29 @@ def seed_score(results_root: Path, study_name: str, trial_id: str, status: str, 
     return float(eval_metrics(length_results(r for r in rows if r["step"] == final))[metric])
 
 
-def run_search(
-    study: Study,
-    results_root: Path,
-    tracking_uri: str,
-    address: str | None = None,
-    console: Console | None = None,
-    restart: bool = False,
-) -> SearchSummary:
+def run_search(study: Study, context: RunContext) -> SearchSummary:
     """Score the search's missing points, ``search.parallel_points`` at a time.
 
     Points asked but not told before (an interrupted run) run first; a point with a
-    failed trial stays open for the next run (as run_study runs failed trials again).
-    ``restart`` deletes the study's results, its Optuna storage and MLflow runs first.
+    failed trial stays open for the next run (as run_trials runs failed trials again).
+    ``context.restart`` deletes the study's results, its Optuna storage and MLflow runs first.
     Raises StudyBusy when another driver runs the study, SearchChanged when the stored
     search came from a different file.
     """
     search = study.spec.search
-    results_root = Path(results_root).resolve()
+    results_root = context.results_root
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the run prints its own lines
     check_not_busy(results_root, study.name, SEARCH_LOCK)
-    start_ray(address)
+    start_ray(context.address)
     check_resources(study)  # refused before anything is written
     with study_lock(results_root, study.name, SEARCH_LOCK):
-        if restart:  # deletes the results folder (optuna.db with it) and the study's MLflow runs
-            run_study(dataclasses.replace(study, trials=[], axis_values=[]), results_root, tracking_uri,
-                      address, console, restart=True)
+        if context.restart:  # deletes the results folder (optuna.db with it) and the study's MLflow runs
+            run_trials(dataclasses.replace(study, trials=[], axis_values=[]), context)
         store = SearchStore(study, results_root)
-        tracker = StudyTracker(tracking_uri, study.experiment)
+        tracker = StudyTracker(context.tracking_uri, study.experiment)
         seeds = len(search.repeat_settings())
         told = len(store.trials(TOLD))
-        summary = SearchSummary(RunSummary(total=study.trial_count, skipped=min(told, search.points) * seeds))
+        summary = SearchSummary(total=study.trial_count, skipped=min(told, search.points) * seeds)
         reopened = [(t.number, t.params) for t in store.trials((TrialState.RUNNING,))]
         left_open: list[int] = []
         while True:
@@ -117,8 +109,7 @@ def run_search(
                 if wanted <= 0:
                     break
                 batch = [store.ask() for _ in range(min(search.parallel_points, wanted))]
-            still_open, interrupted = _run_points(study, store, tracker, batch, results_root, tracking_uri,
-                                                  address, console, summary)
+            still_open, interrupted = _run_points(study, store, tracker, batch, context.continuing(), summary)
             left_open += still_open
             if interrupted:
                 break
@@ -127,8 +118,7 @@ def run_search(
 
 
 def _run_points(study: Study, store: SearchStore, tracker: StudyTracker, batch: list[tuple[int, dict]],
-                results_root: Path, tracking_uri: str, address: str | None, console: Console | None,
-                summary: SearchSummary) -> tuple[list[int], bool]:
+                context: RunContext, summary: SearchSummary) -> tuple[list[int], bool]:
     """Run the seed-trials of a batch of points and tell Optuna the score of each point
     whose trials all finished; return the points left open and whether it was interrupted."""
     trials_of: dict[int, list[TrialConfig]] = {}
@@ -142,9 +132,10 @@ def _run_points(study: Study, store: SearchStore, tracker: StudyTracker, batch: 
             continue
         store.set_attrs(number, {TRIAL_IDS: [t.trial_id for t in trials_of[number]]})
     configs = {t.trial_id: t for trials in trials_of.values() for t in trials}  # two points may share one
-    run = run_study(dataclasses.replace(study, trials=list(configs.values()), axis_values=[]),
-                    results_root, tracking_uri, address, console)
-    _add(summary.run, run)
+    run = run_trials(dataclasses.replace(study, trials=list(configs.values()), axis_values=[]), context)
+    summary.skipped += run.skipped
+    summary.add_batch(run)
+    results_root = context.results_root
     tracker.tag_trial_runs({t.trial_id: {SEARCH_TAG: store.name, POINT_TAG: str(number)}
                             for number, trials in trials_of.items() for t in trials})
     statuses = read_trial_statuses(results_root, study.name)
@@ -161,11 +152,3 @@ def _run_points(study: Study, store: SearchStore, tracker: StudyTracker, batch: 
         summary.scored += 1
     return still_open, bool(run.interrupted)
 
-
-def _add(total: RunSummary, batch: RunSummary) -> None:
-    total.skipped += batch.skipped
-    total.ran += batch.ran
-    total.wall_s += batch.wall_s
-    for name in ("failed", "resumed", "interrupted", "killed_runs", "repaired_runs"):
-        getattr(total, name).extend(getattr(batch, name))
-    total.reused.update(batch.reused)

@@ -33,12 +33,11 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from rich.console import Console
-
 from analysis.query import open_results, run_sql_file, sql_file
 from analysis.seed_planning import PilotFit, plan
 from orchestrator.running.recovery import check_not_busy, study_lock
-from orchestrator.running.tune_runner import FINISHED, RunSummary, run_trials
+from orchestrator.running.run_context import RunContext, RunSummary
+from orchestrator.running.tune_runner import run_trials
 from orchestrator.store.results_store import read_trial_statuses
 from orchestrator.store.seed_plan import (
     ADDING,
@@ -50,6 +49,7 @@ from orchestrator.store.seed_plan import (
     planned_counts,
     save_target,
 )
+from orchestrator.store.trial_status import FINISHED
 from orchestrator.studies.seed_spec import SeedTarget
 from orchestrator.studies.study import Study
 
@@ -61,31 +61,17 @@ SEEDS_LOCK = ".seeds"
 # --- the run -----------------------------------------------------------------------------
 
 
-def run_until_target(
-    study: Study,
-    results_root: Path,
-    tracking_uri: str,
-    address: str | None = None,
-    console: Console | None = None,
-    restart: bool = False,
-) -> RunSummary:
+def run_until_target(study: Study, context: RunContext) -> RunSummary:
     """Run the study in rounds until every group's target holds or it has `max` seeds;
     return the rounds' RunSummary added up. Stops after a round with failed trials (a
-    re-run retries them) or an interruption. Raises StudyBusy as run_study does."""
+    re-run retries them) or an interruption. Raises StudyBusy as run_trials does."""
     target = study.spec.seeds.until
-    results_root = Path(results_root).resolve()
+    results_root = context.results_root
     check_not_busy(results_root, study.name, SEEDS_LOCK)
     designs = design_groups(study.trials)
     with study_lock(results_root, study.name, SEEDS_LOCK):
-        if restart:  # deletes the study's results and MLflow runs
-            run_trials(
-                dataclasses.replace(study, trials=[], axis_values=[]),
-                results_root,
-                tracking_uri,
-                address,
-                console,
-                restart=True,
-            )
+        if context.restart:  # deletes the study's results and MLflow runs
+            run_trials(dataclasses.replace(study, trials=[], axis_values=[]), context)
         labels = design_labels(study)
         save_target(results_root, study.name, target, labels)
         before = read_trial_statuses(results_root, study.name)
@@ -93,14 +79,8 @@ def run_until_target(
         summary = RunSummary(total=0, skipped=0)
         while True:
             trials = [t for gid, d in designs.items() for t in d.configs(counts[gid])]
-            batch = run_trials(
-                dataclasses.replace(study, trials=trials, axis_values=[]),
-                results_root,
-                tracking_uri,
-                address,
-                console,
-            )
-            _add(summary, batch)
+            batch = run_trials(dataclasses.replace(study, trials=trials, axis_values=[]), context.continuing())
+            summary.add_batch(batch)
             if batch.interrupted or batch.failed:
                 break
             states = group_states(results_root, study.name, target, labels)
@@ -142,11 +122,3 @@ def planned_seeds(
         wanted[row["group_id"]] = found.weight_seeds or target.max
     return wanted
 
-
-def _add(total: RunSummary, batch: RunSummary) -> None:
-    """Add a round's RunSummary to the run's (total and skipped are set at the end)."""
-    total.ran += batch.ran
-    total.wall_s += batch.wall_s
-    for name in ("failed", "resumed", "interrupted", "killed_runs", "repaired_runs"):
-        getattr(total, name).extend(getattr(batch, name))
-    total.reused.update(batch.reused)

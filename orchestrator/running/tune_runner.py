@@ -14,7 +14,6 @@ import logging
 import os
 import sys
 import time
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -46,6 +45,7 @@ from orchestrator.running.recovery import (
     wipe_study,
 )
 from orchestrator.running.reuse import REUSED_FROM, finished_elsewhere, reuse_trials
+from orchestrator.running.run_context import RunContext, RunSummary
 from orchestrator.running.science_versions import (
     SCIENCE_VERSION,
     StaleScience,
@@ -60,27 +60,6 @@ from orchestrator.store.results_store import read_trial_statuses, remove_temp_fi
 from orchestrator.store.trial_rows import add_group_columns
 from orchestrator.store.trial_status import FINISHED, TrialStatus
 from orchestrator.studies.study import Study
-
-
-@dataclass
-class RunSummary:
-    total: int
-    skipped: int
-    ran: int = 0
-    failed: list[str] = field(default_factory=list)
-    wall_s: float = 0.0
-    #: trials that had started before (interrupted or failed) and continued in this run
-    resumed: list[str] = field(default_factory=list)
-    #: trials still unfinished after this run: it was interrupted
-    interrupted: list[str] = field(default_factory=list)
-    #: trials whose MLflow run was left RUNNING and was ended as KILLED
-    killed_runs: list[str] = field(default_factory=list)
-    #: finished trials whose MLflow run was completed from the Parquet files (mlflow_sync)
-    repaired_runs: list[str] = field(default_factory=list)
-    #: trials finished in another study or profile under the same results folder, taken
-    #: from there rather than trained (orchestrator.running.reuse): trial_id -> experiment trained in
-    reused: dict[str, str] = field(default_factory=dict)
-
 
 #: trials whose finishing times set the ETA: the recent rate, not the start-up's
 ETA_WINDOW = 50
@@ -236,42 +215,17 @@ def check_resources(study: Study) -> None:
         raise ResourceError(cannot_run_words(study, available))
 
 
-def run_study(
-    study: Study,
-    results_root: Path,
-    tracking_uri: str,
-    address: str | None = None,
-    console: Console | None = None,
-    restart: bool = False,
-) -> RunSummary:
-    """Run a grid study: its trials (run_trials), in rounds that add seeds while it has a
-    `seeds.until` target (orchestrator.running.seed_target)."""
-    if study.spec.seeds.until is not None:
-        from orchestrator.running.seed_target import run_until_target  # it imports this module
-
-        return run_until_target(study, results_root, tracking_uri, address, console, restart)
-    return run_trials(study, results_root, tracking_uri, address, console, restart)
-
-
-def run_trials(
-    study: Study,
-    results_root: Path,
-    tracking_uri: str,
-    address: str | None = None,
-    console: Console | None = None,
-    restart: bool = False,
-) -> RunSummary:
+def run_trials(study: Study, context: RunContext) -> RunSummary:
     """Run the study's unfinished trials; see docs/reliability.md for what survives what.
 
     Trials done or diverged in `trials` are skipped; the others (never started,
     `running` when a run was interrupted, `failed`) run, each continuing from its
     checkpoint when it has one, or is reused when it finished in another study or
     profile under the same results folder (orchestrator.running.reuse; not with
-    ``study.reuse`` False). ``restart`` deletes the study's results and MLflow runs
-    first and trains every trial. Raises StudyBusy when another driver runs the study.
+    ``study.reuse`` False). ``context.restart`` deletes the study's results and MLflow
+    runs first and trains every trial. Raises StudyBusy when another driver runs the study.
     """
-    console = console or Console(stderr=True)
-    results_root = Path(results_root).resolve()
+    results_root, console, restart = context.results_root, context.console, context.restart
     check_not_busy(results_root, study.name)
     statuses = {} if restart else read_trial_statuses(results_root, study.name)
     stale = _stale_or_refused(results_root, study, statuses)
@@ -283,13 +237,13 @@ def run_trials(
         os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
         # a failed attempt is one line from ProgressCallback, its error goes to `trials.error`
         os.environ.setdefault("TUNE_PRINT_ALL_TRIAL_ERRORS", "0")
-        start_ray(address)
+        start_ray(context.address)
         check_resources(study)  # refused before anything is written
     elif not reusable and not (results_root / study.name).is_dir():
         return RunSummary(total=len(study.trials), skipped=len(study.trials))
 
     with study_lock(results_root, study.name):
-        tracker = StudyTracker(tracking_uri, study.experiment)
+        tracker = StudyTracker(context.tracking_uri, study.experiment)
         if restart:
             wipe_study(results_root, study.name)
             tracker.delete_runs()
