@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from analysis.plots import accuracy_vs_length
-from orchestrator.mlflow_tracking.mlflow_callback import MlflowTuneCallback
 from orchestrator.mlflow_tracking.mlflow_store import create_sqlite_store
 from orchestrator.mlflow_tracking.mlflow_sync import sync_trial
 from orchestrator.mlflow_tracking.tracking import StudyTracker, default_tracking_uri
+from orchestrator.running.mlflow_callback import MlflowTuneCallback
 from orchestrator.store.results_store import write_trial_table
 from orchestrator.store.trial_rows import flatten_config, trials_row
 from orchestrator.studies.config_paths import TRIAL_CONFIG

@@ -5,7 +5,7 @@ run up to date with the trial's rows: params and tags from its `trials` row, one
 metric per step of its `train` and `eval` rows (orchestrator.studies.metric_names; a step the
 run has is not logged again), and the end its status gives (RUN_END). It may be
 called any number of times: the live Tune callback calls it as the worker writes
-rows (orchestrator.mlflow_tracking.mlflow_callback), and the driver at start-up for the study's
+rows (orchestrator.running.mlflow_callback), and the driver at start-up for the study's
 trials (sync_study: a driver that died left runs behind its rows), which is also
 where the run of an interrupted trial catches up with the rows of its last checkpoint
 before the trial resumes.

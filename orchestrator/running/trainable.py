@@ -53,7 +53,7 @@ from orchestrator.studies.config_paths import TRIAL_CONFIG
 from orchestrator.studies.metric_names import eval_metrics, train_metrics
 
 #: the key of a Tune result that says the worker has just written the trial's rows
-#: (read by orchestrator.mlflow_tracking.mlflow_callback)
+#: (read by orchestrator.running.mlflow_callback)
 ROWS_WRITTEN = "rows_written"
 
 

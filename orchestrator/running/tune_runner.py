@@ -34,9 +34,9 @@ from rich.progress import (
 
 from analysis.layout import TUNE
 from lengthgen import TrialConfig
-from orchestrator.mlflow_tracking.mlflow_callback import MlflowTuneCallback
 from orchestrator.mlflow_tracking.mlflow_sync import sync_study
 from orchestrator.mlflow_tracking.tracking import StudyTracker
+from orchestrator.running.mlflow_callback import MlflowTuneCallback
 from orchestrator.running.recovery import (
     TrialFailureCallback,
     check_not_busy,
