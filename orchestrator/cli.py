@@ -130,7 +130,7 @@ def _run(study, study_file: Path, context: RunContext, log: Path | None, show_al
     """The body of `run`: the study's trials (or its search, or its seed rounds) under
     the context's results root (its profile's), what became of them, the table, and the
     exit code."""
-    from analysis.query import list_studies
+    from analysis.layout import list_studies
     from orchestrator.console.render import best_point, interrupted_line, run_summary, search_points
     from orchestrator.console.run_table import read_summary
     from orchestrator.running.dispatch import run_study
@@ -220,7 +220,8 @@ def status(
     """Trials by status, progress, failures with their reasons, the table `lg-study run` prints at the
     end (by configuration group: seed pairs, mean and its interval, min, max, the share that succeeds,
     the best seed pair), a search's best points, and where each group of a seeds-until study stopped."""
-    from analysis.query import open_results, profile_root, read_once, run_sql_file, sql_file
+    from analysis.layout import profile_root
+    from analysis.query import open_results, read_once, run_sql_file, sql_file
     from orchestrator.console.render import problem_tables, progress_line, search_points
     from orchestrator.store.search_store import search_name, search_states
     from orchestrator.store.seed_plan import planned_trials
@@ -335,10 +336,10 @@ def query(
     results: ResultsOption = DEFAULT_RESULTS,
 ):
     """Ask DuckDB SQL over the study's Parquet results (a profile's: --profile)."""
+    from analysis.layout import profile_root
     from analysis.query import (
         QueryError,
         open_results,
-        profile_root,
         run_query,
         to_csv,
         to_json,
@@ -388,7 +389,8 @@ def report(
 ):
     """One HTML page of the study's analysis: seed variance, lucky tickets, cascades, errors, training."""
     params = parse_params(param)
-    from analysis.query import QueryError, profile_root
+    from analysis.layout import profile_root
+    from analysis.query import QueryError
     from analysis.report import build_report
     from orchestrator.store.seed_plan import seed_states, state_rows
 
@@ -421,7 +423,7 @@ def plan(
     """How many weight x data seeds give a target half width, by simulation from each group's fit."""
     import pyarrow as pa
 
-    from analysis.query import profile_root
+    from analysis.layout import profile_root
     from analysis.seed_planning import plan_study
     from orchestrator.console.render import arrow_table
 

@@ -96,7 +96,7 @@ def test_migrate_moves_a_profiles_trials_out_of_the_unprofiled_folder(tmp_path: 
 
     import mlflow
 
-    from analysis.query import profile_root
+    from analysis.layout import profile_root
     from orchestrator.running.trainable import checkpoint_path
     from orchestrator.store.results_store import read_trial_statuses, write_trial_table
     from orchestrator.store.trial_rows import trials_row

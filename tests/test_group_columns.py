@@ -16,6 +16,7 @@ import ray
 from typer.testing import CliRunner
 
 from analysis import groups
+from analysis.layout import table_path
 from analysis.query import open_results, run_query
 from lengthgen.config import EvalConfig, SeedConfig, TaskConfig, TrainConfig, TrialConfig
 from orchestrator.cli import app
@@ -24,7 +25,7 @@ from orchestrator.mlflow_tracking.tracking import StudyTracker, default_tracking
 from orchestrator.running.dispatch import run_study
 from orchestrator.running.run_context import RunContext
 from orchestrator.running.tune_runner import trial_params
-from orchestrator.store.results_store import table_path, write_trial_table
+from orchestrator.store.results_store import write_trial_table
 from orchestrator.store.trial_rows import add_group_columns, trials_row
 from orchestrator.studies.study import load_study
 

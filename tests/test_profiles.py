@@ -16,7 +16,8 @@ import pytest
 import ray
 from typer.testing import CliRunner
 
-from analysis.query import open_results, profile_root, run_query
+from analysis.layout import profile_root
+from analysis.query import open_results, run_query
 from orchestrator.cli import app
 from orchestrator.studies.study import load_study
 

@@ -15,13 +15,14 @@ import pytest
 import ray
 from typer.testing import CliRunner
 
+from analysis.layout import table_path
 from analysis.query import open_results, run_query, run_sql_file
 from analysis.report import sql_path
 from lengthgen.science import SCIENCE_VERSION
 from orchestrator.cli import app
 from orchestrator.running.reuse import finished_elsewhere
 from orchestrator.store.provenance import PROVENANCE_COLUMNS, cpu_model, environment_label
-from orchestrator.store.results_store import read_trial_row, table_path, write_trial_table
+from orchestrator.store.results_store import read_trial_row, write_trial_table
 from orchestrator.studies.study import load_study
 
 STUDY_TEXT = """\

@@ -12,10 +12,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from analysis.layout import list_studies
 from analysis.query import (
     _VIEW_NAME,
     QueryError,
-    list_studies,
     open_results,
     run_query,
     run_sql_file,

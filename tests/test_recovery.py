@@ -21,6 +21,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from analysis.layout import table_path
 from analysis.query import DamagedResultsWarning, QueryError, open_results, run_query
 from lengthgen import train
 from orchestrator.cli import app
@@ -44,7 +45,6 @@ from orchestrator.store.results_store import (
     read_trial_row,
     read_trial_statuses,
     remove_temp_files,
-    table_path,
     write_trial_table,
 )
 from orchestrator.store.trial_rows import result_rows, trials_row

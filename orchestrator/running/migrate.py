@@ -4,7 +4,7 @@ Before profiles were kept apart, `lg-study run --profile P` wrote its trials int
 ``<results>/<study>/`` and MLflow experiment ``<study>``, beside the unprofiled run's.
 Migrating moves the trials of P's design found there (every status, with their
 checkpoints and artifacts, so an interrupted trial still resumes) into P's own root
-(analysis.query.profile_root) and deletes their runs from experiment ``<study>``; the
+(analysis.layout.profile_root) and deletes their runs from experiment ``<study>``; the
 next `lg-study run --profile P` makes their runs in experiment ``<study>/<P>`` from the
 moved rows, as it does for any finished trial without a run, and trains only what was
 unfinished. A trial of both designs is copied, not moved. A trial the profile's root
@@ -19,11 +19,11 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis.query import TABLES
+from analysis.layout import TABLES, table_path
 from orchestrator.mlflow_tracking.tracking import StudyTracker
 from orchestrator.running.recovery import study_lock
 from orchestrator.running.trainable import artifact_folder, checkpoint_path
-from orchestrator.store.results_store import read_trial_statuses, table_path
+from orchestrator.store.results_store import read_trial_statuses
 from orchestrator.store.seed_plan import planned_trials
 from orchestrator.store.trial_status import FINISHED
 from orchestrator.studies.study import Study, StudyError

@@ -26,11 +26,8 @@ from typing import Any
 
 from ray import tune
 
-from orchestrator.store.results_store import (
-    check_path_component,
-    read_trial_row,
-    write_trial_table,
-)
+from analysis.layout import check_path_component
+from orchestrator.store.results_store import read_trial_row, write_trial_table
 from orchestrator.store.trial_rows import trials_row
 from orchestrator.store.trial_status import TrialStatus
 from orchestrator.studies.config_paths import TRIAL_CONFIG

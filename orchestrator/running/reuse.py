@@ -21,17 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analysis import groups
+from analysis.layout import PROFILES, list_studies, results_roots, table_path
 from analysis.mlflow_ui import experiment_name
-from analysis.query import PROFILES, list_studies, results_roots
 from lengthgen import TrialConfig
 from orchestrator.running.science_versions import still_valid
 from orchestrator.running.trainable import artifact_folder
-from orchestrator.store.results_store import (
-    read_trial_row,
-    read_trial_rows,
-    table_path,
-    write_trial_table,
-)
+from orchestrator.store.results_store import read_trial_row, read_trial_rows, write_trial_table
 from orchestrator.store.trial_rows import config_columns
 from orchestrator.store.trial_status import FINISHED
 from orchestrator.studies.study import Study

@@ -36,17 +36,12 @@ import ray
 import torch
 from ray import tune
 
-from analysis.layout import CHECKPOINTS
+from analysis.layout import CHECKPOINTS, check_path_component
 from lengthgen import Report, TrialConfig, train
 from lengthgen.science import changes_since
 from lengthgen.training import resolve_device
 from orchestrator.store.provenance import provenance
-from orchestrator.store.results_store import (
-    artifact_folder,
-    check_path_component,
-    read_trial_rows,
-    write_trial_table,
-)
+from orchestrator.store.results_store import artifact_folder, read_trial_rows, write_trial_table
 from orchestrator.store.trial_rows import history_rows, result_rows, rows_history, trials_row
 from orchestrator.store.trial_status import TrialStatus
 from orchestrator.studies.config_paths import TRIAL_CONFIG

@@ -16,15 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.layout import (  # noqa: F401  (re-exported: the writer's names)
-    ARTIFACTS,
-    FILE_NAME,
-    PARTITION_KEY,
-    TABLES,
-    check_path_component,
-    check_table,
-    table_path,
-)
+from analysis.layout import ARTIFACTS, FILE_NAME, PARTITION_KEY, check_path_component, table_path
 from orchestrator.store.trial_status import TrialStatus
 
 # Fixed schemas, so that files from different trials union cleanly in DuckDB even when

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from analysis import groups
-from analysis.query import list_studies, open_results, run_sql_file, sql_file
+from analysis.layout import check_path_component, list_studies
+from analysis.query import open_results, run_sql_file, sql_file
 from lengthgen import TrialConfig
-from orchestrator.store.results_store import check_path_component
 from orchestrator.studies.seed_spec import SEED_METRICS, SeedTarget
 from orchestrator.studies.study import Study
 

@@ -19,14 +19,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from analysis import groups
+from analysis.layout import FILE_NAME, PARTITION_KEY, check_path_component
 from lengthgen import TrialConfig, TrialResult
 from lengthgen.science import SCIENCE_VERSION
 from orchestrator.store.results_store import (
     EVAL_SCHEMA,
-    FILE_NAME,
-    PARTITION_KEY,
     TRAIN_SCHEMA,
-    check_path_component,
     read_trial_row,
     write_trial_table,
 )

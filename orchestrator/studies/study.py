@@ -23,8 +23,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from analysis import groups
+from analysis.layout import profile_root
 from analysis.mlflow_ui import experiment_name
-from analysis.query import profile_root
 from lengthgen.config import TrialConfig
 from orchestrator.studies.config_paths import (
     AXES,
@@ -114,7 +114,7 @@ class StudyFile(BaseModel):
     @pydantic.field_validator("profiles")
     @classmethod
     def _profile_folder_names(cls, profiles: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        for name in profiles:  # each names its results root (analysis.query.profile_root)
+        for name in profiles:  # each names its results root (analysis.layout.profile_root)
             _folder_name(name, "a profile's results folder")
         return profiles
 
