@@ -81,7 +81,7 @@ def test_every_command_named_to_a_user_exists() -> None:
     """Commands quoted to a user (`lg-study X` in messages, docstrings and docs,
     <code>lg-study X</code> in the report) are commands of the CLI."""
     commands = {c.name or c.callback.__name__ for c in app.registered_commands}
-    sources = [*ROOT.glob("orchestrator/*.py"), *ROOT.glob("analysis/*.py"), ROOT / "README.md",
+    sources = [*ROOT.glob("orchestrator/**/*.py"), *ROOT.glob("analysis/*.py"), ROOT / "README.md",
                *ROOT.glob("docs/*.md")]
     named = {(name, path.name) for path in sources
              for name in re.findall(r"(?:`|<code>)lg-study ([a-z][a-z_-]*)", path.read_text())}
