@@ -14,6 +14,7 @@ import json
 import re
 import types
 import typing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,28 @@ class LineFinder:
             else:
                 break
         return line
+
+
+@dataclass(frozen=True)
+class StudySource:
+    """A study file as its checks read it: the path its errors name and the YAML line
+    of each key path (none for settings made in code, such as a search point's)."""
+
+    path: Path
+    lines: LineFinder
+
+    @classmethod
+    def read(cls, path: Path, text: str) -> StudySource:
+        return cls(Path(path), LineFinder(text))
+
+    @classmethod
+    def lineless(cls, path: Path) -> StudySource:
+        return cls(Path(path), LineFinder(""))
+
+    def error(self, field: str | None, reason: str, where: tuple = ()) -> StudyError:
+        """The error of ``field``, at the YAML line of key path ``where`` where written."""
+        return StudyError(self.path, field, reason, self.lines.find(where))
+
 
 #: profile keys under `axes.` replace that axis's values (e.g. smaller sizes on a CPU)
 AXES = "axes."
@@ -110,42 +133,42 @@ def _dataclass_of(owner: type, annotation: Any) -> Any:
     return annotation
 
 
-def check_config_path(path: Path, lines, key: str, where: tuple) -> None:
+def check_config_path(source: StudySource, key: str, where: tuple) -> None:
     if not fields_path_exists(key):
         parts = key.split(".")[:-1]
         while parts and not fields_at(TrialConfig, tuple(parts)):  # the nearest existing parent
             parts.pop()
         parent = ".".join(parts)
         valid = fields_at(TrialConfig, tuple(parts))
-        raise StudyError(path, ".".join(where), f"no such config field; valid fields{' of ' + parent if parent else ''}: "
-                         + ", ".join(valid), lines.find(where))
+        raise source.error(".".join(where), f"no such config field; valid fields{' of ' + parent if parent else ''}: "
+                           + ", ".join(valid), where)
 
 
-def check_axis(path: Path, lines, key: str, values: list, where: tuple | None = None) -> None:
+def check_axis(source: StudySource, key: str, values: list, where: tuple | None = None) -> None:
     """An axis (or a search's repeated field, written at ``where``): values to cross."""
     where = where or ("axes", key)
-    field, line = ".".join(where), lines.find(where)
+    field = ".".join(where)
     if not values:
-        raise StudyError(path, field, "an axis needs at least one value, got []", line)
+        raise source.error(field, "an axis needs at least one value, got []", where)
     encoded = [json.dumps(v, sort_keys=True) for v in values]
     duplicates = sorted({v for v in encoded if encoded.count(v) > 1})
     if duplicates:
-        raise StudyError(path, field, f"duplicate values: {', '.join(duplicates)}", line)
+        raise source.error(field, f"duplicate values: {', '.join(duplicates)}", where)
     if key == "seeds.eval":
-        raise StudyError(path, field, "the eval seed cannot be an axis: every trial of a "
-                         "study is scored on the same questions; set seeds.eval in base or a profile", line)
-    check_config_path(path, lines, key, where)
+        raise source.error(field, "the eval seed cannot be an axis: every trial of a study is scored "
+                           "on the same questions; set seeds.eval in base or a profile", where)
+    check_config_path(source, key, where)
 
 
-def override(path: Path, lines, config: dict, key: str, value: Any, where: tuple) -> None:
+def override(source: StudySource, config: dict, key: str, value: Any, where: tuple) -> None:
     if not fields_path_exists(key):
-        raise StudyError(path, ".".join(where), "no such config field", lines.find(where))
+        raise source.error(".".join(where), "no such config field", where)
     node = config
     *parents, leaf = key.split(".")
     for part in parents:
         child = node.setdefault(part, {})
         if not isinstance(child, dict):
-            raise StudyError(path, ".".join(where), f"{part} is not a mapping in base", lines.find(where))
+            raise source.error(".".join(where), f"{part} is not a mapping in base", where)
         node = child
     if isinstance(value, dict) and isinstance(node.get(leaf), dict):
         # a block given as a mapping (an axis of `model: [{pe: nope, ...}, ...]`) changes
@@ -163,11 +186,11 @@ def merged(base: dict, changes: dict) -> dict:
     return result
 
 
-def with_settings(path: Path, lines, base: dict, settings: dict[str, Any]) -> dict:
+def with_settings(source: StudySource, base: dict, settings: dict[str, Any]) -> dict:
     """``base`` with the axis ``settings`` applied."""
     config = copy.deepcopy(base)
     for key, value in settings.items():
-        override(path, lines, config, key, value, ("axes", key))
+        override(source, config, key, value, ("axes", key))
     return config
 
 
@@ -183,7 +206,7 @@ def matches(config: dict, rule: dict[str, Any]) -> bool:
     return True
 
 
-def validate_trial(path, lines, config, spec, profile, settings, base) -> TrialConfig:
+def validate_trial(source: StudySource, config, spec, profile, settings, base) -> TrialConfig:
     try:
         return TRIAL_CONFIG.validate_python(config)
     except pydantic.ValidationError as error:
@@ -194,18 +217,17 @@ def validate_trial(path, lines, config, spec, profile, settings, base) -> TrialC
             if dotted == key or dotted.startswith(key + "."):
                 from_profile = bool(profile) and AXES + key in spec.profiles[profile]
                 origin = ("profiles", profile, AXES + key) if from_profile else ("axes", key)
-                raise_trial_error(path, lines, first, prefix=origin, relative=False)
+                raise_trial_error(source, first, prefix=origin, relative=False)
         if profile and any(dotted == k or dotted.startswith(k + ".") for k in spec.profiles[profile]):
             key = next(k for k in spec.profiles[profile] if dotted == k or dotted.startswith(k + "."))
-            raise_trial_error(path, lines, first, prefix=("profiles", profile, key), relative=False)
+            raise_trial_error(source, first, prefix=("profiles", profile, key), relative=False)
         # a check across fields (loc is the component): the axis value without which it passes
         for key in settings:
             others = {k: v for k, v in settings.items() if k != key}
-            if _valid(with_settings(path, lines, base, others)):
+            if _valid(with_settings(source, base, others)):
                 why = reason(first, TrialConfig, quote=False)
-                raise StudyError(path, f"axes.{key}", f"value {settings[key]!r}: {why}",
-                                 lines.find(("axes", key))) from None
-        raise_trial_error(path, lines, first, prefix=("base",))
+                raise source.error(f"axes.{key}", f"value {settings[key]!r}: {why}", ("axes", key)) from None
+        raise_trial_error(source, first, prefix=("base",))
 
 
 def _valid(config: dict) -> bool:
@@ -216,7 +238,7 @@ def _valid(config: dict) -> bool:
     return True
 
 
-def raise_trial_error(path, lines, error: dict, prefix: tuple, relative: bool = True):
+def raise_trial_error(source: StudySource, error: dict, prefix: tuple, relative: bool = True):
     loc = tuple(str(p) for p in error["loc"])
     if relative:
         loc += _field_named(error, loc)
@@ -224,7 +246,7 @@ def raise_trial_error(path, lines, error: dict, prefix: tuple, relative: bool = 
     if not relative and ".".join(loc) != prefix[-1]:
         field += f" (at {'.'.join(loc)})"
     yaml_loc = prefix + loc if relative else prefix
-    raise StudyError(path, field, reason(error, TrialConfig, loc), lines.find(yaml_loc))
+    raise source.error(field, reason(error, TrialConfig, loc), yaml_loc)
 
 
 def _field_named(error: dict, loc: tuple) -> tuple:

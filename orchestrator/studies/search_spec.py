@@ -11,7 +11,6 @@ import itertools
 import json
 import typing
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import optuna
@@ -21,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from lengthgen.config import TrialConfig
 from orchestrator.studies.config_paths import (
     TRIAL_CONFIG,
-    StudyError,
+    StudySource,
     check_axis,
     check_config_path,
     reason,
@@ -134,7 +133,7 @@ def search_key_problem(search: SearchSpec | None, key: str) -> str | None:
     return None  # the config paths of params and repeat are checked with the search
 
 
-def profiled_search(path: Path, lines, spec: StudyFile, profile: str) -> SearchSpec | None:
+def profiled_search(source: StudySource, spec: StudyFile, profile: str) -> SearchSpec | None:
     """The search block with the profile's `search.` keys applied. A whole mapping given
     for params or repeat replaces the entries it names and keeps the others, as a
     mapping given for a config block does (config_paths.override)."""
@@ -159,52 +158,50 @@ def profiled_search(path: Path, lines, spec: StudyFile, profile: str) -> SearchS
         keys = [SEARCH + ".".join(loc[:n]) for n in range(len(loc), 0, -1)]
         key = next((k for k in keys if k in spec.profiles[profile]), None)
         where = ("profiles", profile) + ((key,) if key else ())
-        raise StudyError(path, f"profiles.{profile}.{SEARCH}{'.'.join(loc)}", reason(first, SearchSpec),
-                         lines.find(where)) from None
+        raise source.error(f"profiles.{profile}.{SEARCH}{'.'.join(loc)}", reason(first, SearchSpec), where) from None
 
 
-def check_search(path: Path, lines, spec: StudyFile, profile: str | None, base: dict) -> None:
+def check_search(source: StudySource, spec: StudyFile, profile: str | None, base: dict) -> None:
     """Refuse a search that cannot run: axes beside it, unknown or unsearchable fields,
     ranges of the wrong kind, values no trial accepts (each choice and both ends of each
     range are tried on base), and a metric the trials do not log."""
     search = spec.search
     for block in ("axes", "exclude"):
         if getattr(spec, block):
-            raise StudyError(path, block, f"a study with a search block has no {block}: its trials are the "
-                             "points the search proposes; put fields run at every point (seeds) under "
-                             "search.repeat", lines.find((block,)))
-    base_config = validate_trial(path, lines, base, spec, profile, {}, base)
+            raise source.error(block, f"a study with a search block has no {block}: its trials are the "
+                               "points the search proposes; put fields run at every point (seeds) under "
+                               "search.repeat", (block,))
+    base_config = validate_trial(source, base, spec, profile, {}, base)
     for key, param in search.params.items():
         where = _search_where(spec, profile, "params", key)
-        check_config_path(path, lines, key, where)
+        check_config_path(source, key, where)
         if key.startswith("seeds."):
-            raise StudyError(path, ".".join(where), "seeds are not searched: run them at every point "
-                             "with search.repeat", lines.find(where))
+            raise source.error(".".join(where), "seeds are not searched: run them at every point "
+                               "with search.repeat", where)
         kind = config_field_type(key)
         if param.choices is None and kind not in (int, float):
-            raise StudyError(path, ".".join(where), f"{key} is not a number: give choices instead of a range",
-                             lines.find(where))
+            raise source.error(".".join(where), f"{key} is not a number: give choices instead of a range", where)
         bounds = (param.low, param.high, param.step)
         if param.choices is None and kind is int and not all(isinstance(b, int) for b in bounds if b is not None):
             given = ", ".join(f"{name} {bound!r}" for name, bound in zip(("low", "high", "step"), bounds)
                               if bound is not None)
-            raise StudyError(path, ".".join(where), f"{key} takes whole numbers: low, high and step must be "
-                             f"integers, got {given}", lines.find(where))
+            raise source.error(".".join(where), f"{key} takes whole numbers: low, high and step must be "
+                               f"integers, got {given}", where)
         for value in param.extremes():
-            _check_value(path, lines, base, key, value, where)
+            _check_value(source, base, key, value, where)
     for key, values in search.repeat.items():
         where = _search_where(spec, profile, "repeat", key)
         if key in search.params:
-            raise StudyError(path, ".".join(where), "it is searched (search.params): a field is either "
-                             "searched or repeated", lines.find(where))
-        check_axis(path, lines, key, values, where)
+            raise source.error(".".join(where), "it is searched (search.params): a field is either "
+                               "searched or repeated", where)
+        check_axis(source, key, values, where)
         for value in values:
-            _check_value(path, lines, base, key, value, where)
+            _check_value(source, base, key, value, where)
     names = metric_names(base_config)
     if search.metric not in names:
         where = _search_where(spec, profile, "metric")
-        raise StudyError(path, ".".join(where), f"{search.metric!r} is not a metric of these trials; "
-                         f"metrics: {', '.join(names)}", lines.find(where))
+        raise source.error(".".join(where), f"{search.metric!r} is not a metric of these trials; "
+                           f"metrics: {', '.join(names)}", where)
 
 
 def config_field_type(key: str) -> Any:
@@ -227,10 +224,10 @@ def _search_where(spec: StudyFile, profile: str | None, *parts: str) -> tuple:
     return ("search", *parts)
 
 
-def _check_value(path: Path, lines, base: dict, key: str, value: Any, where: tuple) -> None:
+def _check_value(source: StudySource, base: dict, key: str, value: Any, where: tuple) -> None:
     try:
-        TRIAL_CONFIG.validate_python(with_settings(path, lines, base, {key: value}))
+        TRIAL_CONFIG.validate_python(with_settings(source, base, {key: value}))
     except pydantic.ValidationError as error:
         why = reason(error.errors()[0], TrialConfig)
-        raise StudyError(path, ".".join(where), f"value {value!r}: {why}", lines.find(where)) from None
+        raise source.error(".".join(where), f"value {value!r}: {why}", where) from None
 

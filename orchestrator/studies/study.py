@@ -29,8 +29,8 @@ from lengthgen.config import TrialConfig
 from orchestrator.studies.config_paths import (
     AXES,
     TRIAL_CONFIG,
-    LineFinder,
     StudyError,
+    StudySource,
     check_axis,
     fields_path_exists,
     matches,
@@ -200,70 +200,70 @@ class Study:
     def config_with(self, settings: dict[str, Any]) -> TrialConfig:
         """The base config with dotted ``settings`` applied (a search point and its seeds);
         raises pydantic.ValidationError for a combination that cannot work."""
-        return TRIAL_CONFIG.validate_python(with_settings(self.file, LineFinder(""), self.base, settings))
+        return TRIAL_CONFIG.validate_python(with_settings(StudySource.lineless(self.file), self.base, settings))
 
 
 def load_study(path: Path, profile: str | None = None) -> Study:
     path = Path(path)
     text = _read(path)
-    lines = LineFinder(text)
+    source = StudySource.read(path, text)
     try:
         raw = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
-        raise StudyError(path, None, f"not valid YAML: {getattr(error, 'problem', error)}",
+        raise StudyError(source.path, None, f"not valid YAML: {getattr(error, 'problem', error)}",
                          mark.line + 1 if mark else None) from None
     if not isinstance(raw, dict):
-        raise StudyError(path, None, "a study file is a mapping with keys: " + ", ".join(StudyFile.model_fields))
+        raise source.error(None, "a study file is a mapping with keys: " + ", ".join(StudyFile.model_fields))
     try:
         spec = StudyFile.model_validate(raw)
     except pydantic.ValidationError as error:
         first = error.errors()[0]
         field = ".".join(str(p) for p in first["loc"])
-        raise StudyError(path, field, reason(first, StudyFile), lines.find(first["loc"])) from None
+        raise source.error(field, reason(first, StudyFile), first["loc"]) from None
 
     for name, overrides in spec.profiles.items():  # every profile, chosen or not
         for key in overrides:
             problem = _profile_key_problem(spec, key)
             if problem:
                 where = ("profiles", name, key)
-                raise StudyError(path, ".".join(where), problem, lines.find(where))
+                raise source.error(".".join(where), problem, where)
     written = spec
     base = copy.deepcopy(spec.base)
     if profile is not None:
         if profile not in spec.profiles:
             choices = ", ".join(spec.profiles) or "none defined"
-            raise StudyError(path, "--profile", f"unknown profile {profile!r}; profiles: {choices}")
-        base, spec = _apply_profile(path, lines, spec, profile)
+            raise source.error("--profile", f"unknown profile {profile!r}; profiles: {choices}")
+        base, spec = _apply_profile(source, spec, profile)
 
     trials, axis_values = [], []
     if spec.search is not None and spec.seeds.until is not None:
-        raise StudyError(path, "seeds.until", "applies to grid studies only; a search runs each "
-                         "point over the seeds of search.repeat", lines.find(("seeds", "until")))
+        raise source.error("seeds.until", "applies to grid studies only; a search runs each "
+                           "point over the seeds of search.repeat", ("seeds", "until"))
     if spec.search is not None:
-        check_search(path, lines, spec, profile, base)  # its trials are made as it runs
-        _check_other_profiles(path, lines, written, profile)
+        check_search(source, spec, profile, base)  # its trials are made as it runs
+        _check_other_profiles(source, written, profile)
         return Study(path, spec, profile, trials, axis_values, base)
     for key, values in spec.axes.items():
-        check_axis(path, lines, key, values)
+        check_axis(source, key, values)
     seen: set[str] = set()
-    _check_exclude(path, lines, spec.exclude)
+    _check_exclude(source, spec.exclude)
     for combination in itertools.product(*spec.axes.values()):
         settings = dict(zip(spec.axes, combination))
-        config = with_settings(path, lines, base, settings)
+        config = with_settings(source, base, settings)
         if any(matches(merged(DEFAULT_CONFIG, config), rule) for rule in spec.exclude):
             continue
-        trial = validate_trial(path, lines, config, spec, profile, settings, base)
+        trial = validate_trial(source, config, spec, profile, settings, base)
         if trial.trial_id not in seen:
             seen.add(trial.trial_id)
             trials.append(trial)
             axis_values.append(settings)
-    _check_seed_target(path, lines, spec, trials)
-    _check_other_profiles(path, lines, written, profile)
+    _check_seed_target(source, spec, trials)
+    _check_other_profiles(source, written, profile)
     return Study(path, spec, profile, trials, axis_values, base)
 
 
-def _check_seed_target(path: Path, lines, spec: StudyFile, trials: list[TrialConfig]) -> None:
+def _check_seed_target(source: StudySource, spec: StudyFile, trials: list[TrialConfig]) -> None:
     """`seeds.until` reads its interval at a length every trial tests."""
     until = spec.seeds.until
     if until is None:
@@ -271,8 +271,8 @@ def _check_seed_target(path: Path, lines, spec: StudyFile, trials: list[TrialCon
     for trial in trials:
         if until.digits not in trial.eval.digits:
             tested = ", ".join(map(str, trial.eval.digits))
-            raise StudyError(path, "seeds.until.digits", f"{until.digits} is not a tested length "
-                             f"(eval.digits: {tested})", lines.find(("seeds", "until", "digits")))
+            raise source.error("seeds.until.digits", f"{until.digits} is not a tested length "
+                               f"(eval.digits: {tested})", ("seeds", "until", "digits"))
 
 
 RESOURCES = "resources."
@@ -295,7 +295,7 @@ def _profile_key_problem(spec: StudyFile, key: str) -> str | None:
     return None if fields_path_exists(key.removeprefix(AXES)) else "no such config field"
 
 
-def _apply_profile(path: Path, lines, spec: StudyFile, profile: str) -> tuple[dict, StudyFile]:
+def _apply_profile(source: StudySource, spec: StudyFile, profile: str) -> tuple[dict, StudyFile]:
     """The base config and the study spec (resources, axes, search) with ``profile`` applied."""
     base = copy.deepcopy(spec.base)
     resources = spec.resources.model_dump()
@@ -309,23 +309,22 @@ def _apply_profile(path: Path, lines, spec: StudyFile, profile: str) -> tuple[di
             resources[key.removeprefix(RESOURCES)] = value
         elif key == EXCLUDE:
             if not isinstance(value, list) or not all(isinstance(rule, dict) for rule in value):
-                raise StudyError(path, f"profiles.{profile}.{key}", "exclude takes a list of rules "
-                                 "(mappings of config paths to values)", lines.find(("profiles", profile, key)))
+                raise source.error(f"profiles.{profile}.{key}", "exclude takes a list of rules "
+                                   "(mappings of config paths to values)", ("profiles", profile, key))
             exclude = value
         elif key.startswith(AXES):
             if not isinstance(value, list):
-                raise StudyError(path, f"profiles.{profile}.{key}", "an axis takes a list of values",
-                                 lines.find(("profiles", profile, key)))
+                raise source.error(f"profiles.{profile}.{key}", "an axis takes a list of values", ("profiles", profile, key))
             axes[key.removeprefix(AXES)] = value
         elif not key.startswith(SEARCH):
-            override(path, lines, base, key, value, ("profiles", profile, key))
-    search = profiled_search(path, lines, spec, profile)
+            override(source, base, key, value, ("profiles", profile, key))
+    search = profiled_search(source, spec, profile)
     try:
         resources = Resources.model_validate(resources)
     except pydantic.ValidationError as error:
         first = error.errors()[0]
         where = ("profiles", profile, RESOURCES + ".".join(str(p) for p in first["loc"]))
-        raise StudyError(path, ".".join(where), reason(first, Resources), lines.find(where)) from None
+        raise source.error(".".join(where), reason(first, Resources), where) from None
     seeds = spec.seeds
     if until:
         try:
@@ -333,7 +332,7 @@ def _apply_profile(path: Path, lines, spec: StudyFile, profile: str) -> tuple[di
         except pydantic.ValidationError as error:
             first = error.errors()[0]
             where = ("profiles", profile, next(reversed(until)))
-            raise StudyError(path, ".".join(where), reason(first, SeedsSpec), lines.find(where)) from None
+            raise source.error(".".join(where), reason(first, SeedsSpec), where) from None
     return base, spec.model_copy(update={"resources": resources, "axes": axes, "search": search,
                                          "exclude": exclude, "seeds": seeds})
 
@@ -343,33 +342,32 @@ def _is_resource(key: str) -> bool:
     return key.startswith(RESOURCES)
 
 
-def _check_other_profiles(path: Path, lines, spec: StudyFile, chosen: str | None) -> None:
+def _check_other_profiles(source: StudySource, spec: StudyFile, chosen: str | None) -> None:
     """A profile not chosen this time must still work: check it with the first
     combination of axis values that `exclude` keeps (or check its whole search block),
     so that a typo in it fails now rather than when it is first used."""
     for name in spec.profiles:
         if name == chosen:
             continue
-        base, profiled = _apply_profile(path, lines, spec, name)
+        base, profiled = _apply_profile(source, spec, name)
         if profiled.search is not None:
-            check_search(path, lines, profiled, name, base)
+            check_search(source, profiled, name, base)
             continue
         for combination in itertools.product(*profiled.axes.values()):
             first = dict(zip(profiled.axes, combination))
-            config = with_settings(path, lines, base, first)
+            config = with_settings(source, base, first)
             if not any(matches(merged(DEFAULT_CONFIG, config), rule) for rule in profiled.exclude):
-                validate_trial(path, lines, config, profiled, name, first, base)
+                validate_trial(source, config, profiled, name, first, base)
                 break
 
 
-def _check_exclude(path: Path, lines, rules: list[dict[str, Any]]) -> None:
+def _check_exclude(source: StudySource, rules: list[dict[str, Any]]) -> None:
     for i, rule in enumerate(rules):
         if not rule:
-            raise StudyError(path, f"exclude.{i}", "an empty rule ({}) would exclude every trial",
-                             lines.find(("exclude", i)))
+            raise source.error(f"exclude.{i}", "an empty rule ({}) would exclude every trial", ("exclude", i))
         for key in rule:
             if not fields_path_exists(key):
-                raise StudyError(path, f"exclude.{i}.{key}", "no such config field", lines.find(("exclude", i, key)))
+                raise source.error(f"exclude.{i}.{key}", "no such config field", ("exclude", i, key))
 
 
 def load_trial(path: Path, trial: str | None = None, profile: str | None = None) -> TrialConfig:
@@ -419,7 +417,7 @@ def load_trial_config(path: Path) -> TrialConfig:
         return TRIAL_CONFIG.validate_python(raw)
     except pydantic.ValidationError as error:
         first = error.errors()[0]
-        return raise_trial_error(path, LineFinder(text), first, prefix=())
+        return raise_trial_error(StudySource.read(path, text), first, prefix=())
 
 
 def _read(path: Path) -> str:
