@@ -21,16 +21,10 @@ PACKAGES = {package.__name__: Path(package.__file__).parent for package in (leng
 #: the packages each package may import (besides itself)
 LAYERS = {"lengthgen": set(), "analysis": set(), "orchestrator": {"lengthgen", "analysis"}}
 
-#: the orchestrator's rooms and the rooms each may import, bottom first; the modules at
-#: the top (cli, cli_support) may import any
-ROOMS = {
-    "studies": set(),
-    "store": {"studies"},
-    "mlflow_tracking": {"studies", "store"},
-    "running": {"studies", "store", "mlflow_tracking"},
-    "console": {"studies", "store"},
-    "benchmarks": {"studies", "store", "running"},
-}
+#: the orchestrator's rooms, bottom first: each may import the rooms before it (the
+#: order of docs/design.md); the modules at the top (cli, cli_support) may import any
+ROOM_ORDER = ("studies", "store", "mlflow_tracking", "running", "console", "benchmarks")
+ROOMS = {room: set(ROOM_ORDER[:i]) for i, room in enumerate(ROOM_ORDER)}
 
 #: modules that must not load torch: the questions and their token rows
 TORCH_FREE = (
