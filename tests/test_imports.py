@@ -220,3 +220,25 @@ def test_the_package_still_exports_the_trainer():
         "assert train.__module__ == 'lengthgen.training' and TrialConfig.__module__ == 'lengthgen.config'\n"
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_ray_stays_in_running_and_mlflow_in_mlflow_tracking():
+    """What docs/design.md says of the rooms: studies, store and console load neither Ray
+    nor MLflow (`status` and the report read a study without them), and mlflow_tracking
+    loads MLflow without Ray."""
+    rooms = {room: sorted(m for m in module_names(("orchestrator",)) if _room(m) == room)
+             for room in ("studies", "store", "console", "mlflow_tracking")}
+    code = f"""
+import importlib, sys
+rooms = {rooms!r}
+for room in ("studies", "store", "console"):
+    for name in rooms[room]:
+        importlib.import_module(name)
+        loaded = [m for m in ("ray", "mlflow") if m in sys.modules]
+        assert not loaded, f"importing {{name}} loaded {{loaded}}"
+for name in rooms["mlflow_tracking"]:
+    importlib.import_module(name)
+    assert "ray" not in sys.modules, f"importing {{name}} loaded ray"
+"""
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
