@@ -1,5 +1,5 @@
 -- Empty, typed stand-ins for the views in views.sql, for a table that has no Parquet
--- file yet. The columns mirror the schemas in orchestrator/results_store.py (a test
+-- file yet. The columns mirror the schemas in orchestrator/store/results_store.py (a test
 -- checks that they agree), after the `study` column the views add. `trials` also
 -- carries the key settings (docs/design.md, "Tables and columns") and the training
 -- range, so the analysis files bind on a study with no finished trial.

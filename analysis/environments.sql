@@ -4,12 +4,12 @@
 --
 -- Training is repeatable on one machine and chaotic across machines: another CPU model
 -- or instruction set, GPU, torch, CUDA or numpy build, or thread count gives other
--- numbers for the same config (orchestrator/provenance.py writes `environment`, one
+-- numbers for the same config (orchestrator/store/provenance.py writes `environment`, one
 -- line of those settings). A group whose seeds ran in two environments mixes that
 -- floating-point chaos into its seed variance. environment is null for rows written
 -- before lg-study recorded it. (Science versions need no check here: `lg-study run`
 -- never lets a group hold trials whose numbers a later science change moved,
--- orchestrator/science_versions.py; the column science_versions lists the versions
+-- orchestrator/running/science_versions.py; the column science_versions lists the versions
 -- that trained the group's trials in that environment.)
 
 with

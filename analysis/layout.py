@@ -1,8 +1,8 @@
 """Where a study's results live on disk: the one owner of the layout, imported by the
-writer (orchestrator.results_store and the driver) and by the readers (analysis.query
+writer (orchestrator.store.results_store and the driver) and by the readers (analysis.query
 and the views it builds). Standard library only.
 
-    <root>/mlflow.db                                 the MLflow store (orchestrator.mlflow_store)
+    <root>/mlflow.db                                 the MLflow store (orchestrator.mlflow_tracking.mlflow_store)
     <root>/<study>/<table>/trial_id=<id>/part-0.parquet
                                                      one trial's rows of one table
     <root>/<study>/_artifacts/<id>/                  files a trial leaves for its MLflow run

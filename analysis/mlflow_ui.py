@@ -2,7 +2,7 @@
 
 Starts ``python -m mlflow server`` as a child process and asks it for the study's
 experiment over MLflow's REST API. Only the standard library is used here: the MLflow
-Python API stays in orchestrator/tracking.py, and analysis/ imports neither.
+Python API stays in orchestrator/mlflow_tracking/tracking.py, and analysis/ imports neither.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class UiServer:
 
 def default_store_uri(results_root: Path) -> str:
     """The SQLite store ``lg-study run`` writes beside the results: the same URI as
-    orchestrator.tracking.default_tracking_uri (a test checks), which is not imported
+    orchestrator.mlflow_tracking.tracking.default_tracking_uri (a test checks), which is not imported
     here because that module loads Ray and MLflow, seconds the UI command need not wait."""
     return f"sqlite:///{Path(results_root).resolve()}/mlflow.db"
 

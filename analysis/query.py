@@ -22,15 +22,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.layout import (  # noqa: F401  (re-exported: the readers' names)
-    PARTITION_KEY,
-    PROFILES,
-    TABLES,
-    list_profiles,
-    list_studies,
-    profile_root,
-    results_roots,
-)
+from analysis.layout import PARTITION_KEY, TABLES, list_profiles, list_studies, profile_root
 from analysis.quantiles import register_quantiles
 from analysis.questions import reads_table
 from analysis.share_intervals import register_share_intervals

@@ -1,6 +1,6 @@
 -- How accurate is each trial at each test length at its last evaluation, with its
 -- status? The rows behind the table `lg-study run` prints when a study ends
--- (orchestrator.run_table), which keeps the trials of the run's own grid and lays
+-- (orchestrator.console.run_table), which keeps the trials of the run's own grid and lays
 -- them out by configuration group. A trial that diverged before its first evaluation
 -- has no eval rows and is listed with null digits.
 

@@ -2,7 +2,7 @@
 -- configuration group, with which seeds and training range? One row per trial (any
 -- status): its group (view `groups`), its weight, data and perturb seeds, and
 -- task.train_digits as train_low, train_high (a test length's ratio is taken against
--- train_high). orchestrator.run_table lays the table out by these rows and reads the
+-- train_high). orchestrator.console.run_table lays the table out by these rows and reads the
 -- accuracies from run_table.sql.
 --
 -- The connection keeps only these trials: the views trials and eval become tables of

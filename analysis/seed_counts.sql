@@ -1,6 +1,6 @@
 -- How many weight seeds does each configuration group have so far, and how many of its
 -- trials are not finished? The rows behind a study's `seeds: until` target
--- (orchestrator/seed_target.py): per group, the weight seeds of its trials in any
+-- (orchestrator/running/seed_target.py): per group, the weight seeds of its trials in any
 -- status (a seed counts from its first trials row, so an interrupted round is planned
 -- again with the same seeds), the trials, and those running or failed.
 

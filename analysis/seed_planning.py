@@ -245,16 +245,3 @@ def plan_words(fit: PilotFit, found: SeedPlan) -> dict:
                   f"({found.weight_seeds * found.data_seeds} trials): ±{found.half_width:.3f}")
     return {"pilot": f"{fit.weight_seeds} x {fit.data_seeds}", "pilot half width": round(found.pilot_half_width, 3),
             "plan": design}
-
-
-def plan_study(results_root, study: str, metric: str, half_width: float, digits: int | None = None,
-               data_seeds: int | None = None, threshold: float = 0.9) -> list[dict]:
-    """`lg-study plan`: every group of a study as a pilot (lucky_tickets.sql's fit)."""
-    from analysis.query import open_results, run_sql_file, sql_file
-
-    check_target(metric, half_width)
-    with open_results(results_root, study) as con:
-        lucky = run_sql_file(con, sql_file("lucky_tickets.sql"), {"resamples": "2"}).to_pylist()
-    if not lucky:
-        raise ValueError(f"study {study!r} has no group that crosses weight and data seeds to serve as a pilot")
-    return group_plans(lucky, metric, half_width, digits, data_seeds, threshold)

@@ -95,7 +95,7 @@ where false;
 -- finished_trials: the trials whose results are final, the only ones the analysis files
 -- compare. A trial is finished when it is done, or diverged: a diverged trial keeps what
 -- it measured before its loss went non-finite, and dropping it would flatter its group
--- (orchestrator/trial_status.py, FINISHED; `lg-study run` skips the same trials).
+-- (orchestrator/store/trial_status.py, FINISHED; `lg-study run` skips the same trials).
 -- Running (or interrupted) and failed trials are not.
 
 create or replace view finished_trials as
@@ -126,7 +126,7 @@ where status in ('done', 'diverged');
 -- {"eval": E} (edited as text: DuckDB would write numbers differently from Python),
 -- labelled with the settings that tell apart legacy groups sharing a base label.
 -- `lg-study run` adds the columns to a study's legacy rows before it writes new ones
--- (orchestrator/trial_rows.py, add_group_columns), so a study never mixes the two.
+-- (orchestrator/store/trial_rows.py, add_group_columns), so a study never mixes the two.
 
 create or replace view groups as
 with

@@ -31,6 +31,7 @@ from orchestrator.cli_support import (
     results_warnings,
     study_argument,
 )
+from orchestrator.running.run_context import RunContext
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -66,7 +67,7 @@ def validate(
         for key, values in search.repeat.items():
             out.print(f"  {key} (at every point): {', '.join(map(str, values))}", highlight=False)
     if trials:
-        from orchestrator.render import trial_list
+        from orchestrator.console.render import trial_list
 
         out.print(trial_list(study))
 
@@ -95,7 +96,7 @@ def run(
     are reused). Ctrl-C or SIGTERM stops it cleanly (exit 130).
     Ray's, Tune's and MLflow's messages go to a log file under the study's results folder."""
     from analysis.mlflow_ui import default_store_uri  # the same URI, without importing MLflow
-    from orchestrator.terminal import quiet_terminal, run_log_path
+    from orchestrator.console.terminal import quiet_terminal, run_log_path
 
     study = dataclasses.replace(load_study_file(study_file, profile), reuse=reuse and not restart, retrain_stale=retrain_stale)
     if study.spec.search:
@@ -110,39 +111,37 @@ def run(
         raise typer.Exit(1)
     err.print(f"study [bold]{study.name}[/bold]: {study.trial_count} trials -> {root / study.name}, "
               f"MLflow {uri} (experiment {study.experiment})", highlight=False)
+    context = RunContext(root, uri, address=address, console=err, restart=restart)
     if verbose:
-        _run(study, study_file, root, uri, address, restart, log=None, show_all=show_all)
+        _run(study, study_file, context, log=None, show_all=show_all)
         return
     log = run_log_path(root, study.name)
     with quiet_terminal(log, [out, err], say_on=err) as quiet:
         err.print(f"Ray's, Tune's and MLflow's messages: {log} (--verbose prints them here)", highlight=False)
         try:
-            _run(study, study_file, root, uri, address, restart, log, show_all)
+            _run(study, study_file, context, log, show_all)
         except typer.Exit as stop:
             if stop.exit_code == 2:  # refused before anything ran
                 quiet.discard = True
             raise
 
 
-def _run(study, study_file: Path, root: Path, uri: str, address: str | None, restart: bool,
-         log: Path | None, show_all: bool = False) -> None:
-    """The body of `run`: the study's trials (or its search) under the results root
-    ``root`` (its profile's), what became of them, the table, and the exit code."""
-    from analysis.query import list_studies
-    from orchestrator.recovery import StudyBusy
-    from orchestrator.render import best_point, interrupted_line, run_summary, search_points
-    from orchestrator.run_table import read_summary
-    from orchestrator.search import run_search
-    from orchestrator.search_store import SearchChanged
-    from orchestrator.tune_runner import ResourceError, StaleScience, run_study
+def _run(study, study_file: Path, context: RunContext, log: Path | None, show_all: bool = False) -> None:
+    """The body of `run`: the study's trials (or its search, or its seed rounds) under
+    the context's results root (its profile's), what became of them, the table, and the
+    exit code."""
+    from analysis.layout import list_studies
+    from orchestrator.console.render import best_point, interrupted_line, run_summary, search_points
+    from orchestrator.console.run_table import read_summary
+    from orchestrator.running.dispatch import run_study
+    from orchestrator.running.recovery import StudyBusy
+    from orchestrator.running.search import SearchSummary
+    from orchestrator.running.tune_runner import ResourceError, StaleScience
+    from orchestrator.store.search_store import SearchChanged
 
-    searched = None
+    root = context.results_root
     try:
-        if study.spec.search:
-            searched = run_search(study, root, uri, address=address, console=err, restart=restart)
-            summary = searched.run
-        else:
-            summary = run_study(study, root, uri, address=address, console=err, restart=restart)
+        summary = run_study(study, context)
     except (ResourceError, StaleScience) as error:
         raise bad_input(f"{study_file}: {error}") from None
     except (StudyBusy, SearchChanged) as error:
@@ -153,9 +152,9 @@ def _run(study, study_file: Path, root: Path, uri: str, address: str | None, res
         raise typer.Exit(130) from None
     for line in run_summary(summary):
         err.print(line, highlight=False)
-    if searched:
-        state = searched.state
-        err.print(f"search {state.name}: {searched.scored} points scored by this run, "
+    if isinstance(summary, SearchSummary):
+        state = summary.state
+        err.print(f"search {state.name}: {summary.scored} points scored by this run, "
                   f"{len(state.points)} of {study.spec.search.points} in all")
         out.print(search_points(state, top=5, total=study.spec.search.points))
         if state.points:
@@ -189,9 +188,9 @@ def migrate(
     MLflow runs leave experiment STUDY, and the next `lg-study run --profile` makes them in
     STUDY/PROFILE (training only what was unfinished)."""
     from analysis.mlflow_ui import default_store_uri
-    from orchestrator.migrate import migrate_profile
-    from orchestrator.recovery import StudyBusy
-    from orchestrator.study import StudyError
+    from orchestrator.running.migrate import migrate_profile
+    from orchestrator.running.recovery import StudyBusy
+    from orchestrator.studies.study import StudyError
 
     profiled, unprofiled = load_study_file(study_file, profile), load_study_file(study_file, None)
     try:
@@ -221,10 +220,11 @@ def status(
     """Trials by status, progress, failures with their reasons, the table `lg-study run` prints at the
     end (by configuration group: seed pairs, mean and its interval, min, max, the share that succeeds,
     the best seed pair), a search's best points, and where each group of a seeds-until study stopped."""
-    from analysis.query import open_results, profile_root, read_once, run_sql_file, sql_file
-    from orchestrator.render import problem_tables, progress_line, search_points
-    from orchestrator.search_store import search_name, search_states
-    from orchestrator.seed_plan import planned_trials
+    from analysis.layout import profile_root
+    from analysis.query import open_results, read_once, run_sql_file, sql_file
+    from orchestrator.console.render import problem_tables, progress_line, search_points
+    from orchestrator.store.search_store import search_name, search_states
+    from orchestrator.store.seed_plan import planned_trials
 
     if show_all and output_format is not SummaryFormat.table:
         raise bad_input(f"--all lists every seed pair in the table; --format {output_format.value} writes one "
@@ -272,10 +272,10 @@ def _refuse_all_for_a_search(show_all: bool, spec) -> None:
 
 
 def _print_summary(root: Path, study: str, spec, show_all: bool, output_format: SummaryFormat, con=None) -> None:
-    """`status`'s table of the study's trials (orchestrator.run_table), or its summary's
+    """`status`'s table of the study's trials (orchestrator.console.run_table), or its summary's
     rows as csv, json or markdown on stdout."""
     from analysis.query import QueryError
-    from orchestrator.run_table import read_summary
+    from orchestrator.console.run_table import read_summary
 
     try:
         with results_warnings():
@@ -304,7 +304,7 @@ def trial(
     """Train and evaluate one trial in this process, without Ray or MLflow (for debugging);
     nothing is written under the results folder."""
     from lengthgen import train
-    from orchestrator.study import StudyError, load_trial
+    from orchestrator.studies.study import StudyError, load_trial
 
     try:
         config = load_trial(config_file, trial_id, profile)
@@ -336,17 +336,17 @@ def query(
     results: ResultsOption = DEFAULT_RESULTS,
 ):
     """Ask DuckDB SQL over the study's Parquet results (a profile's: --profile)."""
+    from analysis.layout import profile_root
     from analysis.query import (
         QueryError,
         open_results,
-        profile_root,
         run_query,
         to_csv,
         to_json,
         to_markdown,
         write_parquet,
     )
-    from orchestrator.render import arrow_table
+    from orchestrator.console.render import arrow_table
 
     if (sql is None) == (file is None):
         raise bad_input("give either SQL or --file, not both and not neither")
@@ -389,9 +389,10 @@ def report(
 ):
     """One HTML page of the study's analysis: seed variance, lucky tickets, cascades, errors, training."""
     params = parse_params(param)
-    from analysis.query import QueryError, profile_root
+    from analysis.layout import profile_root
+    from analysis.query import QueryError
     from analysis.report import build_report
-    from orchestrator.seed_plan import seed_states, state_rows
+    from orchestrator.store.seed_plan import seed_states, state_rows
 
     root = profile_root(results, profile)
     study, _ = study_argument(study, profile)
@@ -422,9 +423,9 @@ def plan(
     """How many weight x data seeds give a target half width, by simulation from each group's fit."""
     import pyarrow as pa
 
-    from analysis.query import profile_root
-    from analysis.seed_planning import plan_study
-    from orchestrator.render import arrow_table
+    from analysis.layout import profile_root
+    from analysis.study_plan import plan_study
+    from orchestrator.console.render import arrow_table
 
     study, _ = study_argument(study, profile)
     try:
@@ -473,8 +474,8 @@ def bench(
     """Speed ratios, each measured against its reference in the same run."""
     from rich.table import Table
 
-    from orchestrator.bench import machine
-    from orchestrator.bench import run as run_benchmarks
+    from orchestrator.benchmarks.bench import machine
+    from orchestrator.benchmarks.bench import run as run_benchmarks
 
     table = Table(title=f"lg-study bench: {machine()}")
     for column in ("measurement", "ratio", "target", "met", "measured"):

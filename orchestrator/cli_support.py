@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from orchestrator.run_table import LISTED_AT_MOST
+from orchestrator.console.run_table import LISTED_AT_MOST
 
 # wide tables stay readable when stdout is a file or a pipe (rich would assume 80 columns)
 out = Console(width=None if sys.stdout.isatty() else 160)
@@ -58,7 +58,7 @@ AllOption = Annotated[bool, typer.Option(
     "trials shows its summary only (mean, interval, min, max, the share that succeeds, the best seed pair).")]
 
 
-#: the keys of orchestrator.bench.BENCHMARKS (a test checks), named here so that `--help`
+#: the keys of orchestrator.benchmarks.bench.BENCHMARKS (a test checks), named here so that `--help`
 #: lists them without loading torch
 Benchmark = Enum("Benchmark", {name: name for name in (
     "evaluation", "training", "bucketing", "flops", "data", "overhead", "report", "scale", "scale_run",
@@ -88,7 +88,7 @@ def results_warnings() -> Iterator[None]:
 
 
 def load_study_file(study_file: Path, profile: str | None):
-    from orchestrator.study import StudyError, load_study
+    from orchestrator.studies.study import StudyError, load_study
 
     try:
         return load_study(study_file, profile)

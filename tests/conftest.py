@@ -24,7 +24,7 @@ STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 @pytest.fixture(scope="module")
 def mlflow_store(tmp_path_factory: pytest.TempPathFactory) -> str:
     """One MLflow store per test module: creating one (schema migrations) costs about a second."""
-    from orchestrator.tracking import default_tracking_uri
+    from orchestrator.mlflow_tracking.tracking import default_tracking_uri
 
     return default_tracking_uri(tmp_path_factory.mktemp("results"))
 
@@ -33,7 +33,7 @@ def mlflow_store(tmp_path_factory: pytest.TempPathFactory) -> str:
 def tracker(mlflow_store: str, request: pytest.FixtureRequest):
     """A StudyTracker on the module's store, with an experiment of the test's own (named
     after it, cut to 60 characters, brackets of a parametrized name replaced)."""
-    from orchestrator.tracking import StudyTracker
+    from orchestrator.mlflow_tracking.tracking import StudyTracker
 
     return StudyTracker(mlflow_store, request.node.name[:60].replace("[", "_").replace("]", ""))
 
@@ -44,8 +44,8 @@ def write_finished_trial():
     trial of `study` in the results store at `root`, its trials row (group columns
     included; without them, as the previous version wrote it, with `legacy`) and one
     evaluation at step 10 of 4 questions of 3 digits at `accuracy`."""
-    from orchestrator.results_store import write_trial_table
-    from orchestrator.trial_rows import trials_row
+    from orchestrator.store.results_store import write_trial_table
+    from orchestrator.store.trial_rows import trials_row
 
     def write(root: Path, study, config, accuracy: float, started: datetime = STARTED, legacy: bool = False) -> None:
         row = trials_row(study.name, config, "done", "cpu", started, group_label=study.group_label(config))

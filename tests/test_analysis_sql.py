@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 from analysis.query import QueryError, open_results, run_query, run_sql_file
 from analysis.questions import report_files
 from orchestrator.cli import app
-from orchestrator.results_store import write_trial_table
-from orchestrator.trial_status import FINISHED, TrialStatus
+from orchestrator.store.results_store import write_trial_table
+from orchestrator.store.trial_status import FINISHED, TrialStatus
 
 STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 SQL = files("analysis")

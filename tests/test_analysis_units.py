@@ -176,7 +176,7 @@ def test_samples_written_before_the_per_place_columns_still_read(tmp_path: Path)
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from orchestrator.results_store import SAMPLES_SCHEMA
+    from orchestrator.store.results_store import SAMPLES_SCHEMA
 
     old_schema = pa.schema([f for f in SAMPLES_SCHEMA if f.name not in ("carry_in", "wrong_places")])
     old_rows = [{k: v for k, v in s.items() if k in old_schema.names}

@@ -7,7 +7,7 @@ import pytest
 import ray
 from typer.testing import CliRunner
 
-from orchestrator import bench_gpu
+from orchestrator.benchmarks import bench_gpu
 from orchestrator.cli import app
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from analysis.query import open_results, run_sql_file
 from analysis.report import sql_path
-from orchestrator import bench_scale
-from orchestrator.results_store import read_trial_statuses, write_trial_table
+from orchestrator.benchmarks import bench_scale
+from orchestrator.store.results_store import read_trial_statuses, write_trial_table
 
 SHAPE = (2, 3, 3)  # groups, weight seeds, data seeds: 18 trials
 

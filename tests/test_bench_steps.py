@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from lengthgen import training_step
-from orchestrator import bench, bench_gpu
+from orchestrator.benchmarks import bench, bench_gpu
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator import bench_study_run
+from orchestrator.benchmarks import bench_study_run
 
 
 def test_memory_growth_is_read_from_a_tenth_of_the_trials_done_to_all_done() -> None:

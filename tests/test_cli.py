@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from orchestrator.cli import Benchmark, OutputFormat, app
-from orchestrator.render import progress_line
-from orchestrator.study import StudyError, load_study, load_trial
+from orchestrator.console.render import progress_line
+from orchestrator.studies.study import StudyError, load_study, load_trial
 
 runner = CliRunner()
 ROOT = Path(__file__).parent.parent
@@ -20,7 +20,7 @@ STUDY = Path(__file__).parent / "study_files" / "good_two_trials.yaml"
 
 
 def test_bench_choices_are_the_benchmark_registry() -> None:
-    from orchestrator.bench import BENCHMARKS
+    from orchestrator.benchmarks.bench import BENCHMARKS
 
     assert [b.value for b in Benchmark] == list(BENCHMARKS)
 
@@ -81,12 +81,12 @@ def test_every_command_named_to_a_user_exists() -> None:
     """Commands quoted to a user (`lg-study X` in messages, docstrings and docs,
     <code>lg-study X</code> in the report) are commands of the CLI."""
     commands = {c.name or c.callback.__name__ for c in app.registered_commands}
-    sources = [*ROOT.glob("orchestrator/*.py"), *ROOT.glob("analysis/*.py"), ROOT / "README.md",
+    sources = [*ROOT.glob("orchestrator/**/*.py"), *ROOT.glob("analysis/*.py"), ROOT / "README.md",
                *ROOT.glob("docs/*.md")]
     named = {(name, path.name) for path in sources
              for name in re.findall(r"(?:`|<code>)lg-study ([a-z][a-z_-]*)", path.read_text())}
     assert sorted((name, where) for name, where in named if name not in commands) == []
-    assert "`lg-study trial STUDY.yaml --trial ID`" in (ROOT / "analysis" / "report.py").read_text()
+    assert "`lg-study trial STUDY.yaml --trial ID`" in (ROOT / "analysis" / "questions.py").read_text()
 
 
 def test_migrate_moves_a_profiles_trials_out_of_the_unprofiled_folder(tmp_path: Path) -> None:
@@ -96,10 +96,10 @@ def test_migrate_moves_a_profiles_trials_out_of_the_unprofiled_folder(tmp_path: 
 
     import mlflow
 
-    from analysis.query import profile_root
-    from orchestrator.results_store import read_trial_statuses, write_trial_table
-    from orchestrator.trainable import checkpoint_path
-    from orchestrator.trial_rows import trials_row
+    from analysis.layout import profile_root
+    from orchestrator.running.trainable import checkpoint_path
+    from orchestrator.store.results_store import read_trial_statuses, write_trial_table
+    from orchestrator.store.trial_rows import trials_row
 
     results = tmp_path / "results"
     default, smoke = load_study(STUDY).trials[0], load_study(STUDY, "longer").trials[0]

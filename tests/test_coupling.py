@@ -48,8 +48,8 @@ from lengthgen.model.position.samplers import (
 from lengthgen.tasks import build_task
 from lengthgen.tokenizer import HINTS
 from orchestrator.cli import app
-from orchestrator.config_paths import TRIAL_CONFIG
-from orchestrator.study import load_study
+from orchestrator.studies.config_paths import TRIAL_CONFIG
+from orchestrator.studies.study import load_study
 
 
 def config(task: TaskConfig | None = None, fmt: FormatConfig | None = None, arch: str = "decoder",

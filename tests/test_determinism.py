@@ -9,8 +9,8 @@ import torch
 from lengthgen import TrialConfig, train
 from lengthgen.config import EvalConfig, ModelConfig, TaskConfig, TrainConfig
 from lengthgen.determinism import check_deterministic, deterministic
-from orchestrator.config_paths import TRIAL_CONFIG
-from orchestrator.trial_rows import result_rows
+from orchestrator.store.trial_rows import result_rows
+from orchestrator.studies.config_paths import TRIAL_CONFIG
 
 BASE = TrialConfig(
     task=TaskConfig(name="successor", train_digits=(1, 3)),

@@ -24,9 +24,9 @@ import pytest
 import torch
 
 from analysis.query import open_results, run_query
-from orchestrator.metric_names import accuracy_name
-from orchestrator.mlflow_sync import RUN_END
-from orchestrator.study import load_study
+from orchestrator.mlflow_tracking.mlflow_sync import RUN_END
+from orchestrator.studies.metric_names import accuracy_name
+from orchestrator.studies.study import load_study
 
 # two `lg-study run` processes and a SIGKILL, a minute or more: with the other
 # fault-injection tests (test_interrupts) in the tier CI runs after the default one

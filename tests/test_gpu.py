@@ -37,7 +37,7 @@ from lengthgen.precision import PRECISIONS
 from lengthgen.tasks import build_task
 from lengthgen.tokenizer import CharTokenizer
 from lengthgen.training_step import accumulate_gradients
-from orchestrator.trainable import load_checkpoint, save_checkpoint
+from orchestrator.running.trainable import load_checkpoint, save_checkpoint
 
 DEVICE = torch.device(os.environ.get("LG_GPU_TESTS_DEVICE", "cuda"))
 CPU = torch.device("cpu")
@@ -227,7 +227,7 @@ def test_a_study_packs_four_trials_on_one_gpu(tmp_path):
 
     from analysis.query import open_results, run_query
     from orchestrator.cli import app
-    from orchestrator.tune_runner import start_ray
+    from orchestrator.running.tune_runner import start_ray
 
     study, results = tmp_path / "gpu_packing.yaml", tmp_path / "results"
     study.write_text(PACKED_STUDY)

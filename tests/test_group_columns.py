@@ -16,15 +16,18 @@ import ray
 from typer.testing import CliRunner
 
 from analysis import groups
+from analysis.layout import table_path
 from analysis.query import open_results, run_query
 from lengthgen.config import EvalConfig, SeedConfig, TaskConfig, TrainConfig, TrialConfig
 from orchestrator.cli import app
-from orchestrator.mlflow_sync import describe
-from orchestrator.results_store import table_path, write_trial_table
-from orchestrator.study import load_study
-from orchestrator.tracking import StudyTracker, default_tracking_uri
-from orchestrator.trial_rows import add_group_columns, trials_row
-from orchestrator.tune_runner import run_study, trial_params
+from orchestrator.mlflow_tracking.mlflow_sync import describe
+from orchestrator.mlflow_tracking.tracking import StudyTracker, default_tracking_uri
+from orchestrator.running.dispatch import run_study
+from orchestrator.running.run_context import RunContext
+from orchestrator.running.tune_runner import trial_params
+from orchestrator.store.results_store import write_trial_table
+from orchestrator.store.trial_rows import add_group_columns, trials_row
+from orchestrator.studies.study import load_study
 
 STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 STUDY = """\
@@ -235,7 +238,7 @@ def test_a_run_regroups_legacy_rows_and_retags_their_mlflow_runs(
         }
         tracker.finish(tracker.run_for_trial(trial_id, old, params), "FINISHED", {}, {})
 
-    summary = run_study(study, tmp_path, uri)
+    summary = run_study(study, RunContext(tmp_path, uri))
     assert (summary.ran, summary.skipped) == (0, 4)
     client = mlflow.MlflowClient(uri)
     runs = client.search_runs([client.get_experiment_by_name(study.name).experiment_id])

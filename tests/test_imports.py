@@ -1,7 +1,9 @@
-"""lengthgen's modules form a graph without cycles: every module imports alone, no
-two modules import each other (not even from inside a function, which is how
-cycles used to be hidden), and the data side (digits, tasks, formats,
-distributions) loads neither torch nor the trainer."""
+"""The modules of lengthgen, orchestrator and analysis form a graph without cycles:
+every lengthgen module imports alone, no two modules import each other (not even from
+inside a function, which is how cycles used to be hidden), the layers import one way
+only (lengthgen <- orchestrator -> analysis, never back), the orchestrator's rooms
+import only the rooms below them (docs/design.md), and the data side of lengthgen
+(digits, tasks, formats, distributions) loads neither torch nor the trainer."""
 
 from __future__ import annotations
 
@@ -10,9 +12,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+import analysis
 import lengthgen
+import orchestrator
 
-PACKAGE = Path(lengthgen.__file__).parent
+PACKAGES = {package.__name__: Path(package.__file__).parent for package in (lengthgen, orchestrator, analysis)}
+
+#: the packages each package may import (besides itself)
+LAYERS = {"lengthgen": set(), "analysis": set(), "orchestrator": {"lengthgen", "analysis"}}
+
+#: the orchestrator's rooms, bottom first: each may import the rooms before it (the
+#: order of docs/design.md); the modules at the top (cli, cli_support) may import any
+ROOM_ORDER = ("studies", "store", "mlflow_tracking", "running", "console", "benchmarks")
+ROOMS = {room: set(ROOM_ORDER[:i]) for i, room in enumerate(ROOM_ORDER)}
 
 #: modules that must not load torch: the questions and their token rows
 TORCH_FREE = (
@@ -26,12 +38,14 @@ TORCH_FREE = (
 )
 
 
-def module_names() -> dict[str, Path]:
-    """{dotted name: file} of every module of the package (a package by its __init__)."""
+def module_names(packages: tuple[str, ...] = tuple(PACKAGES)) -> dict[str, Path]:
+    """{dotted name: file} of every module of the packages (a package by its __init__)."""
     names = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-        names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    for package in packages:
+        folder = PACKAGES[package]
+        for path in sorted(folder.rglob("*.py")):
+            parts = path.relative_to(folder.parent).with_suffix("").parts
+            names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return names
 
 
@@ -44,8 +58,8 @@ def _is_type_checking(node: ast.stmt) -> bool:
 
 
 def imported_names(tree: ast.Module) -> set[str]:
-    """Every lengthgen module named by an import that runs: at module level or inside
-    a function, not under `if TYPE_CHECKING:` (annotations only)."""
+    """Every module of ours named by an import that runs: at module level or inside a
+    function, not under `if TYPE_CHECKING:` (annotations only)."""
     names: set[str] = set()
 
     def visit(node: ast.AST) -> None:
@@ -61,11 +75,11 @@ def imported_names(tree: ast.Module) -> set[str]:
             visit(child)
 
     visit(tree)
-    return {name for name in names if name.split(".")[0] == "lengthgen"}
+    return {name for name in names if name.split(".")[0] in PACKAGES}
 
 
 def import_graph() -> dict[str, set[str]]:
-    """{module: the lengthgen modules importing it runs}. Importing a.b.c also runs the
+    """{module: the modules of ours importing it runs}. Importing a.b.c also runs the
     packages a and a.b, except those the importer already sits in (they are being
     imported when it runs)."""
     modules = module_names()
@@ -121,18 +135,58 @@ def test_the_graph_reader_sees_cycles():
 
 def test_no_two_modules_import_each_other():
     graph = import_graph()
-    assert "lengthgen.digits" in graph and "lengthgen.model.decoder" in graph
+    assert {"lengthgen.digits", "lengthgen.model.decoder", "orchestrator.cli",
+            "orchestrator.running.tune_runner", "analysis.query"} <= set(graph)
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
+def wrong_way(graph: dict[str, set[str]]) -> list[str]:
+    """Imports that go against the layers (LAYERS) or up the orchestrator's rooms
+    (ROOMS), as "importer -> imported"."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        package, room = module.split(".")[0], _room(module)
+        for target in sorted(targets):
+            other, other_room = target.split(".")[0], _room(target)
+            across_layers = other != package and other not in LAYERS[package]
+            down_rooms = room and other_room and other_room != room and other_room not in ROOMS[room]
+            if across_layers or down_rooms:
+                found.append(f"{module} -> {target}")
+    return found
+
+
+def _room(module: str) -> str | None:
+    """The orchestrator room a module sits in (None for the top and for other packages)."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "orchestrator" and len(parts) > 2 else None
+
+
+def test_the_graph_reader_sees_wrong_way_imports():
+    assert wrong_way({"analysis.query": {"orchestrator.cli"}}) == ["analysis.query -> orchestrator.cli"]
+    assert wrong_way({"lengthgen.training": {"analysis.groups"}}) == ["lengthgen.training -> analysis.groups"]
+    assert wrong_way({"orchestrator.store.trial_rows": {"orchestrator.running.trainable"}}) != []
+    assert wrong_way({"orchestrator.running.trainable": {"orchestrator.store.trial_rows", "lengthgen.training",
+                                                         "analysis.layout"}}) == []
+    assert wrong_way({"orchestrator.cli": {"orchestrator.benchmarks.bench"}}) == []
+
+
+def test_layers_and_rooms_import_one_way():
+    """lengthgen imports neither orchestrator nor analysis, analysis does not import
+    orchestrator, and each room of orchestrator imports only the rooms below it."""
+    graph = import_graph()
+    rooms = {_room(module) for module in graph} - {None}
+    assert rooms == set(ROOMS), "a room missing from ROOMS (and from docs/design.md): " + str(rooms ^ set(ROOMS))
+    assert wrong_way(graph) == []
+
+
 def test_every_module_imports_alone():
-    """Each module imported first, into an interpreter holding no lengthgen module
-    (torch, once loaded, stays: it is not part of any cycle of ours)."""
+    """Each lengthgen module imported first, into an interpreter holding no lengthgen
+    module (torch, once loaded, stays: it is not part of any cycle of ours)."""
     code = f"""
 import importlib, sys, traceback
 failed = []
-for name in {sorted(module_names())!r}:
+for name in {sorted(module_names(("lengthgen",)))!r}:
     for loaded in [m for m in sys.modules if m == "lengthgen" or m.startswith("lengthgen.")]:
         del sys.modules[loaded]
     try:
@@ -165,4 +219,26 @@ def test_the_package_still_exports_the_trainer():
         "from lengthgen import Report, TrialConfig, TrialResult, train\n"
         "assert train.__module__ == 'lengthgen.training' and TrialConfig.__module__ == 'lengthgen.config'\n"
     )
+    assert result.returncode == 0, result.stderr
+
+
+def test_ray_stays_in_running_and_mlflow_in_mlflow_tracking():
+    """What docs/design.md says of the rooms: studies, store and console load neither Ray
+    nor MLflow (`status` and the report read a study without them), and mlflow_tracking
+    loads MLflow without Ray."""
+    rooms = {room: sorted(m for m in module_names(("orchestrator",)) if _room(m) == room)
+             for room in ("studies", "store", "console", "mlflow_tracking")}
+    code = f"""
+import importlib, sys
+rooms = {rooms!r}
+for room in ("studies", "store", "console"):
+    for name in rooms[room]:
+        importlib.import_module(name)
+        loaded = [m for m in ("ray", "mlflow") if m in sys.modules]
+        assert not loaded, f"importing {{name}} loaded {{loaded}}"
+for name in rooms["mlflow_tracking"]:
+    importlib.import_module(name)
+    assert "ray" not in sys.modules, f"importing {{name}} loaded ray"
+"""
+    result = run_python(code)
     assert result.returncode == 0, result.stderr

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import ast
 import sys
+import types
 from pathlib import Path
 
-from analysis import layout, query
-from orchestrator import results_store
+from analysis import layout
 
 ROOT = Path(__file__).parents[1]
 NAMES = (layout.FILE_NAME, layout.PROFILES, layout.ARTIFACTS, layout.CHECKPOINTS, layout.LOGS,
@@ -25,10 +25,21 @@ def test_the_layout_imports_the_standard_library_only() -> None:
     assert modules <= set(sys.stdlib_module_names) | {"__future__"}, modules
 
 
-def test_writer_and_reader_share_the_layouts_names() -> None:
-    assert results_store.TABLES is layout.TABLES is query.TABLES
-    assert results_store.table_path is layout.table_path
-    assert query.profile_root is layout.profile_root
+def test_the_layouts_names_are_imported_from_the_layout() -> None:
+    """The writer and the readers import the layout's names from analysis.layout itself,
+    never through another module (so no module re-exports them)."""
+    names = {name for name, value in vars(layout).items() if not name.startswith("_")
+             and not isinstance(value, types.ModuleType) and getattr(value, "__module__", layout.__name__) == layout.__name__}
+    through = []
+    for package in ("analysis", "orchestrator", "tests"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module not in (None, "analysis.layout"):
+                    through += [f"{path.relative_to(ROOT)}:{node.lineno} {alias.name} from {node.module}"
+                                for alias in node.names
+                                if alias.name in names and node.module.split(".")[0] in ("analysis", "orchestrator")]
+    assert through == []
+    assert {"TABLES", "table_path", "profile_root", "list_studies"} <= names
 
 
 def test_no_other_module_spells_a_layout_name() -> None:

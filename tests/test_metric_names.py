@@ -1,4 +1,4 @@
-"""Metric names: built and parsed in one module (orchestrator.metric_names), and the
+"""Metric names: built and parsed in one module (orchestrator.studies.metric_names), and the
 metrics of a trial's rows by those names."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from lengthgen.config import EvalConfig, TaskConfig, TrialConfig
 from lengthgen.evaluation import LengthResult, summarize
-from orchestrator import metric_names as names
+from orchestrator.studies import metric_names as names
 
 
 @pytest.mark.parametrize("digits", [1, 50, 999])

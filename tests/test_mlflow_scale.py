@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from analysis.mlflow_ui import _get_json, _post_json, default_store_uri, experiment_id, start
-from orchestrator.mlflow_sync import describe
-from orchestrator.study import load_study
-from orchestrator.tracking import StudyTracker, default_tracking_uri
-from orchestrator.trial_rows import trials_row
+from orchestrator.mlflow_tracking.mlflow_sync import describe
+from orchestrator.mlflow_tracking.tracking import StudyTracker, default_tracking_uri
+from orchestrator.store.trial_rows import trials_row
+from orchestrator.studies.study import load_study
 
 RUNS = 1000
 

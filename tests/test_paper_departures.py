@@ -8,7 +8,7 @@ import pytest
 
 from lengthgen.config import build_task
 from lengthgen.distributions import DISTRIBUTIONS, UNIFORM_OPERANDS_TRAIN_SHARE, _split, pool_bits
-from orchestrator.study import load_study
+from orchestrator.studies.study import load_study
 
 STUDIES = Path(__file__).parents[1] / "studies"
 

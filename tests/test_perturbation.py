@@ -105,7 +105,7 @@ def test_the_perturb_seed_does_not_change_the_data_or_the_questions():
 
 @pytest.mark.parametrize("value", [-1, 1.5, "two"])
 def test_a_bad_perturb_seed_is_refused_naming_it(value):
-    from orchestrator.config_paths import TRIAL_CONFIG
+    from orchestrator.studies.config_paths import TRIAL_CONFIG
 
     with pytest.raises(ValueError, match="perturb"):
         TRIAL_CONFIG.validate_python({"seeds": {"perturb": value}})

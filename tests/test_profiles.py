@@ -16,9 +16,10 @@ import pytest
 import ray
 from typer.testing import CliRunner
 
-from analysis.query import open_results, profile_root, run_query
+from analysis.layout import profile_root
+from analysis.query import open_results, run_query
 from orchestrator.cli import app
-from orchestrator.study import load_study
+from orchestrator.studies.study import load_study
 
 runner = CliRunner()
 STUDY = """\

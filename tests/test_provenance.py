@@ -15,14 +15,15 @@ import pytest
 import ray
 from typer.testing import CliRunner
 
+from analysis.layout import table_path
 from analysis.query import open_results, run_query, run_sql_file
 from analysis.report import sql_path
 from lengthgen.science import SCIENCE_VERSION
 from orchestrator.cli import app
-from orchestrator.provenance import PROVENANCE_COLUMNS, cpu_model, environment_label
-from orchestrator.results_store import read_trial_row, table_path, write_trial_table
-from orchestrator.reuse import finished_elsewhere
-from orchestrator.study import load_study
+from orchestrator.running.reuse import finished_elsewhere
+from orchestrator.store.provenance import PROVENANCE_COLUMNS, cpu_model, environment_label
+from orchestrator.store.results_store import read_trial_row, write_trial_table
+from orchestrator.studies.study import load_study
 
 STUDY_TEXT = """\
 name: replicas
@@ -147,7 +148,7 @@ def test_a_science_change_sends_back_only_the_configs_it_touches():
     version (written before versions) never does."""
     from lengthgen.config import FormatConfig, ModelConfig, TaskConfig, TrialConfig
     from lengthgen.science import CHANGES, changes_since
-    from orchestrator.science_versions import still_valid
+    from orchestrator.running.science_versions import still_valid
 
     successor = TrialConfig(task=TaskConfig(name="successor"))
     parity = TrialConfig(task=TaskConfig(name="parity", train_digits=(1, 4)),

@@ -12,10 +12,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from analysis.layout import list_studies
 from analysis.query import (
     _VIEW_NAME,
     QueryError,
-    list_studies,
     open_results,
     run_query,
     run_sql_file,
@@ -23,7 +23,7 @@ from analysis.query import (
     to_json,
     write_parquet,
 )
-from orchestrator.results_store import write_trial_table
+from orchestrator.store.results_store import write_trial_table
 
 STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 SQL_DIR = files("analysis")

@@ -21,7 +21,7 @@ import pytest
 from rich.console import Console
 
 from analysis.layout import LOGS
-from orchestrator.terminal import ACTIONABLE, quiet_terminal
+from orchestrator.console.terminal import ACTIONABLE, quiet_terminal
 
 STUDY = Path(__file__).parent / "study_files" / "good_two_trials.yaml"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

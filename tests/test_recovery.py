@@ -21,34 +21,34 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from analysis.layout import table_path
 from analysis.query import DamagedResultsWarning, QueryError, open_results, run_query
 from lengthgen import train
 from orchestrator.cli import app
-from orchestrator.mlflow_sync import sync_study
-from orchestrator.recovery import (
+from orchestrator.mlflow_tracking.mlflow_sync import sync_study
+from orchestrator.mlflow_tracking.tracking import StudyTracker, default_tracking_uri
+from orchestrator.running.recovery import (
     StudyBusy,
     TrialFailureCallback,
     stop_on_sigterm,
     study_lock,
 )
-from orchestrator.results_store import (
-    read_trial_row,
-    read_trial_statuses,
-    remove_temp_files,
-    table_path,
-    write_trial_table,
-)
-from orchestrator.study import load_study
-from orchestrator.tracking import StudyTracker, default_tracking_uri
-from orchestrator.trainable import (
+from orchestrator.running.trainable import (
     checkpoint_path,
     load_checkpoint,
     resume_history,
     save_checkpoint,
     write_history,
 )
-from orchestrator.trial_rows import result_rows, trials_row
-from orchestrator.tune_runner import trial_params
+from orchestrator.running.tune_runner import trial_params
+from orchestrator.store.results_store import (
+    read_trial_row,
+    read_trial_statuses,
+    remove_temp_files,
+    write_trial_table,
+)
+from orchestrator.store.trial_rows import result_rows, trials_row
+from orchestrator.studies.study import load_study
 
 STUDY = Path(__file__).parent / "study_files" / "good_two_trials.yaml"
 TINY = {"train.steps": 6, "train.log_every": 3, "eval.every": 3, "eval.samples": 4}
@@ -351,8 +351,8 @@ def test_drivers_of_several_studies_share_a_new_sqlite_store(tmp_path) -> None:
 def test_abc_bias_matrices_are_saved_for_the_run(tmp_path):
     import numpy as np
 
-    from orchestrator.run_artifacts import run_artifacts
-    from orchestrator.trainable import save_attention_biases
+    from orchestrator.mlflow_tracking.run_artifacts import run_artifacts
+    from orchestrator.running.trainable import save_attention_biases
 
     biases = {"cross/extracted": np.arange(6.0).reshape(2, 3), "cross/bias": np.zeros((2, 3))}
     path = save_attention_biases(tmp_path, "s", "abc123", biases)

@@ -9,8 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from orchestrator import results_store
-from orchestrator.results_store import (
+from orchestrator.store import results_store
+from orchestrator.store.results_store import (
     EVAL_SCHEMA,
     SAMPLES_SCHEMA,
     TRIALS_CORE_SCHEMA,

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from analysis import groups
 from analysis.query import open_results, run_query
 from orchestrator.cli import app
-from orchestrator.study import load_study
+from orchestrator.studies.study import load_study
 
 STUDY = Path(__file__).parent / "study_files" / "good_two_trials.yaml"
 runner = CliRunner()

@@ -19,16 +19,16 @@ from typer.testing import CliRunner
 from analysis.groups import group_id
 from analysis.query import open_results, run_sql_file
 from orchestrator.cli import app
-from orchestrator.results_store import write_trial_table
-from orchestrator.run_table import (
+from orchestrator.console.run_table import (
     measured,
     read_summary,
     study_layout,
     summary_table,
 )
-from orchestrator.study import load_study
-from orchestrator.trial_rows import trials_row
-from orchestrator.tune_runner import RunSummary
+from orchestrator.running.run_context import RunSummary
+from orchestrator.store.results_store import write_trial_table
+from orchestrator.store.trial_rows import trials_row
+from orchestrator.studies.study import load_study
 
 STUDIES = Path(__file__).parent / "study_files"
 SQL = Path(__file__).parent.parent / "analysis"
@@ -250,9 +250,9 @@ def test_only_the_runs_trials_and_missing_ones_named(tmp_path: Path) -> None:
 def test_run_prints_the_summary_and_all_lists_every_pair(many, monkeypatch: pytest.MonkeyPatch) -> None:
     """`run`'s table after its trials (run_study stands in: they are in the store)."""
     root, path, _ = many
-    import orchestrator.tune_runner
+    import orchestrator.running.dispatch
 
-    monkeypatch.setattr(orchestrator.tune_runner, "run_study",
+    monkeypatch.setattr(orchestrator.running.dispatch, "run_study",
                         lambda study, *args, **kwargs: RunSummary(total=len(study.trials), skipped=len(study.trials)))
     summary = runner.invoke(app, ["run", str(path), "--results", str(root), "--verbose"])
     assert summary.exit_code == 0, summary.output

@@ -18,13 +18,13 @@ from typer.testing import CliRunner
 from analysis.query import open_results, run_query
 from lengthgen import Report
 from lengthgen.evaluation import LengthResult, summarize
-from orchestrator import search
 from orchestrator.cli import app
-from orchestrator.results_store import write_trial_table
-from orchestrator.search_spec import SearchParam, metric_names
-from orchestrator.search_store import SCORES, TRIAL_IDS, distribution
-from orchestrator.study import load_study
-from orchestrator.trainable import report_metrics
+from orchestrator.running import search
+from orchestrator.running.trainable import report_metrics
+from orchestrator.store.results_store import write_trial_table
+from orchestrator.store.search_store import SCORES, TRIAL_IDS, distribution
+from orchestrator.studies.search_spec import SearchParam, metric_names
+from orchestrator.studies.study import load_study
 
 FILES = Path(__file__).parent / "study_files"
 STUDY = FILES / "good_search.yaml"

@@ -16,13 +16,15 @@ from typer.testing import CliRunner
 from analysis import groups
 from analysis.mlflow_ui import default_store_uri
 from analysis.query import open_results, run_query, run_sql_file, sql_file
-from orchestrator import seed_plan, seed_target
 from orchestrator.cli import app
-from orchestrator.config_paths import StudyError
-from orchestrator.seed_plan import ADDING, MAX_REACHED, TARGET_HELD, GroupDesign
-from orchestrator.seed_spec import SeedTarget
-from orchestrator.study import load_study
-from orchestrator.tune_runner import run_study
+from orchestrator.running import seed_target
+from orchestrator.running.dispatch import run_study
+from orchestrator.running.run_context import RunContext
+from orchestrator.store import seed_plan
+from orchestrator.store.seed_plan import ADDING, MAX_REACHED, TARGET_HELD, GroupDesign
+from orchestrator.studies.config_paths import StudyError
+from orchestrator.studies.seed_spec import SeedTarget
+from orchestrator.studies.study import load_study
 
 Z2 = 1.959963984540054**2  # z² of success.sql's 95 % level
 runner = CliRunner()
@@ -265,7 +267,7 @@ def test_a_real_study_stops_adding_seeds_and_resumes_without_training_twice(
 
     try:
         monkeypatch.setattr(seed_target, "run_trials", interrupted_in_round_two)
-        first = run_study(study, results, default_store_uri(results))
+        first = run_study(study, RunContext(results, default_store_uri(results)))
         monkeypatch.undo()
         after_first = trials_by_group(results)
         # the nope group met its target with its design: no seed added, ever

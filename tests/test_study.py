@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
-from orchestrator.study import StudyError, load_study
+from orchestrator.studies.study import StudyError, load_study
 
 FILES = Path(__file__).parent / "study_files"
 BAD = sorted((FILES / "bad").glob("*.yaml"))

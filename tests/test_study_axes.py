@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.study import StudyError, load_study
+from orchestrator.studies.study import StudyError, load_study
 
 STUDY = """
 name: axes

@@ -1,5 +1,5 @@
 """A study that cannot run on this Ray cluster says why in the user's terms
-(orchestrator.study_scale): what a trial asks against what the cluster has, the study's
+(orchestrator.studies.study_scale): what a trial asks against what the cluster has, the study's
 size in training FLOPs and GPU-hours at a stated rate, and the profiles that run here
 with the times the study file says were measured; a wrong `measured` entry is refused."""
 
@@ -11,8 +11,8 @@ import pytest
 
 from lengthgen.model import build_model, count_parameters
 from lengthgen.tokenizer import CharTokenizer
-from orchestrator.study import StudyError, load_study
-from orchestrator.study_scale import QUOTED_RATE, cannot_run_words, trial_cost
+from orchestrator.studies.study import StudyError, load_study
+from orchestrator.studies.study_scale import QUOTED_RATE, cannot_run_words, trial_cost
 
 STUDIES = Path(__file__).parents[1] / "studies"
 

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 
 from analysis.plots import accuracy_vs_length
-from orchestrator.config_paths import TRIAL_CONFIG
-from orchestrator.mlflow_callback import MlflowTuneCallback
-from orchestrator.mlflow_store import create_sqlite_store
-from orchestrator.mlflow_sync import sync_trial
-from orchestrator.results_store import write_trial_table
-from orchestrator.tracking import StudyTracker, default_tracking_uri
-from orchestrator.trial_rows import flatten_config, trials_row
+from orchestrator.mlflow_tracking.mlflow_store import create_sqlite_store
+from orchestrator.mlflow_tracking.mlflow_sync import sync_trial
+from orchestrator.mlflow_tracking.tracking import StudyTracker, default_tracking_uri
+from orchestrator.running.mlflow_callback import MlflowTuneCallback
+from orchestrator.store.results_store import write_trial_table
+from orchestrator.store.trial_rows import flatten_config, trials_row
+from orchestrator.studies.config_paths import TRIAL_CONFIG
 
 CONFIG = {
     "task": {"name": "addition", "train_digits": [1, 5]},
@@ -201,7 +201,7 @@ def ray_local():
 
 
 def _trainable(config: dict[str, Any]) -> None:
-    """A worker as orchestrator.trainable writes: the trials row, then rows at each
+    """A worker as orchestrator.running.trainable writes: the trials row, then rows at each
     checkpoint, each followed by a report that says so, then the final row."""
     from ray import tune
 

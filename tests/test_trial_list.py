@@ -1,4 +1,4 @@
-"""The searcher that hands Tune a grid study's trials (orchestrator.trial_list): each
+"""The searcher that hands Tune a grid study's trials (orchestrator.running.trial_list): each
 trial once, in order, then FINISHED; the pending-trials setting set only during a run
 (the real runs through Tune are every test of `lg-study run`), and the ETA its
 progress lines print."""
@@ -10,7 +10,7 @@ import os
 import pytest
 from ray.tune.search import Searcher
 
-from orchestrator import trial_list
+from orchestrator.running import trial_list
 
 
 def test_each_trial_is_suggested_once_in_order_then_finished() -> None:
@@ -41,7 +41,7 @@ def test_a_users_own_pending_setting_wins(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_the_eta_follows_the_recent_rate_not_the_start_up() -> None:
-    from orchestrator.tune_runner import ETA_WINDOW, eta_seconds
+    from orchestrator.running.tune_runner import ETA_WINDOW, eta_seconds
 
     # 50 s of start-up, then a trial every 0.2 s: 100 trials left take 20 s
     finishes = [50.0 + 0.2 * i for i in range(ETA_WINDOW + 1)]

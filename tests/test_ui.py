@@ -1,7 +1,7 @@
 """`lg-study ui`: the MLflow UI over a study's tracking store, checked over the REST API
 the page itself uses and, where a Chromium is installed, in a headless browser.
 
-The store is a real SQLite MLflow store written by orchestrator.tracking.StudyTracker
+The store is a real SQLite MLflow store written by orchestrator.mlflow_tracking.tracking.StudyTracker
 with the tags and run names `lg-study run` gives (mlflow_sync.describe), for real
 trial configs of studies/quickstart.yaml; no Ray run, to keep the test fast.
 """
@@ -28,10 +28,10 @@ from typer.testing import CliRunner
 
 from analysis.mlflow_ui import default_store_uri
 from orchestrator.cli import app
-from orchestrator.mlflow_sync import describe
-from orchestrator.study import load_study
-from orchestrator.tracking import StudyTracker, default_tracking_uri
-from orchestrator.trial_rows import trials_row
+from orchestrator.mlflow_tracking.mlflow_sync import describe
+from orchestrator.mlflow_tracking.tracking import StudyTracker, default_tracking_uri
+from orchestrator.store.trial_rows import trials_row
+from orchestrator.studies.study import load_study
 
 QUICKSTART = Path(__file__).parents[1] / "studies" / "quickstart.yaml"
 LG_STUDY = Path(sys.executable).parent / "lg-study"

@@ -1,0 +1,153 @@
+"""What makes a study safe to stop, crash and run again (docs/reliability.md).
+
+- `study_lock`: one driver per study at a time, so the tables and the MLflow runs
+  have a single writer; the lock dies with its process, even under SIGKILL.
+- `stop_on_sigterm`: SIGTERM stops a run the way Ctrl-C does.
+- `TrialFailureCallback`: a trial whose worker died and that has no retries left is
+  written to `trials` as `failed` by the driver (the worker cannot write it).
+- the MLflow runs are a function of the Parquet files (orchestrator.mlflow_tracking.mlflow_sync): at
+  start-up the driver brings the run of every trial that a killed driver left behind
+  its rows up to date (mlflow_sync.sync_study).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import signal
+import socket
+import threading
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ray import tune
+
+from analysis.layout import check_path_component
+from orchestrator.store.results_store import read_trial_row, write_trial_table
+from orchestrator.store.trial_rows import trials_row
+from orchestrator.store.trial_status import TrialStatus
+from orchestrator.studies.config_paths import TRIAL_CONFIG
+
+ERROR_CHARS = 4000  # the end of a worker's error text kept in `trials.error`
+
+
+class StudyBusy(RuntimeError):
+    """Another driver is running the study."""
+
+
+def check_not_busy(root: Path, study: str, kind: str = "") -> None:
+    """Raise StudyBusy now if another driver holds the study (before starting Ray);
+    creates nothing."""
+    path = Path(root) / f".{study}{kind}.lock"
+    if path.exists():
+        with study_lock(root, study, kind):
+            pass
+
+
+#: the lock a search driver holds for its whole run, around the study locks that each
+#: batch of its trials takes (an flock cannot be taken twice by one process)
+SEARCH_LOCK = ".search"
+
+
+@contextlib.contextmanager
+def study_lock(root: Path, study: str, kind: str = "") -> Iterator[None]:
+    """Hold ``<root>/.<study><kind>.lock`` (an flock) while the study runs, or raise StudyBusy.
+
+    The lock file sits beside the study folder so that ``--restart`` can delete the
+    folder while holding it. On a shared filesystem without flock support, run one
+    driver per study by hand.
+    """
+    check_path_component(study, "study")
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / f".{study}{kind}.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise StudyBusy(
+            f"study {study!r} is being run by another lg-study process ({holder}); "
+            "wait for it or stop it, then run again"
+        ) from None
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since "
+                      f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M:%S} UTC\n".encode(), 0)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def wipe_study(root: Path, study: str) -> None:
+    """Delete the study's results folder (tables, checkpoints, Tune logs). Hold the lock."""
+    check_path_component(study, "study")
+    shutil.rmtree(Path(root) / study, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def stop_on_sigterm() -> Iterator[None]:
+    """While fitting: SIGTERM acts as Ctrl-C (a first one stops Tune gracefully, a second
+    one stops at once); afterwards the SIGINT handler is put back (Tune leaves its own
+    installed after the run)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous_int, previous_term = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        handler = signal.getsignal(signal.SIGINT)  # Tune's during fit, then the default
+        if not callable(handler):
+            raise KeyboardInterrupt
+        handler(signal.SIGINT, frame)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous_term)
+        signal.signal(signal.SIGINT, previous_int)
+
+
+class TrialFailureCallback(tune.Callback):
+    """Writes `failed` (with Tune's error text) to `trials` when Tune gives up on a
+    trial. A trial that raised has written its own row with the traceback; a trial
+    whose worker process died has only its `running` row, which this replaces."""
+
+    def __init__(self, root: Path, study: str) -> None:
+        self.root, self.study = Path(root), study
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        params = trial.config["trial"]
+        trial_id = params["trial_id"]
+        row = read_trial_row(self.root, self.study, trial_id)
+        if row is not None and row["status"] == TrialStatus.FAILED:
+            return
+        attempts = getattr(trial, "num_failures", 1)
+        message = f"gave up after {attempts} failed attempt(s); last error: {_last_error(trial)}"
+        now = datetime.now(timezone.utc)
+        if row is None:  # the worker died before writing anything
+            config = TRIAL_CONFIG.validate_python(params["config"])
+            row = trials_row(self.study, config, TrialStatus.FAILED, params.get("device", "cpu"), now,
+                             group_label=params.get("group_label"))
+        started = row["started_at"]
+        row.update(status=TrialStatus.FAILED, finished_at=now, error=message,
+                   wall_s=(now - started).total_seconds() if started else None)
+        write_trial_table(self.root, self.study, "trials", trial_id, [row])
+
+
+def _last_error(trial: Any) -> str:
+    """The last failure Tune recorded for the trial (its error.txt), shortened."""
+    text = ""
+    with contextlib.suppress(Exception):
+        if trial.error_file and Path(trial.error_file).exists():
+            text = Path(trial.error_file).read_text()
+            text = text[text.rfind("Failure #"):] if "Failure #" in text else text
+    text = " ".join(text.split()) or "unknown (Tune recorded no error text)"
+    return text if len(text) <= ERROR_CHARS else "..." + text[-ERROR_CHARS:]

@@ -1,0 +1,154 @@
+"""Optuna search over config fields: the `search` block of a study file (docs/search.md).
+
+The driver asks Optuna for points (values of `search.params`), runs each point as one
+ordinary trial per combination of `search.repeat` (its seeds) through
+`tune_runner.run_trials`, and tells Optuna the point's score: the mean over its seeds
+of `search.metric` at each trial's final evaluation, read from the trials' Parquet
+files. A diverged seed scores 0, the worst value of every metric (all of them are
+maximized): divergence comes from the point's values, so the point pays for it.
+
+Resuming needs no bookkeeping of its own. The Optuna study is stored in
+`<results>/<study>/optuna.db` (orchestrator.store.search_store). Points told before are not
+run again; a point asked but not told (its driver stopped, or one of its trials
+failed) is run again with its stored values, which give the same trial ids, so
+run_trials skips the trials already finished in `trials` and runs only the others.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pydantic
+from optuna.trial import TrialState
+
+from lengthgen import TrialConfig
+from orchestrator.mlflow_tracking.tracking import StudyTracker
+from orchestrator.running.recovery import SEARCH_LOCK, check_not_busy, study_lock
+from orchestrator.running.run_context import RunContext, RunSummary
+from orchestrator.running.tune_runner import check_resources, run_trials, start_ray
+from orchestrator.store.results_store import read_trial_rows, read_trial_statuses
+from orchestrator.store.search_store import (
+    SCORES,
+    TOLD,
+    TRIAL_IDS,
+    SearchState,
+    SearchStore,
+)
+from orchestrator.store.trial_status import FINISHED, TrialStatus
+from orchestrator.studies.metric_names import eval_metrics, length_results
+from orchestrator.studies.study import Study
+
+#: the score of a diverged seed-trial
+DIVERGED_SCORE = 0.0
+#: MLflow tags on the run of each seed-trial: the search (Optuna study) and the point's number
+SEARCH_TAG, POINT_TAG = "search", "search_point"
+
+
+@dataclass
+class SearchSummary(RunSummary):
+    """Every batch of trials added up (total = points x seeds), and the points."""
+
+    #: points scored by this run
+    scored: int = 0
+    state: SearchState | None = None
+
+
+def point_trials(study: Study, params: dict[str, Any]) -> list[TrialConfig]:
+    """The seed-trials of a point: base, the point's values, one repeat combination each."""
+    return [study.config_with({**params, **seeds}) for seeds in study.spec.search.repeat_settings()]
+
+
+def seed_score(results_root: Path, study_name: str, trial_id: str, status: str, metric: str) -> float:
+    """A finished seed-trial's score: ``metric`` at its final evaluation, computed from
+    its `eval` rows by orchestrator.studies.metric_names, as MLflow has it; DIVERGED_SCORE if it diverged."""
+    if status == TrialStatus.DIVERGED:
+        return DIVERGED_SCORE
+    rows = read_trial_rows(results_root, study_name, "eval", trial_id)
+    if not rows:
+        raise RuntimeError(f"trial {trial_id} is {status} but has no readable eval rows under "
+                           f"{Path(results_root) / study_name}")
+    final = max(r["step"] for r in rows)
+    return float(eval_metrics(length_results(r for r in rows if r["step"] == final))[metric])
+
+
+def run_search(study: Study, context: RunContext) -> SearchSummary:
+    """Score the search's missing points, ``search.parallel_points`` at a time.
+
+    Points asked but not told before (an interrupted run) run first; a point with a
+    failed trial stays open for the next run (as run_trials runs failed trials again).
+    ``context.restart`` deletes the study's results, its Optuna storage and MLflow runs first.
+    Raises StudyBusy when another driver runs the study, SearchChanged when the stored
+    search came from a different file.
+    """
+    search = study.spec.search
+    results_root = context.results_root
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the run prints its own lines
+    check_not_busy(results_root, study.name, SEARCH_LOCK)
+    start_ray(context.address)
+    check_resources(study)  # refused before anything is written
+    with study_lock(results_root, study.name, SEARCH_LOCK):
+        if context.restart:  # deletes the results folder (optuna.db with it) and the study's MLflow runs
+            run_trials(dataclasses.replace(study, trials=[], axis_values=[]), context)
+        store = SearchStore(study, results_root)
+        tracker = StudyTracker(context.tracking_uri, study.experiment)
+        seeds = len(search.repeat_settings())
+        told = len(store.trials(TOLD))
+        summary = SearchSummary(total=study.trial_count, skipped=min(told, search.points) * seeds)
+        reopened = [(t.number, t.params) for t in store.trials((TrialState.RUNNING,))]
+        left_open: list[int] = []
+        while True:
+            if reopened:
+                batch, reopened = reopened[:search.parallel_points], reopened[search.parallel_points:]
+            else:
+                wanted = search.points - len(store.trials(TOLD)) - len(left_open)
+                if wanted <= 0:
+                    break
+                batch = [store.ask() for _ in range(min(search.parallel_points, wanted))]
+            still_open, interrupted = _run_points(study, store, tracker, batch, context.continuing(), summary)
+            left_open += still_open
+            if interrupted:
+                break
+        summary.state = store.state()
+    return summary
+
+
+def _run_points(study: Study, store: SearchStore, tracker: StudyTracker, batch: list[tuple[int, dict]],
+                context: RunContext, summary: SearchSummary) -> tuple[list[int], bool]:
+    """Run the seed-trials of a batch of points and tell Optuna the score of each point
+    whose trials all finished; return the points left open and whether it was interrupted."""
+    trials_of: dict[int, list[TrialConfig]] = {}
+    for number, params in batch:
+        try:
+            trials_of[number] = point_trials(study, params)
+        except pydantic.ValidationError as error:
+            # values that no trial accepts together (load_study tries each value on base alone)
+            store.set_attrs(number, {"error": str(error)})
+            store.optuna.tell(number, state=TrialState.FAIL)
+            continue
+        store.set_attrs(number, {TRIAL_IDS: [t.trial_id for t in trials_of[number]]})
+    configs = {t.trial_id: t for trials in trials_of.values() for t in trials}  # two points may share one
+    run = run_trials(dataclasses.replace(study, trials=list(configs.values()), axis_values=[]), context)
+    summary.skipped += run.skipped
+    summary.add_batch(run)
+    results_root = context.results_root
+    tracker.tag_trial_runs({t.trial_id: {SEARCH_TAG: store.name, POINT_TAG: str(number)}
+                            for number, trials in trials_of.items() for t in trials})
+    statuses = read_trial_statuses(results_root, study.name)
+    still_open = []
+    for number, trials in trials_of.items():
+        if any(statuses.get(t.trial_id) not in FINISHED for t in trials):
+            still_open.append(number)
+            continue
+        metric = study.spec.search.metric
+        scores = {t.trial_id: seed_score(results_root, study.name, t.trial_id, statuses[t.trial_id], metric)
+                  for t in trials}
+        store.set_attrs(number, {SCORES: scores})
+        store.optuna.tell(number, statistics.fmean(scores.values()))
+        summary.scored += 1
+    return still_open, bool(run.interrupted)
+

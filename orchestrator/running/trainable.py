@@ -1,0 +1,208 @@
+"""The Ray Tune trainable: one trial, in a Ray worker process.
+
+A plain function: it trains with lengthgen, forwards reports to `tune.report` at the
+trial's logging rate, and keeps the trial's Parquet files, the trial's one log. The
+trials row is written first as `running` (with the node and process it runs on) and
+last with the outcome, so "done" in `trials` means every table is there. At every
+evaluation step it writes the trial's `train` and `eval` rows so far, then its
+checkpoint, and reports ROWS_WRITTEN, upon which the driver brings the trial's MLflow
+run up to date from those rows (orchestrator.mlflow_tracking.mlflow_sync).
+
+Checkpoints live in the study's own store, ``<results>/<study>/_checkpoints/
+<trial_id>.pt``, keyed by trial id rather than by Tune experiment: each `lg-study
+run` is a new Tune experiment over the trials still to do, so a Tune checkpoint
+would be lost with the experiment that made it, while this file is found by the
+retry of a crashed worker (within a run) and by the next run after an
+interruption (across runs) alike. It holds the model, the optimizer and where the
+data stands (step, phase, tokens, wall time), in plain tensors, dicts, lists,
+numbers and strings; it is written atomically, after the rows of its step, and is
+loaded with ``weights_only=True``. A resumed trial takes its history up to the
+checkpoint's step from the rows (resume_history). A finished (done or diverged)
+trial removes it.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+import traceback
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import ray
+import torch
+from ray import tune
+
+from analysis.layout import CHECKPOINTS, check_path_component
+from lengthgen import Report, TrialConfig, train
+from lengthgen.science import changes_since
+from lengthgen.training import resolve_device
+from orchestrator.store.provenance import provenance
+from orchestrator.store.results_store import artifact_folder, read_trial_rows, write_trial_table
+from orchestrator.store.trial_rows import history_rows, result_rows, rows_history, trials_row
+from orchestrator.store.trial_status import TrialStatus
+from orchestrator.studies.config_paths import TRIAL_CONFIG
+from orchestrator.studies.metric_names import eval_metrics, train_metrics
+
+#: the key of a Tune result that says the worker has just written the trial's rows
+#: (read by orchestrator.running.mlflow_callback)
+ROWS_WRITTEN = "rows_written"
+
+
+def report_metrics(report: Report) -> dict[str, Any]:
+    """A lengthgen report as the flat metrics dict Tune receives (named as MLflow names them)."""
+    metrics: dict[str, Any] = {"step": report.step, "status": report.status}
+    if report.train is not None:
+        metrics.update(train_metrics(asdict(report.train)), tokens=report.train.tokens)
+    if report.eval:
+        metrics.update(eval_metrics(report.eval))
+    return metrics
+
+
+def checkpoint_path(root: Path, study: str, trial_id: str) -> Path:
+    check_path_component(study, "study")
+    check_path_component(trial_id, "trial_id")
+    return Path(root) / study / CHECKPOINTS / f"{trial_id}.pt"
+
+
+def save_checkpoint(path: Path, state: dict) -> None:
+    """Write atomically: a reader (or a crash) never sees half a checkpoint."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as file:
+            torch.save(state, file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def load_checkpoint(path: Path, config: TrialConfig) -> dict | None:
+    """The trial's last checkpoint, or None (none yet, unreadable, or another config's)."""
+    if not path.exists():
+        return None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, OSError, EOFError, ValueError, pickle.UnpicklingError) as error:
+        # a damaged file costs the trial its progress, not the trial
+        print(f"lg-study: ignoring unreadable checkpoint {path}: {error}", file=sys.stderr)
+        return None
+    if not isinstance(state, dict) or state.get("config") != config.to_dict():
+        print(f"lg-study: ignoring checkpoint {path}: it is not this trial's", file=sys.stderr)
+        return None
+    if changes_since(state.get("science_version"), config):
+        print(f"lg-study: ignoring checkpoint {path}: science version {state.get('science_version')} made it, "
+              f"and a later change moves this trial's numbers (lengthgen/science.py)", file=sys.stderr)
+        return None
+    return state
+
+
+def resume_history(root: Path, study: str, trial_id: str, state: dict) -> dict | None:
+    """The history ``train(resume_state=...)`` continues: the trial's rows up to the
+    checkpoint's step. The checkpoint is written after the rows of its step, so they
+    are there; rows of later steps (written before an interruption) are dropped, as
+    the trial trains those steps again. None when the rows do not reach the
+    checkpoint's evaluation (a damaged file). A checkpoint of the previous version
+    carries its history itself."""
+    if "history" in state:
+        return state["history"]
+    train_rows = read_trial_rows(root, study, "train", trial_id)
+    eval_rows = read_trial_rows(root, study, "eval", trial_id)
+    if not any(row["step"] == state["step"] for row in eval_rows):
+        return None
+    return rows_history(train_rows, eval_rows, state["step"])
+
+
+def write_history(root: Path, study: str, trial_id: str, history: dict) -> None:
+    """Replace the trial's `train` and `eval` rows by those of ``history``."""
+    for table, rows in history_rows(history).items():
+        write_trial_table(root, study, table, trial_id, rows)
+
+
+def where_it_runs() -> dict[str, Any]:
+    """trials columns naming the Ray node and process of this attempt (its host and
+    environment: orchestrator.store.provenance)."""
+    node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
+    return {"node": node, "pid": os.getpid()}
+
+
+def save_attention_biases(root: Path, study: str, trial_id: str, biases: dict) -> Path:
+    """The ABC bias matrices (000 §5) of one trial as an .npz, written atomically."""
+    import numpy as np
+
+    folder = artifact_folder(root, study, trial_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "attention_biases.npz"
+    temporary = folder / f".attention_biases.{os.getpid()}.tmp.npz"
+    np.savez(temporary, **{name.replace("/", "__"): array for name, array in biases.items()})
+    os.replace(temporary, path)
+    return path
+
+
+def run_trial(tune_config: dict[str, Any]) -> None:
+    params = tune_config["trial"]
+    config = TRIAL_CONFIG.validate_python(params["config"])
+    study, root = params["study"], Path(params["results_root"])
+    torch.set_num_threads(max(1, int(params["threads"])))
+    device = str(resolve_device(params.get("device")))
+    started_at = datetime.now(timezone.utc)
+    saved = checkpoint_path(root, study, config.trial_id)
+    resume_state = load_checkpoint(saved, config)
+    if resume_state is not None:
+        resume_state["history"] = resume_history(root, study, config.trial_id, resume_state)
+        if resume_state["history"] is None:
+            # without its rows the trial's history would have a gap: it starts over
+            print(f"lg-study: ignoring checkpoint {saved}: the trial's rows do not reach its step",
+                  file=sys.stderr)
+            resume_state = None
+        else:
+            write_history(root, study, config.trial_id, resume_state["history"])  # cut back to it
+    attempt = {
+        **where_it_runs(),
+        **provenance(device, config.train.deterministic),
+        "resumed_from_step": resume_state["step"] if resume_state else None,
+    }
+
+    label = params["group_label"]  # what sets its group apart within the study (Study.group_label)
+
+    def row(status: str, **more: Any) -> list[dict[str, Any]]:
+        return [{**trials_row(study, config, status, device, started_at, group_label=label, **more), **attempt}]
+
+    write_trial_table(root, study, "trials", config.trial_id, row(TrialStatus.RUNNING))
+
+    def on_report(report: Report) -> None:
+        written = report.checkpoint is not None and not report.final
+        if written:
+            state = report.checkpoint()
+            # the rows first: the checkpoint never gets ahead of them
+            write_history(root, study, config.trial_id, state.pop("history"))
+            save_checkpoint(saved, state)
+        tune.report({**report_metrics(report), ROWS_WRITTEN: written})
+
+    try:
+        result = train(config, on_report=on_report, resume_state=resume_state, device=device)
+    except Exception:
+        write_trial_table(root, study, "trials", config.trial_id, row(
+            TrialStatus.FAILED, finished_at=datetime.now(timezone.utc), error=traceback.format_exc(limit=5)))
+        raise
+    for table, rows in result_rows(result).items():
+        write_trial_table(root, study, table, config.trial_id, rows)
+    if result.attention_biases:
+        save_attention_biases(root, study, config.trial_id, result.attention_biases)
+    error = None
+    if result.status == TrialStatus.DIVERGED:
+        error = f"non-finite loss at step {result.diverged_at}; last finite loss {result.last_finite_loss}"
+    write_trial_table(root, study, "trials", config.trial_id, [{
+        **trials_row(study, config, result.status, result.device, started_at,
+                     datetime.now(timezone.utc), result.n_params, error, group_label=label),
+        **attempt,
+        "diverged_at": result.diverged_at,
+        "last_finite_loss": result.last_finite_loss,
+    }])
+    saved.unlink(missing_ok=True)

@@ -1,0 +1,232 @@
+"""The Parquet results store that every trial writes, in the layout analysis.layout
+owns (``<root>/<study>/<table>/trial_id=<trial_id>/part-0.parquet``). The file also
+holds the trial_id column, so it stands on its own outside the folder layout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+import warnings
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from analysis.layout import ARTIFACTS, FILE_NAME, PARTITION_KEY, check_path_component, table_path
+from orchestrator.store.trial_status import TrialStatus
+
+# Fixed schemas, so that files from different trials union cleanly in DuckDB even when
+# one trial has a column that is all null. analysis/empty_tables.sql mirrors them.
+TRAIN_SCHEMA = pa.schema(
+    [
+        ("trial_id", pa.string()),
+        ("step", pa.int64()),
+        ("loss", pa.float64()),
+        ("lr", pa.float64()),
+        ("tokens", pa.int64()),
+        ("wall_s", pa.float64()),
+    ]
+)
+EVAL_SCHEMA = pa.schema(
+    [
+        ("trial_id", pa.string()),
+        ("step", pa.int64()),
+        ("digits", pa.int64()),
+        ("n", pa.int64()),
+        ("correct", pa.int64()),
+        ("accuracy", pa.float64()),
+        ("in_distribution", pa.bool_()),
+    ]
+)
+SAMPLES_SCHEMA = pa.schema(
+    [
+        ("trial_id", pa.string()),
+        ("step", pa.int64()),
+        ("digits", pa.int64()),
+        ("idx", pa.int64()),
+        ("cascade", pa.int64()),
+        ("correct", pa.bool_()),
+        ("wrong_digits", pa.int64()),
+        ("first_wrong", pa.int64()),  # null when the answer is correct
+        ("target", pa.string()),
+        ("prediction", pa.string()),
+        # Per answer place, least significant first (lengthgen.evaluation.SampleRecord).
+        # Added later: older files lack both, and analysis/views.sql reads them as null.
+        ("carry_in", pa.string()),
+        ("wrong_places", pa.string()),
+    ]
+)
+FIXED_SCHEMAS = {"train": TRAIN_SCHEMA, "eval": EVAL_SCHEMA, "samples": SAMPLES_SCHEMA}
+
+_TIMESTAMP = pa.timestamp("us", tz="UTC")
+# The trials table is these columns plus one column per config setting (see trials_schema).
+TRIALS_CORE_SCHEMA = pa.schema(
+    [
+        pa.field("study", pa.string(), nullable=False),
+        pa.field("trial_id", pa.string(), nullable=False),
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("config_json", pa.string(), nullable=False),
+        pa.field("n_params", pa.int64()),  # null when a trial failed before building its model
+        pa.field("device", pa.string(), nullable=False),
+        pa.field("started_at", _TIMESTAMP, nullable=False),
+        pa.field("finished_at", _TIMESTAMP),
+        pa.field("wall_s", pa.float64()),
+        pa.field("error", pa.string()),
+    ]
+)
+
+def write_trial_table(
+    root: Path, study: str, table: str, trial_id: str, rows: list[dict[str, Any]], durable: bool = True
+) -> Path:
+    """Replace one trial's rows of ``table`` atomically and return the file's path.
+
+    Rows may leave out ``trial_id`` (and, for ``trials``, ``study``); they are filled in.
+    Zero rows still write a valid file with the schema, replacing any older rows.
+    ``durable=False`` writes the same file in place, without the temporary file and
+    its fsync (4-5 ms a file here): for throwaway stores, e.g. the scale benchmark's.
+    """
+    path = table_path(root, study, table, trial_id)
+    arrow_table = _to_arrow(table, study, trial_id, rows)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not durable:
+        pq.write_table(arrow_table, path)
+        return path
+    # Readers glob '*.parquet': a leading dot and a suffix keep the half-written file out.
+    tmp = path.with_name(f".{FILE_NAME}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        pq.write_table(arrow_table, tmp)
+        _fsync(tmp)  # the rename must not outlive the data after a power cut
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _fsync(path: Path) -> None:
+    with open(path, "rb") as file:
+        os.fsync(file.fileno())
+
+
+def read_trial_statuses(root: Path, study: str) -> dict[str, str]:
+    """trial_id -> status for every trial of ``study`` with a trials file; {} if none.
+
+    A damaged file is skipped with a warning: its trial counts as not finished, so
+    the next run does it again and replaces the file.
+    """
+    check_path_component(study, "study")
+    statuses: dict[str, str] = {}
+    for path in sorted((Path(root) / study / "trials").glob(f"{PARTITION_KEY}=*/{FILE_NAME}")):
+        try:
+            # partitioning=None: read the file alone, without the folder's hive key.
+            part = pq.read_table(path, columns=["trial_id", "status"], partitioning=None)
+        except (OSError, pa.ArrowException) as error:
+            from analysis.query import DamagedResultsWarning
+
+            warnings.warn(f"skipping damaged results file {path}: {error}",
+                          DamagedResultsWarning, stacklevel=2)
+            continue
+        statuses.update(zip(part["trial_id"].to_pylist(), part["status"].to_pylist()))
+    return statuses
+
+
+def read_trial_rows(root: Path, study: str, table: str, trial_id: str) -> list[dict[str, Any]]:
+    """One trial's rows of ``table`` as dicts (JSON columns stay text); [] when it has
+    none, or they cannot be read. The one reader of a single trial's file."""
+    try:
+        # partitioning=None: read the file alone, without the folder's hive key.
+        return pq.read_table(table_path(root, study, table, trial_id), partitioning=None).to_pylist()
+    except (OSError, pa.ArrowException):
+        return []
+
+
+def read_trial_row(root: Path, study: str, trial_id: str) -> dict[str, Any] | None:
+    """The trial's row of ``trials``, or None."""
+    rows = read_trial_rows(root, study, "trials", trial_id)
+    return rows[0] if rows else None
+
+
+def artifact_folder(root: Path, study: str, trial_id: str) -> Path:
+    """Files a trial's worker leaves for its MLflow run (e.g. ABC's bias matrices)."""
+    check_path_component(study, "study")
+    check_path_component(trial_id, "trial_id")
+    return Path(root) / study / ARTIFACTS / trial_id
+
+
+def remove_temp_files(root: Path, study: str) -> list[Path]:
+    """Delete the half-written temporary files a killed writer left in the study.
+
+    Call it only while no trial of the study runs (the driver holds the study lock).
+    """
+    check_path_component(study, "study")
+    stale = [p for p in (Path(root) / study).glob("**/.*.tmp-*") if p.is_file()]
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale
+
+
+def trials_schema(rows: Iterable[dict[str, Any]]) -> pa.Schema:
+    """The core trials columns, then one inferred column per other key, in first-seen order."""
+    rows = list(rows)
+    values: dict[str, list[Any]] = {}
+    for row in rows:
+        for key, value in row.items():
+            if key not in TRIALS_CORE_SCHEMA.names:
+                values.setdefault(key, []).append(value)
+    extra = [pa.field(key, _infer_type(key, vals)) for key, vals in values.items()]
+    return pa.schema(list(TRIALS_CORE_SCHEMA) + extra)
+
+
+def _to_arrow(table: str, study: str, trial_id: str, rows: list[dict[str, Any]]) -> pa.Table:
+    filled = [_fill_key(row, "trial_id", trial_id) for row in rows]
+    if table == "trials":
+        filled = [_trials_row(_fill_key(row, "study", study)) for row in filled]
+        return pa.Table.from_pylist(filled, schema=trials_schema(filled))
+    schema = FIXED_SCHEMAS[table]
+    for row in filled:
+        unknown = sorted(set(row) - set(schema.names))
+        if unknown:
+            raise ValueError(f"{table}: unknown columns {unknown}; columns are {schema.names}")
+    return pa.Table.from_pylist(filled, schema=schema)
+
+
+def _fill_key(row: dict[str, Any], key: str, expected: str) -> dict[str, Any]:
+    # A row that names another trial or study would land in the wrong file: refuse it.
+    if row.get(key, expected) != expected:
+        raise ValueError(f"row has {key}={row[key]!r} but is written for {key}={expected!r}")
+    return {**row, key: expected}
+
+
+def _trials_row(row: dict[str, Any]) -> dict[str, Any]:
+    missing = [f.name for f in TRIALS_CORE_SCHEMA if not f.nullable and row.get(f.name) is None]
+    if missing:
+        raise ValueError(f"trials row is missing required columns {missing}")
+    if row["status"] not in {s.value for s in TrialStatus}:
+        raise ValueError(
+            f"trials status {row['status']!r} is not one of {', '.join(TrialStatus)}"
+        )
+    # Nested settings (e.g. train_digits [1, 40]) become JSON text, one column each.
+    return {
+        key: json.dumps(value, sort_keys=True) if isinstance(value, (list, tuple, dict)) else value
+        for key, value in row.items()
+    }
+
+
+def _infer_type(key: str, values: list[Any]) -> pa.DataType:
+    kinds = {type(v) for v in values if v is not None}
+    if not kinds:
+        return pa.null()  # DuckDB unions a NULL-typed column with any type
+    if kinds == {bool}:
+        return pa.bool_()
+    if kinds == {int}:
+        return pa.int64()
+    if kinds <= {int, float}:
+        return pa.float64()
+    if kinds == {str}:
+        return pa.string()
+    names = ", ".join(sorted(k.__name__ for k in kinds))
+    raise ValueError(f"trials column {key!r}: cannot store values of type {names}")

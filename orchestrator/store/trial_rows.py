@@ -1,0 +1,178 @@
+"""Rows of the results tables for one trial, and its descriptive columns.
+
+`trials` carries the trial's configuration group (group_id, group_label: analysis.groups),
+the key settings under short names (task, pe, weight_seed, ...) and every other config
+leaf under its dotted path with "_" for ".", so that any axis of any study is a column
+to group by.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from analysis import groups
+from analysis.layout import FILE_NAME, PARTITION_KEY, check_path_component
+from lengthgen import TrialConfig, TrialResult
+from lengthgen.science import SCIENCE_VERSION
+from orchestrator.store.results_store import (
+    EVAL_SCHEMA,
+    TRAIN_SCHEMA,
+    read_trial_row,
+    write_trial_table,
+)
+from orchestrator.studies.config_paths import TRIAL_CONFIG
+
+KEY_COLUMNS = {
+    "task.name": "task",
+    "task.train_digits": "train_digits",
+    "format.reverse": "reverse",
+    "data.distribution": "distribution",
+    "model.arch": "arch",
+    "model.size": "size",
+    "model.pe": "pe",
+    "model.positions": "positions",
+    "train.lr": "lr",
+    "train.steps": "steps",
+    "train.batch_size": "batch_size",
+    "seeds.weight": "weight_seed",
+    "seeds.data": "data_seed",
+    "seeds.eval": "eval_seed",
+    "seeds.perturb": "perturb_seed",
+}
+
+
+def flatten_config(config: dict[str, Any], prefix: str = "") -> dict[str, object]:
+    """Nested dict -> dotted keys (``model.pe``); lists become JSON strings."""
+    flat: dict[str, object] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten_config(value, f"{name}."))
+        elif isinstance(value, (list, tuple)):
+            flat[name] = json.dumps(list(value))
+        else:
+            flat[name] = value
+    return flat
+
+
+def config_columns(config: TrialConfig) -> dict[str, Any]:
+    columns: dict[str, Any] = {}
+    for path, value in flatten_config(config.to_dict()).items():
+        columns[KEY_COLUMNS.get(path, path.replace(".", "_"))] = value
+    # the training range as two integers, so SQL can compare test lengths with it
+    columns["train_min_digits"], columns["train_max_digits"] = config.task.train_digits
+    return columns
+
+
+def trials_row(
+    study: str,
+    config: TrialConfig,
+    status: str,
+    device: str,
+    started_at: datetime,
+    finished_at: datetime | None = None,
+    n_params: int | None = None,
+    error: str | None = None,
+    group_label: str | None = None,
+) -> dict[str, Any]:
+    """The trial's row of `trials`. ``group_label`` names what sets the trial's group
+    apart within its study (analysis.groups.group_labels over the study's trials); a
+    trial written outside a study gets its base label."""
+    return {
+        "study": study,
+        "trial_id": config.trial_id,
+        "status": status,
+        "config_json": config.canonical_json(),
+        "group_id": groups.group_id(config),
+        "group_label": group_label or groups.base_label(config.to_dict()),
+        # which science made its numbers (lengthgen.science): checked by run and reuse
+        "science_version": SCIENCE_VERSION,
+        **config_columns(config),
+        "n_params": n_params,
+        "device": device,
+        "started_at": started_at,
+        "finished_at": finished_at,
+        "wall_s": (finished_at - started_at).total_seconds() if finished_at else None,
+        "error": error,
+    }
+
+
+def result_rows(result: TrialResult) -> dict[str, list[dict[str, Any]]]:
+    """The train, eval and samples rows of a finished (or diverged) trial."""
+    final_step = max((step for step, _ in result.eval), default=result.steps)
+    return {
+        "train": [asdict(log) for log in result.train],
+        "eval": [{"step": step, **asdict(r)} for step, r in result.eval],
+        "samples": [{"step": final_step, **asdict(s)} for s in result.samples],
+    }
+
+
+def history_rows(history: dict[str, list]) -> dict[str, list[dict[str, Any]]]:
+    """The train and eval rows of a trainer's history (the `history` of a lengthgen
+    checkpoint: TrainLog dicts, and (step, LengthResult dict) pairs)."""
+    return {
+        "train": [dict(log) for log in history["train"]],
+        "eval": [{"step": step, **result} for step, result in history["eval"]],
+    }
+
+
+def rows_history(train: list[dict[str, Any]], eval: list[dict[str, Any]], step: int) -> dict[str, list]:
+    """The trainer's history from a trial's train and eval rows, up to ``step``
+    (history_rows reversed)."""
+    train_columns = [c for c in TRAIN_SCHEMA.names if c != "trial_id"]
+    eval_columns = [c for c in EVAL_SCHEMA.names if c not in ("trial_id", "step")]
+    return {
+        "train": [{c: row[c] for c in train_columns} for row in train if row["step"] <= step],
+        "eval": [(row["step"], {c: row[c] for c in eval_columns}) for row in eval if row["step"] <= step],
+    }
+
+
+def add_group_columns(root: Path, study: str, label: Callable[[TrialConfig], str]) -> dict[str, dict[str, str]]:
+    """Give the trials rows written before the group columns existed (no group_id)
+    their group_id and ``label(config)``, and rows labelled by an older rule
+    (analysis.groups.group_labels) today's label; return trial_id -> the columns set.
+
+    Run by the driver under the study lock before it writes anything more into the
+    study, so that one study never mixes groups of the two definitions (views.sql
+    gives rows without the columns the ids of the old one), nor one group's rows two
+    labels. A row whose config_json no longer validates, or no longer gives its trial
+    id, keeps its old group.
+    """
+    check_path_component(study, "study")
+    added = {}
+    for path in sorted((Path(root) / study / "trials").glob(f"{PARTITION_KEY}=*/{FILE_NAME}")):
+        try:
+            names = pq.read_schema(path).names
+            stored = (pq.read_table(path, columns=["trial_id", "config_json", "group_label"], partitioning=None)
+                      .to_pylist()[0] if "group_id" in names else None)
+        except (OSError, pa.ArrowException, IndexError):
+            continue  # damaged: the run does the trial again and writes a new row
+        config = _config_of(stored or read_trial_row(root, study, path.parent.name.removeprefix("trial_id=")))
+        if config is None:
+            continue
+        columns = {"group_id": groups.group_id(config), "group_label": label(config)}
+        if stored is not None and stored["group_label"] == columns["group_label"]:
+            continue
+        row = read_trial_row(root, study, config.trial_id)
+        write_trial_table(root, study, "trials", config.trial_id, [{**row, **columns}])
+        added[config.trial_id] = columns
+    return added
+
+
+def _config_of(row: dict[str, Any] | None) -> TrialConfig | None:
+    """The row's config, if it still validates and still gives the row's trial id."""
+    if row is None:
+        return None
+    try:  # pydantic's ValidationError is a ValueError
+        config = TRIAL_CONFIG.validate_python(json.loads(row["config_json"]))
+    except ValueError:
+        return None
+    return config if config.trial_id == row["trial_id"] else None

@@ -1,0 +1,116 @@
+"""Why a study cannot run on this Ray cluster, in the user's terms: what each trial asks
+for against what the cluster has, how large the study is (its training FLOPs, and the
+GPU-hours they come to at a stated rate), and the study's profiles that would run here
+with the wall times their authors measured (the study file's `measured` field).
+
+Training FLOPs of a trial: steps x tokens per batch x (6·N + 12·L·T·d) per token (N the
+parameters less the token embedding, L layers, T the sequence length, d the width;
+Kaplan et al. 2020, "Scaling laws for neural language models", arXiv 2001.08361, and
+PaLM, arXiv 2204.02311, App. B), with T and the tokens per batch taken from the trial's
+own first training batches. GPU-hours are that count at a sustained rate the message
+names; they are an estimate, not a measurement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lengthgen import TrialConfig
+from lengthgen.batches import training_batch
+from lengthgen.config import derive
+from lengthgen.distributions import DISTRIBUTIONS
+from lengthgen.model import build_model, count_parameters
+from lengthgen.model.sizes import SIZES
+from lengthgen.tasks import TASKS
+from lengthgen.tokenizer import CharTokenizer
+from orchestrator.studies.study import Study, StudyError, load_study
+
+#: the sustained training rate GPU-hours are quoted at (FLOP/s): about a third of a
+#: current data-centre GPU's dense bf16 peak, a rate small models rarely beat
+QUOTED_RATE = 100e12
+
+
+@dataclass(frozen=True)
+class TrialCost:
+    parameters: int
+    tokens_per_step: float
+    flops: float
+
+
+def trial_cost(config: TrialConfig, batches: int = 3) -> TrialCost:
+    """The training FLOPs of one trial (the module docstring's count)."""
+    tokenizer, task = CharTokenizer(), TASKS[config.task.name]()
+    distribution = DISTRIBUTIONS[config.data.distribution]()
+    shapes = [training_batch(config, task, distribution, tokenizer, step).tokens.shape for step in range(batches)]
+    tokens = sum(b * t for b, t in shapes) / batches
+    length = sum(t for _, t in shapes) / batches
+    model = build_model(config.model, len(tokenizer), 0, derive(config).input_layout)
+    embedding = model.token_embedding.weight.numel() if hasattr(model, "token_embedding") else 0
+    dims = SIZES[config.model.size]
+    per_token = 6 * (count_parameters(model) - embedding) + 12 * dims.n_layers * length * dims.d_model
+    return TrialCost(count_parameters(model), tokens, config.train.steps * tokens * per_token)
+
+
+def study_cost_words(trials: list[TrialConfig]) -> str:
+    """'15 trials of 50,000 steps, 25.3 M parameters: 2.1e+17 training FLOPs, about 0.6
+    GPU-hours at a sustained 100 TFLOP/s (an estimate; ...)'."""
+    costs = {}
+    for trial in trials:  # trials of one group differ by seeds only: one cost each
+        key = (trial.model, trial.task, trial.format, trial.data, trial.train.steps, trial.train.batch_size)
+        costs.setdefault(key, trial_cost(trial))
+    flops = sum(costs[(t.model, t.task, t.format, t.data, t.train.steps, t.train.batch_size)].flops for t in trials)
+    steps = sorted({t.train.steps for t in trials})
+    parameters = sorted({c.parameters for c in costs.values()})
+    hours = flops / QUOTED_RATE / 3600
+    steps_text = f"{steps[0]:,}" if len(steps) == 1 else f"{steps[0]:,}-{steps[-1]:,}"
+    return (f"{len(trials)} trials of {steps_text} steps, {_millions(parameters)} parameters: {flops:.1e} training FLOPs, about {hours:,.1f} GPU-hours "
+            f"at a sustained {QUOTED_RATE / 1e12:.0f} TFLOP/s (an estimate: no GPU run of it is measured here)")
+
+
+def _millions(counts: list[int]) -> str:
+    shown = sorted({f"{c / 1e6:.2g} M" for c in counts})
+    return shown[0] if len(shown) == 1 else f"{shown[0]} to {shown[-1]}"
+
+
+def _asks(cpus: float, gpus: float) -> str:
+    return f"{cpus:g} CPU{'s' if cpus != 1 else ''} and {f'{gpus:g} GPU' if gpus else 'no GPU'}"
+
+
+def _trials(study: Study) -> list[TrialConfig]:
+    """A grid's trials; for a search, its base config once per trial it will run."""
+    return study.trials or [study.config_with({})] * study.trial_count
+
+
+def cannot_run_words(study: Study, available: dict[str, float]) -> str:
+    """The refusal of a study whose trials need more than the cluster ``available``
+    (ray.cluster_resources()) has: the resources against the cluster, the study's
+    size, and its profiles that fit, with their measured times."""
+    asked = study.spec.resources
+    lines = [
+        (f"resources: each trial asks for {_asks(asked.cpus_per_trial, asked.gpus_per_trial)} "
+         f"(resources.cpus_per_trial, resources.gpus_per_trial), but this Ray cluster has "
+         f"{_asks(available.get('CPU', 0), available.get('GPU', 0))}."),
+        f"{'This profile' if study.profile else 'The study'} at this scale: {study_cost_words(_trials(study))}.",
+    ]
+    measured = study.spec.measured
+    if (study.profile or "default") in measured:
+        lines.append(f"Measured: {measured[study.profile or 'default']}.")
+    fitting = []
+    for name in study.spec.profiles:
+        try:
+            profile = load_study(study.file, name)
+        except StudyError:
+            continue
+        needs = profile.spec.resources
+        if needs.cpus_per_trial <= available.get("CPU", 0) and needs.gpus_per_trial <= available.get("GPU", 0):
+            time = f"; measured: {measured[name]}" if name in measured else "; no time measured"
+            fitting.append(f"  --profile {name}: {len(profile.trials)} trials, {_asks(needs.cpus_per_trial, needs.gpus_per_trial)} "
+                           f"each{time}")
+    if fitting:
+        lines += ["Profiles of this study that run here:", *fitting,
+                  f"e.g. lg-study run {study.file} --profile {fitting[0].split()[1].rstrip(':')}"]
+    else:
+        lines.append(f"None of its profiles ({', '.join(study.spec.profiles) or 'it has none'}) runs on this "
+                     "cluster: add one that asks for fewer resources (resources.* keys), or run it on a Ray "
+                     "cluster that has them (--address).")
+    return "\n".join(lines)
