@@ -71,3 +71,20 @@ def test_003_multiplication_is_tested_to_20_digits_addition_to_50():
         assert trial.longest_digits == (50 if trial.task.name == "addition" else 20)
     for trial in trials("symmetry") + trials("cascade_distribution"):
         assert trial.model.dropout == 0.1 and trial.train.weight_decay in (3e-6, 1e-5, 3e-5, 1e-4)  # 003 App. B
+
+
+def test_sota_coupling_trains_and_tests_as_the_released_code():
+    # Cho et al. 2024, scripts/addition/run_coupling.sh and configs/ of the released code
+    study = trials("sota_coupling")
+    assert len(study) == 6 and {(t.seeds.weight, t.seeds.data) for t in study} == {
+        (w, d) for w in (0, 1, 2) for d in (0, 1)}
+    for trial in study:
+        assert trial.task.train_digits == (1, 30) and trial.data.distribution == "independent_lengths"
+        assert (trial.format.reverse, trial.format.reverse_operands, trial.format.pad) == (True, False, True)
+        assert (trial.model.positions, trial.model.pe, trial.model.size) == ("coupled", "learned", "1l_1024")
+        assert (trial.train.batch_size, trial.train.steps, trial.train.lr) == (1000, 50_000, 1e-4)
+        assert (trial.train.min_lr_ratio, trial.train.warmup, trial.train.weight_decay) == (0.1, 500, 0.0)
+        assert trial.eval.digits == tuple(range(5, 201, 5)) and trial.eval.questions == "exact_length"
+    # the CPU profile stays sized for a 2-core machine
+    cpu = trials("sota_coupling", "cpu")
+    assert len(cpu) == 2 and all(t.model.size == "tiny_1l" and t.train.steps <= 2000 for t in cpu)
