@@ -32,6 +32,9 @@ from lengthgen.tasks import TASKS, Task, build_task
 TaskName = Literal[tuple(TASKS)]
 DistributionName = Literal[tuple(DISTRIBUTIONS)]
 TestQuestionsName = Literal[tuple(TEST_QUESTIONS)]
+#: eval.select: which evaluation a study reports
+SELECTIONS = ("final", "best_long_loss")
+SelectionName = Literal[SELECTIONS]
 ArchitectureName = Literal[tuple(ARCHITECTURES)]
 SizeName = Literal[tuple(SIZES)]
 PositionalEncodingName = Literal[tuple(POSITIONAL_ENCODINGS)]
@@ -268,14 +271,42 @@ class EvalConfig:
     #: how the questions of each length are drawn (lengthgen.distributions.TEST_QUESTIONS):
     #: uniform, or cascade_uniform (every complexity level equally often, 003 Fig. 8c)
     questions: TestQuestionsName = "uniform"
+    #: which evaluation a study reports (SELECTIONS): the final one, or the one with the
+    #: lowest loss on the long-length validation set (Cho et al. 2024), beside the final
+    select: SelectionName = "final"
+    #: best_long_loss: the lengths of the held-out validation questions, all longer than
+    #: training (lengthgen.validation), and the questions per length
+    validation_digits: tuple[int, ...] = ()
+    validation_samples: int = 1000
 
     def __post_init__(self) -> None:
         if not self.digits or min(self.digits) < 1:
             raise ValueError(f"eval.digits must be a non-empty list of lengths >= 1, got {self.digits}")
         if len(set(self.digits)) != len(self.digits):
             raise ValueError(f"eval.digits has duplicates: {self.digits}")
-        if self.samples < 1 or self.every < 0 or self.batch_size < 1:
-            raise ValueError("eval.samples and eval.batch_size must be >= 1, eval.every >= 0")
+        if self.samples < 1 or self.every < 0 or self.batch_size < 1 or self.validation_samples < 1:
+            raise ValueError("eval.samples, eval.validation_samples and eval.batch_size must be >= 1, "
+                             "eval.every >= 0")
+        self._check_selection()
+
+    def _check_selection(self) -> None:
+        if self.select == "final":
+            if self.validation_digits:
+                raise ValueError(f"eval.validation_digits {list(self.validation_digits)} is read by eval.select "
+                                 "best_long_loss only (eval.select is final): remove it")
+            return
+        if not self.validation_digits or min(self.validation_digits) < 1:
+            raise ValueError(f"eval.select {self.select} chooses the checkpoint by the loss on "
+                             f"eval.validation_digits, got {list(self.validation_digits)}: give the long "
+                             "lengths to validate on")
+        if self.every == 0:
+            raise ValueError(f"eval.select {self.select} chooses among the evaluated checkpoints; eval.every 0 "
+                             "evaluates the final step only: set eval.every")
+
+    @property
+    def longest_digits(self) -> int:
+        """The longest question evaluated, test or validation."""
+        return max((*self.digits, *self.validation_digits))
 
 
 @dataclass(frozen=True)
@@ -314,6 +345,11 @@ class TrialConfig:
         task, distribution, longest_digits, layout = derive(self)
         distribution.check(task, self)
         TEST_QUESTIONS[self.eval.questions]().check(task, self)
+        if self.eval.validation_digits and min(self.eval.validation_digits) <= self.task.train_digits[1]:
+            raise ValueError(
+                f"eval.validation_digits {list(self.eval.validation_digits)}: a long-length validation set "
+                f"holds lengths beyond training, task.train_digits {list(self.task.train_digits)}"
+            )
         check_format(self.format, task, longest_digits)
         architecture = ARCHITECTURES[self.model.arch]
         architecture.check(self, task)
@@ -329,7 +365,7 @@ class TrialConfig:
                 f"columns, and a task with a fixed operand (multiplication, n_by_1), not task.name {self.task.name}"
             )
         longest = max(
-            sequence_length(task, max(self.eval.digits), self.format, width=longest_digits),
+            sequence_length(task, self.eval.longest_digits, self.format, width=longest_digits),
             sequence_length(
                 task, distribution.longest_digits(task, self.task.train_digits), self.format,
                 training=True, width=longest_digits,
@@ -404,7 +440,7 @@ def derive(config: TrialConfig) -> Derived:
     at every step and the layout at every model it builds."""
     task = build_task(config.task)
     distribution = DISTRIBUTIONS[config.data.distribution]()
-    longest = max(max(config.eval.digits), distribution.longest_digits(task, config.task.train_digits))
+    longest = max(config.eval.longest_digits, distribution.longest_digits(task, config.task.train_digits))
     return Derived(task, distribution, longest, input_layout(task, config.format, longest))
 
 

@@ -273,7 +273,7 @@ class UniformOperands(Distribution):
                 f"data.distribution uniform_operands draws from [0, 2^B], B = round(train_digits "
                 f"high * log2(base)) = {bits} > {MAX_POOL_BITS}: lower task.train_digits"
             )
-        for n in config.eval.digits:
+        for n in (*config.eval.digits, *config.eval.validation_digits):
             try:
                 self.eval_operands(task, np.random.default_rng(0), 1, n, (low, high), leading_zeros(config.format))
             except ValueError as error:
@@ -421,7 +421,7 @@ class CascadeUniformTestQuestions(TestQuestions):
         return task.sample_with_complexity(rng, levels, n_digits, leading_zeros)
 
     def check(self, task, config):
-        if max(config.eval.digits) > MAX_CASCADE_DIGITS:
+        if config.eval.longest_digits > MAX_CASCADE_DIGITS:
             raise ValueError(f"eval.questions cascade_uniform builds questions of at most "
                              f"{MAX_CASCADE_DIGITS} digits: lower eval.digits")
         if not task.constructible_complexity:

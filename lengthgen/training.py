@@ -33,6 +33,7 @@ from lengthgen.precision import autocast
 from lengthgen.science import SCIENCE_VERSION
 from lengthgen.tokenizer import CharTokenizer
 from lengthgen.training_step import TrainingStep, learning_rate
+from lengthgen.validation import validation_batch, validation_loss
 
 
 @dataclass
@@ -63,6 +64,9 @@ class Report:
     checkpoint: Callable[[], dict] | None = None
     #: on the final report: TrialResult.attention_biases
     attention_biases: dict[str, np.ndarray] = field(default_factory=dict)
+    #: at evaluation steps, eval.select best_long_loss: the loss on the long-length
+    #: validation set (lengthgen.validation)
+    long_loss: float | None = None
 
 
 @dataclass
@@ -83,6 +87,16 @@ class TrialResult:
     #: logits (H, m, n), and "<site>/bias", the calibrated bias at the longest test
     #: question (H, M, N), for the sites of the architecture (lengthgen.model.position.attention_bias)
     attention_biases: dict[str, np.ndarray] = field(default_factory=dict)
+    #: eval.select best_long_loss: (step, validation loss) of every evaluation, and the
+    #: evaluated step with the lowest loss (the earliest of equals), which a study reports
+    long_loss: list[tuple[int, float]] = field(default_factory=list)
+    selected_step: int | None = None
+
+
+def selected_step(long_loss: list[tuple[int, float]]) -> int | None:
+    """The evaluated step with the lowest long-length validation loss, the earliest of
+    equal ones; None without a validation set."""
+    return min(long_loss, key=lambda pair: (pair[1], pair[0]))[0] if long_loss else None
 
 
 def resolve_device(requested: str | None = None) -> torch.device:
@@ -114,6 +128,7 @@ def _train(
     task, distribution = derive(config).task, derive(config).distribution  # built once, then cached
     positions = build_position_sampler(config.model)
     eval_sets = build_eval_sets(config, task, tokenizer)
+    validation = validation_batch(config, tokenizer)
     phase_steps = config.train.steps
     phases = 2 if ATTENTION_BIASES[config.model.attention_bias].calibrated else 1
 
@@ -123,6 +138,7 @@ def _train(
     history: dict[str, list] = {
         "train": [TrainLog(**t) for t in state.get("history", {}).get("train", [])],
         "eval": [(s, LengthResult(**r)) for s, r in state.get("history", {}).get("eval", [])],
+        "long_loss": [tuple(pair) for pair in state.get("history", {}).get("long_loss", [])],
     }
     #: {site: Ā}, the averaged attention logits of the first phase (abc)
     extracted: dict[str, torch.Tensor] | None = state.get("extracted")
@@ -151,6 +167,9 @@ def _train(
                     report.eval, report.samples = evaluate(
                         model, eval_sets, config, tokenizer, positions, target_device, with_samples=final
                     )
+                    if validation is not None:
+                        report.long_loss = validation_loss(model, validation, config, positions, target_device)
+                        history["long_loss"].append((step, report.long_loss))
                 report.summary = summarize(report.eval)
                 history["eval"] += [(step, r) for r in report.eval]
                 report.checkpoint = partial(
@@ -173,6 +192,7 @@ def _train(
         train=history["train"], eval=history["eval"], samples=final_samples,
         summary=summarize(final_eval) if final_eval else {},
         attention_biases=_attention_biases(model, extracted, eval_sets),
+        long_loss=history["long_loss"], selected_step=selected_step(history["long_loss"]),
     )
 
 
@@ -207,6 +227,7 @@ def _checkpoint(config, phase, step, tokens, wall_s, model, optimizer, history, 
         "history": {
             "train": [asdict(t) for t in history["train"]],
             "eval": [(s, asdict(r)) for s, r in history["eval"]],
+            "long_loss": [list(pair) for pair in history["long_loss"]],
         },
         **({"extracted": extracted} if extracted is not None else {}),
         "config": config.to_dict(),
@@ -247,6 +268,7 @@ def _diverged(config, model, device, history, step, last_finite_loss, on_report)
         eval=history["eval"],
         samples=[],
         summary={},
+        long_loss=history["long_loss"],
         diverged_at=step,
         last_finite_loss=last_finite_loss,
     )
