@@ -165,7 +165,8 @@ def test_a_resumed_trial_continues_the_rows_up_to_its_checkpoint(tmp_path, train
         write_trial_table(tmp_path, "s", table, config.trial_id, rows[table])
     history = resume_history(tmp_path, "s", config.trial_id, {k: v for k, v in state.items() if k != "history"})
     assert history == {"train": state["history"]["train"],
-                       "eval": [tuple(pair) for pair in state["history"]["eval"]]}
+                       "eval": [tuple(pair) for pair in state["history"]["eval"]],
+                       "long_loss": [tuple(pair) for pair in state["history"]["long_loss"]]}
     assert [t["step"] for t in history["train"]] == [3]
     assert resume_history(tmp_path, "s", config.trial_id, state) is state["history"]
     # rows that do not reach the checkpoint (a damaged file) give none: the trial starts over

@@ -111,3 +111,16 @@ def test_validation_lengths_inside_training_and_unknown_selections_are_refused()
     with pytest.raises(ValueError, match="needs model.max_positions|shorter than"):
         TrialConfig(task=TaskConfig(train_digits=(1, 3)),
                     eval=EvalConfig(digits=(5,), every=2, select="best_long_loss", validation_digits=(400,)))
+
+
+def test_the_rows_carry_the_loss_of_their_step_and_give_it_back_to_a_resumed_trial():
+    from orchestrator.store.trial_rows import result_rows, rows_history
+
+    result = train(SELECTING)
+    rows = result_rows(result)
+    by_step = {row["step"]: row["long_loss"] for row in rows["eval"]}
+    assert by_step == dict(result.long_loss)
+    history = rows_history(rows["train"], rows["eval"], step=4)
+    assert history["long_loss"] == [pair for pair in result.long_loss if pair[0] <= 4]
+    plain = result_rows(train(replace(SELECTING, eval=EvalConfig(digits=(2, 5), samples=5, every=2))))
+    assert {row["long_loss"] for row in plain["eval"]} == {None}

@@ -45,7 +45,7 @@ from orchestrator.store.results_store import artifact_folder, read_trial_rows, w
 from orchestrator.store.trial_rows import history_rows, result_rows, rows_history, trials_row
 from orchestrator.store.trial_status import TrialStatus
 from orchestrator.studies.config_paths import TRIAL_CONFIG
-from orchestrator.studies.metric_names import eval_metrics, train_metrics
+from orchestrator.studies.metric_names import LONG_LOSS, eval_metrics, train_metrics
 
 #: the key of a Tune result that says the worker has just written the trial's rows
 #: (read by orchestrator.running.mlflow_callback)
@@ -59,6 +59,8 @@ def report_metrics(report: Report) -> dict[str, Any]:
         metrics.update(train_metrics(asdict(report.train)), tokens=report.train.tokens)
     if report.eval:
         metrics.update(eval_metrics(report.eval))
+    if report.long_loss is not None:
+        metrics[LONG_LOSS] = report.long_loss
     return metrics
 
 

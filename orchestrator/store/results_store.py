@@ -40,6 +40,9 @@ EVAL_SCHEMA = pa.schema(
         ("correct", pa.int64()),
         ("accuracy", pa.float64()),
         ("in_distribution", pa.bool_()),
+        # eval.select best_long_loss: the loss on the long-length validation set at this
+        # step, the same on every row of the step (null without a validation set)
+        ("long_loss", pa.float64()),
     ]
 )
 SAMPLES_SCHEMA = pa.schema(

@@ -108,19 +108,22 @@ def trials_row(
 def result_rows(result: TrialResult) -> dict[str, list[dict[str, Any]]]:
     """The train, eval and samples rows of a finished (or diverged) trial."""
     final_step = max((step for step, _ in result.eval), default=result.steps)
+    long_loss = dict(result.long_loss)
     return {
         "train": [asdict(log) for log in result.train],
-        "eval": [{"step": step, **asdict(r)} for step, r in result.eval],
+        "eval": [{"step": step, **asdict(r), "long_loss": long_loss.get(step)} for step, r in result.eval],
         "samples": [{"step": final_step, **asdict(s)} for s in result.samples],
     }
 
 
 def history_rows(history: dict[str, list]) -> dict[str, list[dict[str, Any]]]:
     """The train and eval rows of a trainer's history (the `history` of a lengthgen
-    checkpoint: TrainLog dicts, and (step, LengthResult dict) pairs)."""
+    checkpoint: TrainLog dicts, (step, LengthResult dict) pairs and (step, long-length
+    validation loss) pairs)."""
+    long_loss = dict(history.get("long_loss", []))
     return {
         "train": [dict(log) for log in history["train"]],
-        "eval": [{"step": step, **result} for step, result in history["eval"]],
+        "eval": [{"step": step, **result, "long_loss": long_loss.get(step)} for step, result in history["eval"]],
     }
 
 
@@ -128,10 +131,12 @@ def rows_history(train: list[dict[str, Any]], eval: list[dict[str, Any]], step: 
     """The trainer's history from a trial's train and eval rows, up to ``step``
     (history_rows reversed)."""
     train_columns = [c for c in TRAIN_SCHEMA.names if c != "trial_id"]
-    eval_columns = [c for c in EVAL_SCHEMA.names if c not in ("trial_id", "step")]
+    eval_columns = [c for c in EVAL_SCHEMA.names if c not in ("trial_id", "step", "long_loss")]
+    kept = [row for row in eval if row["step"] <= step]
     return {
         "train": [{c: row[c] for c in train_columns} for row in train if row["step"] <= step],
-        "eval": [(row["step"], {c: row[c] for c in eval_columns}) for row in eval if row["step"] <= step],
+        "eval": [(row["step"], {c: row[c] for c in eval_columns}) for row in kept],
+        "long_loss": sorted({(row["step"], row["long_loss"]) for row in kept if row.get("long_loss") is not None}),
     }
 
 

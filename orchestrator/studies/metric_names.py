@@ -6,7 +6,9 @@ The names are those of the MLflow runs and of a search's `search.metric`:
 - `acc/digits_NNN`: the accuracy (0..1) at NNN digits in an `eval` row, three digits
   wide so that the names sort by length;
 - `summary/KEY`: lengthgen.evaluation.summarize over the `eval` rows of one step
-  (`summary/in_distribution_accuracy`, `summary/ood_accuracy_mean`, `summary/longest_99`).
+  (`summary/in_distribution_accuracy`, `summary/ood_accuracy_mean`, `summary/longest_99`);
+- `long_loss`: the loss on the long-length validation set of eval.select best_long_loss,
+  at each evaluation.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 from lengthgen import TrialConfig
 from lengthgen.evaluation import LengthResult, summarize
 
-LOSS, LR = "loss", "lr"
+LOSS, LR, LONG_LOSS = "loss", "lr", "long_loss"
 ACCURACY_PREFIX = "acc/digits_"
 SUMMARY_PREFIX = "summary/"
 
