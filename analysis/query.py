@@ -34,8 +34,10 @@ from analysis.layout import (  # noqa: F401  (re-exported: the readers' names)
 from analysis.quantiles import register_quantiles
 from analysis.share_intervals import register_share_intervals
 
-DERIVED_VIEWS = ("finished_trials", "groups", "final_eval")  # defined in views.sql over the tables, in this order
+#: defined in views.sql over the tables, in this order
+DERIVED_VIEWS = ("finished_trials", "groups", "final_eval", "finished_eval", "finished_samples", "final_samples")
 ROOT_VARIABLE = "results_glob_root"  # the DuckDB variable views.sql reads
+MACROS = "macros"  # _statements_by_view's key for a file's statements that define no view
 
 # duckdb 2.0.1 keeps the comments before a statement in its extracted text; 2.0.0 drops them.
 _VIEW_NAME = re.compile(
@@ -84,6 +86,8 @@ def open_results(root: Path, study: str | None = None) -> duckdb.DuckDBPyConnect
     views = _statements_by_view(con, "views.sql")
     empties = _statements_by_view(con, "empty_tables.sql")
     try:
+        for statement in views[MACROS]:  # the views read through views.sql's macros
+            con.execute(statement)
         con.execute("set TimeZone = 'UTC'")  # timestamps print the same on every machine
         # a file's footer is read once per connection, not once per query that names its table
         con.execute("set parquet_metadata_cache = true")
@@ -259,17 +263,20 @@ def prepare_connection(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(sql_file("macros.sql").read_text())
 
 
-def _statements_by_view(con: duckdb.DuckDBPyConnection, name: str) -> dict[str, str]:
+def _statements_by_view(con: duckdb.DuckDBPyConnection, name: str) -> dict:
+    """View name -> its statement, and MACROS -> the file's other statements."""
     text = sql_file(name).read_text()
-    statements: dict[str, str] = {}
+    statements: dict = {MACROS: []}
     for statement in con.extract_statements(text):
         match = _VIEW_NAME.match(statement.query)
         if match:
             statements[match.group(1).lower()] = statement.query
-    wanted = TABLES + DERIVED_VIEWS if sql_file == "views.sql" else TABLES
-    missing = [name for name in wanted if name not in statements]
+        else:
+            statements[MACROS].append(statement.query)
+    wanted = TABLES + DERIVED_VIEWS if name == "views.sql" else TABLES
+    missing = [view for view in wanted if view not in statements]
     if missing:
-        raise RuntimeError(f"analysis/{sql_file} defines no view for {missing}")
+        raise RuntimeError(f"analysis/{name} defines no view for {missing}")
     return statements
 
 

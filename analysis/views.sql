@@ -23,21 +23,31 @@
 -- each study's rows with the other's and multiply them.
 -- hive_types keeps trial_id text, which an all-digit hash would otherwise not be.
 
--- group_id and group_label came later (issue 13): files written before them lack the
--- columns, which then read as null here; the view `groups` has every trial's group.
--- So did perturb_seed (null: no perturbation) and the provenance columns, among them
--- science_version and environment (null: written before lg-study recorded them).
-create or replace view trials as
-select * exclude (filename) replace (
-    regexp_extract(filename, '([^/]+)/trials/[^/]+/[^/]+$', 1) as study
-)
+-- One table's Parquet files (a glob, or a list of files: analysis/query.py lists the
+-- readable ones when some are damaged), and the study folder a file lies in
+-- (<root>/<study>/<table>/trial_id=<id>/<file>).
+
+create or replace macro results_files(table_files) as table
+select *
 from read_parquet(
-    getvariable('results_glob_root') || '/trials/**/*.parquet',
+    table_files,
     hive_partitioning = true,
     hive_types = {'trial_id': varchar},
     union_by_name = true,
     filename = true
-)
+);
+
+create or replace macro study_folder(filename) as
+    regexp_extract(filename, '([^/]+)/[^/]+/[^/]+/[^/]+$', 1);
+
+-- group_id and group_label came later (issue 13): files written before them lack the
+-- columns, which then read as null here; the view `groups` has every trial's group.
+-- So did perturb_seed (null: no perturbation) and the provenance columns, among them
+-- science_version and environment (null: written before lg-study recorded them); and
+-- rows written by hand may lack the training range, which finished_samples reads.
+create or replace view trials as
+select * exclude (filename) replace (study_folder(filename) as study)
+from results_files(getvariable('results_glob_root') || '/trials/**/*.parquet')
 union all by name
 select
     null::varchar as group_id,
@@ -46,46 +56,30 @@ select
     null::bigint as science_version,
     null::varchar as environment,
     null::varchar as git_commit,
-    null::boolean as git_dirty
+    null::boolean as git_dirty,
+    null::bigint as train_min_digits,
+    null::bigint as train_max_digits
 where false;
 
 create or replace view train as
 select
-    regexp_extract(filename, '([^/]+)/train/[^/]+/[^/]+$', 1) as study,
+    study_folder(filename) as study,
     * exclude (filename)
-from read_parquet(
-    getvariable('results_glob_root') || '/train/**/*.parquet',
-    hive_partitioning = true,
-    hive_types = {'trial_id': varchar},
-    union_by_name = true,
-    filename = true
-);
+from results_files(getvariable('results_glob_root') || '/train/**/*.parquet');
 
 create or replace view eval as
 select
-    regexp_extract(filename, '([^/]+)/eval/[^/]+/[^/]+$', 1) as study,
+    study_folder(filename) as study,
     * exclude (filename)
-from read_parquet(
-    getvariable('results_glob_root') || '/eval/**/*.parquet',
-    hive_partitioning = true,
-    hive_types = {'trial_id': varchar},
-    union_by_name = true,
-    filename = true
-);
+from results_files(getvariable('results_glob_root') || '/eval/**/*.parquet');
 
 -- carry_in and wrong_places came later (issue 17): files written before them lack the
 -- columns, which then read as null (the empty relation below adds them by name).
 create or replace view samples as
 select
-    regexp_extract(filename, '([^/]+)/samples/[^/]+/[^/]+$', 1) as study,
+    study_folder(filename) as study,
     * exclude (filename)
-from read_parquet(
-    getvariable('results_glob_root') || '/samples/**/*.parquet',
-    hive_partitioning = true,
-    hive_types = {'trial_id': varchar},
-    union_by_name = true,
-    filename = true
-)
+from results_files(getvariable('results_glob_root') || '/samples/**/*.parquet')
 union all by name
 select
     null::varchar as carry_in,
@@ -287,3 +281,60 @@ final as (
 
 select * from final;
 
+
+
+-- finished_eval: the final_eval rows of the finished trials, with each trial's group
+-- and seeds: what variance, success, compare, final_accuracy, replicates and
+-- lucky_tickets measure.
+
+create or replace view finished_eval as
+select
+    groups.group_id,
+    groups.group_label,
+    groups.weight_seed,
+    groups.data_seed,
+    groups.perturb_seed,
+    finished_trials.status,
+    final_eval.*
+from final_eval
+inner join finished_trials using (study, trial_id)
+inner join groups using (study, trial_id);
+
+
+-- finished_samples: the samples rows of the finished trials, with each trial's group
+-- and seeds and whether the length lies inside its training range (error_checkpoints
+-- reads every sampled step); final_samples: those at each trial's last sampled step
+-- (cascade, errors).
+
+create or replace view finished_samples as
+select
+    groups.group_id,
+    groups.group_label,
+    groups.weight_seed,
+    groups.data_seed,
+    samples.*,
+    samples.digits between finished_trials.train_min_digits and finished_trials.train_max_digits
+        as in_distribution
+from samples
+inner join finished_trials using (study, trial_id)
+inner join groups using (study, trial_id);
+
+create or replace view final_samples as
+with
+
+last_steps as (
+    select
+        study,
+        trial_id,
+        max(step) as step
+    from samples
+    group by study, trial_id
+),
+
+final as (
+    select finished_samples.*
+    from finished_samples
+    inner join last_steps using (study, trial_id, step)
+)
+
+select * from final;
