@@ -79,10 +79,7 @@ params as (
         string_split(
             replace(trim(cast(getvariable('groups') as varchar), '[]'), ' ', ''), ','
         ) as groups,
-        cast(
-            string_split(replace(trim(cast(getvariable('digits') as varchar), '[]'), ' ', ''), ',')
-            as bigint[]
-        ) as digits,
+        length_list(getvariable('digits')) as digits,
         given.level,
         normal_quantile(given.level) as z
     from (select coalesce(cast(getvariable('level') as double), 0.95) as level) as given
@@ -91,18 +88,16 @@ params as (
 -- one value per group, seed pair and length: the mean of its trials (one per study)
 cells as (
     select
-        groups.group_id,
-        groups.weight_seed,
-        groups.data_seed,
-        eval.digits,
-        avg(eval.accuracy) as accuracy
-    from final_eval as eval
-    inner join finished_trials using (study, trial_id)
-    inner join groups using (study, trial_id)
+        finished_eval.group_id,
+        finished_eval.weight_seed,
+        finished_eval.data_seed,
+        finished_eval.digits,
+        avg(finished_eval.accuracy) as accuracy
+    from finished_eval
     cross join params
-    where eval.accuracy is not null
-        and (params.digits is null or list_contains(params.digits, eval.digits))
-    group by groups.group_id, groups.weight_seed, groups.data_seed, eval.digits
+    where finished_eval.accuracy is not null
+        and (params.digits is null or list_contains(params.digits, finished_eval.digits))
+    group by finished_eval.group_id, finished_eval.weight_seed, finished_eval.data_seed, finished_eval.digits
 ),
 
 group_configs as (
@@ -356,15 +351,12 @@ replicate_summary as (
         resampled.digits,
         list_sort(list(resampled.boot_diff)) as sorted,
         count(*) as n,
-        (count(*) - 1) * (1 - any_value(params.level)) / 2 as h_low,
-        (count(*) - 1) * (1 + any_value(params.level)) / 2 as h_high,
         -- 1e-12: the same |T| summed in another order differs in the last bits
         count(*) filter (
             where abs(resampled.permuted_diff) >= abs(observed.accuracy_diff) - 1e-12
         ) as as_extreme
     from resampled
     inner join observed using (group_a, group_b, digits)
-    cross join params
     group by resampled.group_a, resampled.group_b, resampled.digits
 ),
 
@@ -373,14 +365,11 @@ bootstrap as (
         replicate_summary.group_a,
         replicate_summary.group_b,
         replicate_summary.digits,
-        sorted[1 + floor(h_low)::bigint] + (h_low - floor(h_low))
-        * (sorted[least(2 + floor(h_low)::bigint, n)] - sorted[1 + floor(h_low)::bigint])
-            as accuracy_diff_boot_low,
-        sorted[1 + floor(h_high)::bigint] + (h_high - floor(h_high))
-        * (sorted[least(2 + floor(h_high)::bigint, n)] - sorted[1 + floor(h_high)::bigint])
-            as accuracy_diff_boot_high,
-        (1 + as_extreme) / (1 + n) as accuracy_p_perm
+        percentile_low(replicate_summary.sorted, params.level) as accuracy_diff_boot_low,
+        percentile_high(replicate_summary.sorted, params.level) as accuracy_diff_boot_high,
+        (1 + replicate_summary.as_extreme) / (1 + replicate_summary.n) as accuracy_p_perm
     from replicate_summary
+    cross join params
 ),
 
 -- Wilson intervals of the two shares (k = 0 and k = n: 0 and 1 exactly, which the

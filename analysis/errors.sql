@@ -38,59 +38,28 @@ params as (
     select coalesce(cast(getvariable('min_accuracy') as double), 0.05) as min_accuracy
 ),
 
-finished as (
-    select
-        study,
-        trial_id,
-        train_min_digits,
-        train_max_digits
-    from finished_trials
-),
-
-last_steps as (
-    select
-        study,
-        trial_id,
-        max(step) as step
-    from samples
-    group by study, trial_id
-),
-
 answers as materialized (
     select
-        groups.group_id,
-        groups.group_label,
-        samples.study,
-        samples.trial_id,
-        samples.digits,
-        samples.digits between finished.train_min_digits and finished.train_max_digits
-            as in_distribution,
-        samples.idx,
-        samples.correct,
-        samples.carry_in,
-        samples.wrong_places,
+        group_id,
+        group_label,
+        study,
+        trial_id,
+        digits,
+        in_distribution,
+        idx,
+        correct,
+        carry_in,
+        wrong_places,
         -- per-place strings as bit strings: count and intersect them without a row per
         -- place (carries above 1, from products, become 1 first)
-        samples.wrong_places::bit as wrong_bits,
+        wrong_places::bit as wrong_bits,
         coalesce(
-            try_cast(samples.carry_in as bit),
-            translate(samples.carry_in, '23456789', '11111111')::bit
+            try_cast(carry_in as bit),
+            translate(carry_in, '23456789', '11111111')::bit
         ) as carry_bits,
-        bit_count(samples.wrong_places::bit) as n_wrong_places,
-        case
-            when samples.correct then null
-            when length(samples.prediction) < length(samples.target) then 'premature end'
-            when length(samples.prediction) > length(samples.target)
-                or coalesce(
-                    bit_count(samples.wrong_places::bit) = 0,
-                    samples.wrong_digits = 0  -- older samples: tokens
-                ) then 'late end'
-            else 'on time'
-        end as ending
-    from samples
-    inner join last_steps using (study, trial_id, step)
-    inner join finished using (study, trial_id)
-    inner join groups using (study, trial_id)
+        bit_count(wrong_places::bit) as n_wrong_places,
+        answer_ending(correct, prediction, target, wrong_places, wrong_digits) as ending
+    from final_samples
 ),
 
 trial_accuracy as (
@@ -196,8 +165,7 @@ wrong_places as (
         study,
         trial_id,
         digits,
-        generate_subscripts(string_split(wrong_places, ''), 1) - 1 as place,
-        unnest(string_split(wrong_places, '')) as flag
+        unnest(wrong_place_numbers(wrong_places)) as place
     from answers
     where ending = 'on time' and wrong_places is not null
 ),
@@ -212,7 +180,6 @@ position_trials as (
         count(*) as count,
         sum(count(*)) over (partition by group_id, study, trial_id, digits) as total
     from wrong_places
-    where flag = '1'
     group by group_id, study, trial_id, digits, place
 ),
 
