@@ -38,6 +38,12 @@ from analysis.share_intervals import register_share_intervals
 DERIVED_VIEWS = ("finished_trials", "groups", "final_eval", "finished_eval", "finished_samples", "final_samples")
 ROOT_VARIABLE = "results_glob_root"  # the DuckDB variable views.sql reads
 MACROS = "macros"  # _statements_by_view's key for a file's statements that define no view
+#: the files of macros that prepare_connection defines after the registered functions,
+#: in this order; each of the seed_* files answers one of lucky_tickets.sql's questions
+MACRO_FILES = ("macros.sql", "seed_grid.sql", "seed_subgrid.sql", "seed_components.sql",
+               "seed_bootstrap.sql", "seed_concordance.sql", "seed_statistics.sql")
+#: the files that define views, macros or functions rather than answer a question
+DEFINITION_FILES = ("empty_tables.sql", "views.sql", "formulas.sql", *MACRO_FILES)
 
 # duckdb 2.0.1 keeps the comments before a statement in its extracted text; 2.0.0 drops them.
 _VIEW_NAME = re.compile(
@@ -255,12 +261,13 @@ def sql_file(name: str) -> Path:
 def prepare_connection(con: duckdb.DuckDBPyConnection) -> None:
     """The functions the analysis files call: the plain-SQL formulas of formulas.sql
     (e.g. wilson_centre), chi2_quantile and f_quantile (analysis/quantiles.py),
-    share_intervals (analysis/share_intervals.py), then the macros of macros.sql
-    (e.g. mls_low)."""
+    share_intervals (analysis/share_intervals.py), then the macros of MACRO_FILES
+    (e.g. mls_low, seed_components)."""
     con.execute(sql_file("formulas.sql").read_text())
     register_quantiles(con)
     register_share_intervals(con)
-    con.execute(sql_file("macros.sql").read_text())
+    for name in MACRO_FILES:
+        con.execute(sql_file(name).read_text())
 
 
 def _statements_by_view(con: duckdb.DuckDBPyConnection, name: str) -> dict:
