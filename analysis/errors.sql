@@ -6,10 +6,10 @@
 -- quantity is computed per trial and then averaged over the group's trials, as 001
 -- averages its error distributions over runs (F.10). The `facet` column says which:
 --
---   carry           001 Fig. 9, per place: every answer place of every question, with
---                   a carry into it (carry_in > 0) or without. error_rate = mean over
---                   trials of (wrong places / places) of that kind; a place the model
---                   never wrote (its answer ended early) is wrong.
+--   carry           001 Fig. 9, per place (errors_carry.sql): every answer place of
+--                   every question, with a carry into it (carry_in > 0) or without.
+--                   error_rate = mean over trials of (wrong places / places) of that
+--                   kind; a place the model never wrote (its answer ended early) is wrong.
 --   ending          how the wrong answers end: 'on time' (as long as the target),
 --                   'premature end' (shorter: the model stopped early), 'late end'
 --                   (longer, or every place right but no end).
@@ -82,65 +82,10 @@ lengths as (
     group by group_id, digits
 ),
 
--- carry (001 Fig. 9): each trial's places with and without a carry into them, and
--- how many of each are wrong
-carry_counts as (
-    select
-        group_id,
-        study,
-        trial_id,
-        digits,
-        sum(bit_count(carry_bits)) as carried,
-        sum(bit_count(wrong_bits & carry_bits)) as wrong_carried,
-        sum(length(wrong_places)) as places,
-        sum(n_wrong_places) as wrong
-    from answers
-    where carry_bits is not null and wrong_bits is not null
-    group by group_id, study, trial_id, digits
-),
-
-carry_trials as (
-    select
-        group_id,
-        study,
-        trial_id,
-        digits,
-        'with carry' as bucket,
-        1 as bucket_value,
-        carried as places,
-        wrong_carried as wrong
-    from carry_counts
-    where carried > 0
-    union all
-    select
-        group_id,
-        study,
-        trial_id,
-        digits,
-        'without carry',
-        0,
-        places - carried,
-        wrong - wrong_carried
-    from carry_counts
-    where places > carried
-),
-
+-- carry (001 Fig. 9): errors_carry.sql
 carry_facet as (
-    select
-        group_id,
-        digits,
-        'carry' as facet,
-        bucket,
-        bucket_value,
-        count(*) as n_trials,
-        0 as n_excluded,
-        sum(wrong)::bigint as count,
-        sum(places)::bigint as total,
-        -- added smallest first: the same trials give the same bits in any row order
-        list_avg(list(wrong / places order by wrong / places)) as error_rate,
-        null::double as share_of_errors
-    from carry_trials
-    group by group_id, digits, bucket, bucket_value
+    select *
+    from carry_error_rates(answers)
 ),
 
 -- ending: each trial's wrong answers by how they end

@@ -42,7 +42,7 @@ MACROS = "macros"  # _statements_by_view's key for a file's statements that defi
 #: in this order; each of the seed_* files answers one of lucky_tickets.sql's questions
 MACRO_FILES = ("macros.sql", "seed_grid.sql", "seed_subgrid.sql", "seed_components.sql",
                "seed_bootstrap.sql", "seed_concordance.sql", "seed_statistics.sql", "group_pairs.sql",
-               "compare_accuracy.sql", "compare_success.sql")
+               "compare_accuracy.sql", "compare_success.sql", "errors_carry.sql")
 #: the files that define views, macros or functions rather than answer a question
 DEFINITION_FILES = ("empty_tables.sql", "views.sql", "formulas.sql", *MACRO_FILES)
 
