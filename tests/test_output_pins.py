@@ -32,7 +32,14 @@ import pyarrow
 import pytest
 from test_analysis_sql import STUDY, build_study
 
-from analysis.query import DEFINITION_FILES, open_results, read_once, run_sql_file, sql_file, sql_parameters
+from analysis.query import (
+    DEFINITION_FILES,
+    open_results,
+    read_once,
+    run_sql_file,
+    sql_file,
+    sql_parameters,
+)
 from analysis.report import build_report
 
 PINS_FILE = Path(__file__).with_name("output_pins.json")
