@@ -37,7 +37,9 @@ select
     null::varchar as environment,
     null::bigint as science_version,
     null::varchar as git_commit,
-    null::boolean as git_dirty
+    null::boolean as git_dirty,
+    null::varchar as group_id,
+    null::varchar as group_label
 where false;
 
 create or replace view train as

@@ -58,6 +58,12 @@ class QueryError(ValueError):
     """SQL that DuckDB refused; the message is DuckDB's own."""
 
 
+class MigrationNeeded(LookupError):
+    """Results that an older lg-study wrote and `lg-study migrate` upgrades (trials rows
+    without the group columns). A LookupError, as for an unknown study: the commands
+    that read results say it and stop."""
+
+
 class DamagedResultsWarning(UserWarning):
     """A file under a study's results that the views leave out (truncated, not Parquet,
     or outside the ``<table>/trial_id=<id>/*.parquet`` layout)."""
@@ -101,7 +107,10 @@ def open_results(root: Path, study: str | None = None) -> duckdb.DuckDBPyConnect
         con.execute(f"set variable {ROOT_VARIABLE} = ?", [glob_root.as_posix()])
         for table in TABLES:
             files = sorted(search_root.glob(file_glob.format(table=table)))
-            good = [path for path in files if _readable(path, table)]
+            footers = {path: _footer(path, table) for path in files}
+            good = [path for path, footer in footers.items() if footer is not None]
+            if table == "trials":
+                _refuse_rows_without_groups(root, [p for p in good if "group_id" not in footers[p].schema.names])
             if not good:
                 con.execute(empties[table])
             elif len(good) == len(files):
@@ -110,6 +119,9 @@ def open_results(root: Path, study: str | None = None) -> duckdb.DuckDBPyConnect
                 con.execute(_view_over_files(views[table], table, good))
         for name in DERIVED_VIEWS:  # views over the tables, e.g. groups
             con.execute(views[name])
+    except MigrationNeeded:
+        con.close()
+        raise
     except duckdb.Error as error:
         con.close()
         raise QueryError(str(error)) from error
@@ -127,18 +139,29 @@ def read_once(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...] = ("trials
         con.execute(f"create or replace view {table} as select * from loaded_{table}")
 
 
-def _readable(path: Path, table: str) -> bool:
-    """Whether the views can read ``path``; if not, warn naming it and why."""
+def _footer(path: Path, table: str) -> pq.FileMetaData | None:
+    """The footer of ``path`` if the views can read it; if not, warn naming it and why."""
     if path.parent.parent.name != table or not _PARTITION.fullmatch(path.parent.name):
         reason = f"not in the results layout {table}/{PARTITION_KEY}=<id>/*.parquet"
     else:
         try:
-            pq.read_metadata(path)  # a truncated or foreign file has no valid footer
-            return True
+            return pq.read_metadata(path)  # a truncated or foreign file has no valid footer
         except (OSError, pa.ArrowException) as error:
             reason = str(error).split(". ")[0]
     warnings.warn(f"skipping damaged results file {path}: {reason}", DamagedResultsWarning, stacklevel=3)
-    return False
+    return None
+
+
+def _refuse_rows_without_groups(root: Path, files: list[Path]) -> None:
+    """Rows written before the group columns (issue 13) have no group; views.sql keeps
+    one definition of a group, so they are upgraded once rather than read differently.
+    Reading never writes (a run may hold the study), so the upgrade is asked for."""
+    if files:
+        studies = sorted({path.parents[2].name for path in files})
+        raise MigrationNeeded(
+            f"{len(files)} trials rows of {', '.join(studies)} under {root} were written before lg-study "
+            f"stored each trial's configuration group (e.g. {files[0]}); run `lg-study migrate --results "
+            f"{results_roots(root)[0]}` once to add it")
 
 
 def _view_over_files(statement: str, table: str, files: list[Path]) -> str:

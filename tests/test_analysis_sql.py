@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from analysis import groups
 from analysis.query import QueryError, open_results, run_query, run_sql_file
 from orchestrator.cli import app
 from orchestrator.results_store import write_trial_table
@@ -53,11 +54,15 @@ def trial_id(cfg: dict) -> str:
 
 def write_trial(root: Path, study: str, cfg: dict, final: dict[int, float] | None,
                 status: str = "done", early_factor: float = 0.5,
-                samples: list[dict] | None = None) -> str:
+                samples: list[dict] | None = None, group_label: str | None = None) -> str:
     """One trial's trials row and, unless ``final`` is None, its train and eval rows:
-    accuracy ``final[d]`` at step FINAL and ``early_factor * final[d]`` at step EARLY."""
+    accuracy ``final[d]`` at step FINAL and ``early_factor * final[d]`` at step EARLY.
+    The row's group is that of its stored config (these configs are no TrialConfig),
+    labelled ``group_label`` or its base label."""
     tid = trial_id(cfg)
     write_trial_table(root, study, "trials", tid, [{
+        "group_id": groups.group_id(groups.StoredConfig(canonical(cfg))),
+        "group_label": group_label or groups.base_label(cfg),
         "status": status, "config_json": canonical(cfg), "n_params": 10, "device": "cpu",
         "started_at": STARTED, "task": cfg["task"]["name"], "pe": cfg["model"]["pe"],
         "size": cfg["model"]["size"], "arch": cfg["model"]["arch"],
@@ -135,6 +140,7 @@ def build_study(root: Path) -> Truth:
     """
     rng = np.random.default_rng(7)
     truth = Truth()
+    cross_label, lr_label = (f"addition/fire/tiny/uniform_length train.lr={lr}" for lr in ("0.00001", "0.0003"))
     weight_effect, data_effect = [0.7, 0.3, 0.5], [0.1, -0.1, 0.05, -0.05]
     for w in range(3):
         for d in range(4):
@@ -143,7 +149,7 @@ def build_study(root: Path) -> Truth:
             final.update({n: float(np.clip(weight_effect[w] + data_effect[d]
                                            + rng.normal(0, 0.08), 0, 1)) for n in OOD})
             samples = random_samples(rng)
-            write_trial(root, STUDY, cfg, final, samples=samples)
+            write_trial(root, STUDY, cfg, final, samples=samples, group_label=cross_label)
             truth.add("cross", cfg, final, samples)
     for w, level in enumerate([0.95, 0.5, 0.1]):
         for d in range(2):
@@ -161,7 +167,7 @@ def build_study(root: Path) -> Truth:
     for w in range(2):
         cfg = config("fire", w, 0, lr=3e-4)
         final = {2: 1.0, 4: 1.0, 6: 0.2 * w, 8: 0.0}
-        write_trial(root, STUDY, cfg, final, early_factor=1.0)
+        write_trial(root, STUDY, cfg, final, early_factor=1.0, group_label=lr_label)
         truth.add("lr", cfg, final)
     return truth
 
@@ -205,8 +211,8 @@ def test_groups_join_trials_that_differ_only_by_seeds(con, study) -> None:
     ids = group_ids(con, truth)
     assert len(set(ids.values())) == 4
     for tid, trial in truth.trials.items():
-        # rows without group columns (as these, written like the previous version's)
-        # keep the id the previous version gave them, that of their MLflow tag `group`
+        # these configs are no TrialConfig: their rows carry the group of their stored
+        # config (groups.StoredConfig), the id such rows had before the group columns
         assert by_trial[tid]["group_id"] == legacy_group_id(trial["cfg"])
         assert by_trial[tid]["trials_in_group"] == len(truth.group(trial["group"])) + (
             trial["group"] == "many")
