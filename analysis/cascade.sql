@@ -31,49 +31,7 @@
 with
 
 params as (
-    select
-        case
-            when coalesce(cast(getvariable('level') as double), 0.95) not between 0.001 and 0.999
-                then error('level must be between 0.001 and 0.999')
-            else coalesce(cast(getvariable('level') as double), 0.95)
-        end as level
-),
-
-finished as (
-    select
-        study,
-        trial_id,
-        train_min_digits,
-        train_max_digits
-    from finished_trials
-),
-
-last_steps as (
-    select
-        study,
-        trial_id,
-        max(step) as step
-    from samples
-    group by study, trial_id
-),
-
-answers as (
-    select
-        groups.group_id,
-        groups.group_label,
-        groups.weight_seed,
-        groups.data_seed,
-        samples.study,
-        samples.trial_id,
-        samples.digits,
-        samples.digits between finished.train_min_digits and finished.train_max_digits
-            as in_distribution,
-        samples.cascade,
-        samples.correct
-    from samples
-    inner join last_steps using (study, trial_id, step)
-    inner join finished using (study, trial_id)
-    inner join groups using (study, trial_id)
+    select checked_level(getvariable('level'), 0.001, 0.999) as level
 ),
 
 trial_cells as (
@@ -90,8 +48,8 @@ trial_cells as (
         count(*) as questions,
         count(*) filter (where correct) as correct,
         count(*) filter (where correct) / count(*) as accuracy
-    from answers
-    group by all
+    from final_samples
+    group by group_id, group_label, study, trial_id, weight_seed, data_seed, digits, cascade
 ),
 
 trial_wilson as (

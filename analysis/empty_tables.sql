@@ -37,7 +37,9 @@ select
     null::varchar as environment,
     null::bigint as science_version,
     null::varchar as git_commit,
-    null::boolean as git_dirty
+    null::boolean as git_dirty,
+    null::varchar as group_id,
+    null::varchar as group_label
 where false;
 
 create or replace view train as
@@ -60,7 +62,8 @@ select
     null::bigint as n,
     null::bigint as correct,
     null::double as accuracy,
-    null::boolean as in_distribution
+    null::boolean as in_distribution,
+    null::double as long_loss
 where false;
 
 create or replace view samples as

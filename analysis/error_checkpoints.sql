@@ -12,36 +12,23 @@
 
 with
 
-finished as (
-    select
-        study,
-        trial_id,
-        train_min_digits,
-        train_max_digits
-    from finished_trials
-),
-
 answers as materialized (
     select
-        groups.group_id,
-        groups.group_label,
-        groups.weight_seed,
-        groups.data_seed,
-        samples.study,
-        samples.trial_id,
-        samples.step,
-        samples.digits,
-        samples.digits between finished.train_min_digits and finished.train_max_digits
-            as in_distribution,
-        samples.correct,
-        samples.wrong_places,
-        not samples.correct
-        and length(samples.prediction) = length(samples.target)
-        and bit_count(samples.wrong_places::bit) > 0 as wrong_on_time
-    from samples
-    inner join finished using (study, trial_id)
-    inner join groups using (study, trial_id)
-    where samples.wrong_places is not null
+        group_id,
+        group_label,
+        weight_seed,
+        data_seed,
+        study,
+        trial_id,
+        step,
+        digits,
+        in_distribution,
+        correct,
+        wrong_places,
+        answer_ending(correct, prediction, target, wrong_places, wrong_digits) = 'on time'
+            as wrong_on_time
+    from finished_samples
+    where wrong_places is not null
 ),
 
 checkpoints as (
@@ -62,14 +49,13 @@ checkpoints as (
     having count(*) filter (where wrong_on_time) > 0
 ),
 
-flags as (
+wrong_place_rows as (
     select
         study,
         trial_id,
         step,
         digits,
-        generate_subscripts(string_split(wrong_places, ''), 1) - 1 as place,
-        unnest(string_split(wrong_places, '')) as flag
+        unnest(wrong_place_numbers(wrong_places)) as place
     from answers
     where wrong_on_time
 ),
@@ -82,8 +68,7 @@ wrong_counts as (
         digits,
         place,
         count(*) as wrong
-    from flags
-    where flag = '1'
+    from wrong_place_rows
     group by study, trial_id, step, digits, place
 ),
 

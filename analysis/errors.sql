@@ -6,10 +6,10 @@
 -- quantity is computed per trial and then averaged over the group's trials, as 001
 -- averages its error distributions over runs (F.10). The `facet` column says which:
 --
---   carry           001 Fig. 9, per place: every answer place of every question, with
---                   a carry into it (carry_in > 0) or without. error_rate = mean over
---                   trials of (wrong places / places) of that kind; a place the model
---                   never wrote (its answer ended early) is wrong.
+--   carry           001 Fig. 9, per place (errors_carry.sql): every answer place of
+--                   every question, with a carry into it (carry_in > 0) or without.
+--                   error_rate = mean over trials of (wrong places / places) of that
+--                   kind; a place the model never wrote (its answer ended early) is wrong.
 --   ending          how the wrong answers end: 'on time' (as long as the target),
 --                   'premature end' (shorter: the model stopped early), 'late end'
 --                   (longer, or every place right but no end).
@@ -38,59 +38,28 @@ params as (
     select coalesce(cast(getvariable('min_accuracy') as double), 0.05) as min_accuracy
 ),
 
-finished as (
-    select
-        study,
-        trial_id,
-        train_min_digits,
-        train_max_digits
-    from finished_trials
-),
-
-last_steps as (
-    select
-        study,
-        trial_id,
-        max(step) as step
-    from samples
-    group by study, trial_id
-),
-
 answers as materialized (
     select
-        groups.group_id,
-        groups.group_label,
-        samples.study,
-        samples.trial_id,
-        samples.digits,
-        samples.digits between finished.train_min_digits and finished.train_max_digits
-            as in_distribution,
-        samples.idx,
-        samples.correct,
-        samples.carry_in,
-        samples.wrong_places,
+        group_id,
+        group_label,
+        study,
+        trial_id,
+        digits,
+        in_distribution,
+        idx,
+        correct,
+        carry_in,
+        wrong_places,
         -- per-place strings as bit strings: count and intersect them without a row per
         -- place (carries above 1, from products, become 1 first)
-        samples.wrong_places::bit as wrong_bits,
+        wrong_places::bit as wrong_bits,
         coalesce(
-            try_cast(samples.carry_in as bit),
-            translate(samples.carry_in, '23456789', '11111111')::bit
+            try_cast(carry_in as bit),
+            translate(carry_in, '23456789', '11111111')::bit
         ) as carry_bits,
-        bit_count(samples.wrong_places::bit) as n_wrong_places,
-        case
-            when samples.correct then null
-            when length(samples.prediction) < length(samples.target) then 'premature end'
-            when length(samples.prediction) > length(samples.target)
-                or coalesce(
-                    bit_count(samples.wrong_places::bit) = 0,
-                    samples.wrong_digits = 0  -- older samples: tokens
-                ) then 'late end'
-            else 'on time'
-        end as ending
-    from samples
-    inner join last_steps using (study, trial_id, step)
-    inner join finished using (study, trial_id)
-    inner join groups using (study, trial_id)
+        bit_count(wrong_places::bit) as n_wrong_places,
+        answer_ending(correct, prediction, target, wrong_places, wrong_digits) as ending
+    from final_samples
 ),
 
 trial_accuracy as (
@@ -113,65 +82,10 @@ lengths as (
     group by group_id, digits
 ),
 
--- carry (001 Fig. 9): each trial's places with and without a carry into them, and
--- how many of each are wrong
-carry_counts as (
-    select
-        group_id,
-        study,
-        trial_id,
-        digits,
-        sum(bit_count(carry_bits)) as carried,
-        sum(bit_count(wrong_bits & carry_bits)) as wrong_carried,
-        sum(length(wrong_places)) as places,
-        sum(n_wrong_places) as wrong
-    from answers
-    where carry_bits is not null and wrong_bits is not null
-    group by group_id, study, trial_id, digits
-),
-
-carry_trials as (
-    select
-        group_id,
-        study,
-        trial_id,
-        digits,
-        'with carry' as bucket,
-        1 as bucket_value,
-        carried as places,
-        wrong_carried as wrong
-    from carry_counts
-    where carried > 0
-    union all
-    select
-        group_id,
-        study,
-        trial_id,
-        digits,
-        'without carry',
-        0,
-        places - carried,
-        wrong - wrong_carried
-    from carry_counts
-    where places > carried
-),
-
+-- carry (001 Fig. 9): errors_carry.sql
 carry_facet as (
-    select
-        group_id,
-        digits,
-        'carry' as facet,
-        bucket,
-        bucket_value,
-        count(*) as n_trials,
-        0 as n_excluded,
-        sum(wrong)::bigint as count,
-        sum(places)::bigint as total,
-        -- added smallest first: the same trials give the same bits in any row order
-        list_avg(list(wrong / places order by wrong / places)) as error_rate,
-        null::double as share_of_errors
-    from carry_trials
-    group by group_id, digits, bucket, bucket_value
+    select *
+    from carry_error_rates(answers)
 ),
 
 -- ending: each trial's wrong answers by how they end
@@ -196,8 +110,7 @@ wrong_places as (
         study,
         trial_id,
         digits,
-        generate_subscripts(string_split(wrong_places, ''), 1) - 1 as place,
-        unnest(string_split(wrong_places, '')) as flag
+        unnest(wrong_place_numbers(wrong_places)) as place
     from answers
     where ending = 'on time' and wrong_places is not null
 ),
@@ -212,7 +125,6 @@ position_trials as (
         count(*) as count,
         sum(count(*)) over (partition by group_id, study, trial_id, digits) as total
     from wrong_places
-    where flag = '1'
     group by group_id, study, trial_id, digits, place
 ),
 

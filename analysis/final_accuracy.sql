@@ -21,33 +21,11 @@ params as (
     from (select coalesce(cast(getvariable('level') as double), 0.95) as level) as given
 ),
 
-finished as (
-    select
-        study,
-        trial_id,
-        status
-    from finished_trials
-),
-
 measured as (
     select
-        groups.group_id,
-        groups.group_label,
-        eval.study,
-        eval.trial_id,
-        groups.weight_seed,
-        groups.data_seed,
-        finished.status,
-        eval.step,
-        eval.digits,
-        eval.in_distribution,
-        eval.n,
-        eval.correct,
-        eval.accuracy,
-        eval.correct / nullif(eval.n, 0) as p
-    from final_eval as eval
-    inner join finished using (study, trial_id)
-    inner join groups using (study, trial_id)
+        *,
+        correct / nullif(n, 0) as p
+    from finished_eval
 ),
 
 wilson as (

@@ -24,6 +24,22 @@ class TrialConfig(Protocol):
     def to_dict(self) -> dict[str, Any]: ...
 
 
+class StoredConfig:
+    """A config as a row stores it (its config_json), for rows whose config no longer
+    validates as lengthgen's TrialConfig: its identity is the whole stored config. The
+    group id it gives is the one rows without group columns used to get (the stored
+    config less its weight and data seeds, hashed), so such trials keep their group."""
+
+    def __init__(self, config_json: str) -> None:
+        self._tree = json.loads(config_json)
+
+    def identity_json(self) -> str:
+        return json.dumps(self._tree, sort_keys=True, separators=(",", ":"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return self._tree
+
+
 #: the seeds that trials of one group differ by (the eval seed is part of the group); a
 #: perturb seed (a numerical replicate of its weight seed) is a seed, not a configuration
 SEEDS_APART = ("weight", "data", "perturb")

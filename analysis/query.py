@@ -22,13 +22,29 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.layout import PARTITION_KEY, TABLES, list_profiles, list_studies, profile_root
+from analysis.layout import (
+    PARTITION_KEY,
+    TABLES,
+    list_profiles,
+    list_studies,
+    profile_root,
+    results_roots,
+)
 from analysis.quantiles import register_quantiles
 from analysis.questions import reads_table
 from analysis.share_intervals import register_share_intervals
 
-DERIVED_VIEWS = ("finished_trials", "groups", "final_eval")  # defined in views.sql over the tables, in this order
+#: defined in views.sql over the tables, in this order
+DERIVED_VIEWS = ("finished_trials", "groups", "final_eval", "finished_eval", "finished_samples", "final_samples")
 ROOT_VARIABLE = "results_glob_root"  # the DuckDB variable views.sql reads
+MACROS = "macros"  # _statements_by_view's key for a file's statements that define no view
+#: the files of macros that prepare_connection defines after the registered functions,
+#: in this order; each of the seed_* files answers one of lucky_tickets.sql's questions
+MACRO_FILES = ("macros.sql", "seed_grid.sql", "seed_subgrid.sql", "seed_components.sql",
+               "seed_bootstrap.sql", "seed_concordance.sql", "seed_statistics.sql", "group_pairs.sql",
+               "compare_accuracy.sql", "compare_success.sql", "errors_carry.sql")
+#: the files that define views, macros or functions rather than answer a question
+DEFINITION_FILES = ("empty_tables.sql", "views.sql", "formulas.sql", *MACRO_FILES)
 
 # duckdb 2.0.1 keeps the comments before a statement in its extracted text; 2.0.0 drops them.
 _VIEW_NAME = re.compile(
@@ -40,6 +56,12 @@ _GETVARIABLE = re.compile(r"getvariable\(\s*'(\w+)'\s*\)", re.IGNORECASE)
 
 class QueryError(ValueError):
     """SQL that DuckDB refused; the message is DuckDB's own."""
+
+
+class MigrationNeeded(LookupError):
+    """Results that an older lg-study wrote and `lg-study migrate` upgrades (trials rows
+    without the group columns). A LookupError, as for an unknown study: the commands
+    that read results say it and stop."""
 
 
 class DamagedResultsWarning(UserWarning):
@@ -77,13 +99,18 @@ def open_results(root: Path, study: str | None = None) -> duckdb.DuckDBPyConnect
     views = _statements_by_view(con, "views.sql")
     empties = _statements_by_view(con, "empty_tables.sql")
     try:
+        for statement in views[MACROS]:  # the views read through views.sql's macros
+            con.execute(statement)
         con.execute("set TimeZone = 'UTC'")  # timestamps print the same on every machine
         # a file's footer is read once per connection, not once per query that names its table
         con.execute("set parquet_metadata_cache = true")
         con.execute(f"set variable {ROOT_VARIABLE} = ?", [glob_root.as_posix()])
         for table in TABLES:
             files = sorted(search_root.glob(file_glob.format(table=table)))
-            good = [path for path in files if _readable(path, table)]
+            footers = {path: _footer(path, table) for path in files}
+            good = [path for path, footer in footers.items() if footer is not None]
+            if table == "trials":
+                _refuse_rows_without_groups(root, [p for p in good if "group_id" not in footers[p].schema.names])
             if not good:
                 con.execute(empties[table])
             elif len(good) == len(files):
@@ -92,6 +119,9 @@ def open_results(root: Path, study: str | None = None) -> duckdb.DuckDBPyConnect
                 con.execute(_view_over_files(views[table], table, good))
         for name in DERIVED_VIEWS:  # views over the tables, e.g. groups
             con.execute(views[name])
+    except MigrationNeeded:
+        con.close()
+        raise
     except duckdb.Error as error:
         con.close()
         raise QueryError(str(error)) from error
@@ -109,18 +139,29 @@ def read_once(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...] = ("trials
         con.execute(f"create or replace view {table} as select * from loaded_{table}")
 
 
-def _readable(path: Path, table: str) -> bool:
-    """Whether the views can read ``path``; if not, warn naming it and why."""
+def _footer(path: Path, table: str) -> pq.FileMetaData | None:
+    """The footer of ``path`` if the views can read it; if not, warn naming it and why."""
     if path.parent.parent.name != table or not _PARTITION.fullmatch(path.parent.name):
         reason = f"not in the results layout {table}/{PARTITION_KEY}=<id>/*.parquet"
     else:
         try:
-            pq.read_metadata(path)  # a truncated or foreign file has no valid footer
-            return True
+            return pq.read_metadata(path)  # a truncated or foreign file has no valid footer
         except (OSError, pa.ArrowException) as error:
             reason = str(error).split(". ")[0]
     warnings.warn(f"skipping damaged results file {path}: {reason}", DamagedResultsWarning, stacklevel=3)
-    return False
+    return None
+
+
+def _refuse_rows_without_groups(root: Path, files: list[Path]) -> None:
+    """Rows written before the group columns (issue 13) have no group; views.sql keeps
+    one definition of a group, so they are upgraded once rather than read differently.
+    Reading never writes (a run may hold the study), so the upgrade is asked for."""
+    if files:
+        studies = sorted({path.parents[2].name for path in files})
+        raise MigrationNeeded(
+            f"{len(files)} trials rows of {', '.join(studies)} under {root} were written before lg-study "
+            f"stored each trial's configuration group (e.g. {files[0]}); run `lg-study migrate --results "
+            f"{results_roots(root)[0]}` once to add it")
 
 
 def _view_over_files(statement: str, table: str, files: list[Path]) -> str:
@@ -244,29 +285,33 @@ def sql_file(name: str) -> Path:
 def prepare_connection(con: duckdb.DuckDBPyConnection) -> None:
     """The functions the analysis files call: the plain-SQL formulas of formulas.sql
     (e.g. wilson_centre), chi2_quantile and f_quantile (analysis/quantiles.py),
-    share_intervals (analysis/share_intervals.py), then the macros of macros.sql
-    (e.g. mls_low); and the table `analysis_reads`, which rows each file of the report
-    reads (from analysis/questions.py), for coverage.sql."""
+    share_intervals (analysis/share_intervals.py), then the macros of MACRO_FILES
+    (e.g. mls_low, seed_components); and the table `analysis_reads`, which rows each
+    file of the report reads (from analysis/questions.py), for coverage.sql."""
     con.execute(sql_file("formulas.sql").read_text())
     register_quantiles(con)
     register_share_intervals(con)
-    con.execute(sql_file("macros.sql").read_text())
+    for name in MACRO_FILES:
+        con.execute(sql_file(name).read_text())
     con.execute("create or replace temp table analysis_reads "
                 "(missing varchar, file varchar, still_counts varchar, file_order integer)")
     con.executemany("insert into analysis_reads values (?, ?, ?, ?)", reads_table())
 
 
-def _statements_by_view(con: duckdb.DuckDBPyConnection, name: str) -> dict[str, str]:
+def _statements_by_view(con: duckdb.DuckDBPyConnection, name: str) -> dict:
+    """View name -> its statement, and MACROS -> the file's other statements."""
     text = sql_file(name).read_text()
-    statements: dict[str, str] = {}
+    statements: dict = {MACROS: []}
     for statement in con.extract_statements(text):
         match = _VIEW_NAME.match(statement.query)
         if match:
             statements[match.group(1).lower()] = statement.query
-    wanted = TABLES + DERIVED_VIEWS if sql_file == "views.sql" else TABLES
-    missing = [name for name in wanted if name not in statements]
+        else:
+            statements[MACROS].append(statement.query)
+    wanted = TABLES + DERIVED_VIEWS if name == "views.sql" else TABLES
+    missing = [view for view in wanted if view not in statements]
     if missing:
-        raise RuntimeError(f"analysis/{sql_file} defines no view for {missing}")
+        raise RuntimeError(f"analysis/{name} defines no view for {missing}")
     return statements
 
 

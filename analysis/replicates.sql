@@ -37,33 +37,24 @@ with
 
 params as (
     select
-        cast(
-            string_split(replace(trim(cast(getvariable('digits') as varchar), '[]'), ' ', ''), ',')
-            as bigint[]
-        ) as digits,
-        case
-            when coalesce(cast(getvariable('level') as double), 0.95) not between 0.5 and 0.999
-                then error('level must be between 0.5 and 0.999')
-            else coalesce(cast(getvariable('level') as double), 0.95)
-        end as level
+        length_list(getvariable('digits')) as digits,
+        checked_level(getvariable('level'), 0.5, 0.999) as level
 ),
 
 measured as (
     select
-        groups.group_id,
-        groups.group_label,
-        groups.weight_seed,
-        groups.data_seed,
-        groups.perturb_seed,
-        eval.digits,
-        eval.accuracy
-    from final_eval as eval
-    inner join finished_trials using (study, trial_id)
-    inner join groups using (study, trial_id)
+        finished_eval.group_id,
+        finished_eval.group_label,
+        finished_eval.weight_seed,
+        finished_eval.data_seed,
+        finished_eval.perturb_seed,
+        finished_eval.digits,
+        finished_eval.accuracy
+    from finished_eval
     cross join params
     where case
-        when params.digits is null then not eval.in_distribution
-        else list_contains(params.digits, eval.digits)
+        when params.digits is null then not finished_eval.in_distribution
+        else list_contains(params.digits, finished_eval.digits)
     end
 ),
 

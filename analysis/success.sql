@@ -48,41 +48,27 @@
 
 with
 
--- z = Φ⁻¹((1 + level) / 2) for the levels the Wilson interval takes
-normal_quantiles (level, z) as (
-    values
-        (0.5::double, 0.6744897501960817::double), (0.8, 1.2815515655446004),
-        (0.9, 1.6448536269514722), (0.95, 1.959963984540054), (0.98, 2.3263478740408408),
-        (0.99, 2.5758293035489004), (0.999, 3.2905267314919255)
-),
-
 params as (
     select
         coalesce(cast(getvariable('threshold') as double), 0.9) as threshold,
-        given.level,
-        coalesce(
-            normal_quantiles.z,
-            error('level must be one of 0.5, 0.8, 0.9, 0.95, 0.98, 0.99, 0.999')
-        ) as z
+        level,
+        normal_quantile(level) as z
     from (select coalesce(cast(getvariable('level') as double), 0.95) as level) as given
-    left join normal_quantiles using (level)
 ),
 
 measured as (
     select
-        groups.group_id,
-        groups.group_label,
-        groups.weight_seed,
-        groups.data_seed,
-        eval.study,
-        eval.trial_id,
-        eval.digits,
-        eval.in_distribution,
-        eval.accuracy
-    from final_eval as eval
-    inner join finished_trials using (study, trial_id)
-    inner join groups using (study, trial_id)
-    where eval.accuracy is not null
+        group_id,
+        group_label,
+        weight_seed,
+        data_seed,
+        study,
+        trial_id,
+        digits,
+        in_distribution,
+        accuracy
+    from finished_eval
+    where accuracy is not null
 ),
 
 -- each trial's place k among the group's n accuracies at the length, smallest first:

@@ -19,13 +19,6 @@ params as (
     select coalesce(cast(getvariable('grok_threshold') as double), 0.99) as grok_threshold
 ),
 
-finished as (
-    select
-        study,
-        trial_id
-    from finished_trials
-),
-
 evaluations as (
     select
         groups.group_id,
@@ -39,7 +32,7 @@ evaluations as (
         eval.in_distribution,
         eval.accuracy
     from eval
-    inner join finished using (study, trial_id)
+    inner join finished_trials using (study, trial_id)
     inner join groups using (study, trial_id)
 ),
 

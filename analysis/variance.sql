@@ -32,30 +32,24 @@ params as (
     select
         coalesce(cast(getvariable('resamples') as bigint), 1000) as resamples,
         coalesce(cast(getvariable('boot_seed') as bigint), 0) as boot_seed,
-        case
-            when coalesce(cast(getvariable('level') as double), 0.95) not between 0.001 and 0.999
-                then error('level must be between 0.001 and 0.999')
-            else coalesce(cast(getvariable('level') as double), 0.95)
-        end as level
+        checked_level(getvariable('level'), 0.001, 0.999) as level
 ),
 
 measured as (
     select
-        groups.group_id,
-        groups.group_label,
-        groups.weight_seed,
-        groups.data_seed,
-        eval.study,
-        eval.trial_id,
-        eval.digits,
-        eval.in_distribution,
-        eval.accuracy,
+        group_id,
+        group_label,
+        weight_seed,
+        data_seed,
+        study,
+        trial_id,
+        digits,
+        in_distribution,
+        accuracy,
         -- added smallest first: the same trials give the same bits in any row order
-        list_avg(list(eval.accuracy order by eval.accuracy) over (partition by groups.group_id, eval.digits))
+        list_avg(list(accuracy order by accuracy) over (partition by group_id, digits))
             as length_mean
-    from final_eval as eval
-    inner join finished_trials using (study, trial_id)
-    inner join groups using (study, trial_id)
+    from finished_eval
 ),
 
 -- the lengths some trial of the group measured: a length no trial has an accuracy at
@@ -154,29 +148,22 @@ resampled as (
 
 replicate_sorted as (
     select
-        resampled.group_id,
-        resampled.digits,
-        list_sort(list(resampled.mean)) as sorted,
-        count(*) as n,
-        (count(*) - 1) * (1 - any_value(params.level)) / 2 as h_low,
-        (count(*) - 1) * (1 + any_value(params.level)) / 2 as h_high
-    from resampled
-    cross join params
-    group by resampled.group_id, resampled.digits
-),
-
--- percentiles with linear interpolation between the sorted replicates
-bootstrap as (
-    select
         group_id,
         digits,
-        sorted[1 + floor(h_low)::bigint] + (h_low - floor(h_low))
-        * (sorted[least(2 + floor(h_low)::bigint, n)] - sorted[1 + floor(h_low)::bigint])
-            as mean_boot_low,
-        sorted[1 + floor(h_high)::bigint] + (h_high - floor(h_high))
-        * (sorted[least(2 + floor(h_high)::bigint, n)] - sorted[1 + floor(h_high)::bigint])
-            as mean_boot_high
+        list_sort(list(mean)) as sorted
+    from resampled
+    group by group_id, digits
+),
+
+-- percentiles with linear interpolation between the sorted replicates (formulas.sql)
+bootstrap as (
+    select
+        replicate_sorted.group_id,
+        replicate_sorted.digits,
+        percentile_low(replicate_sorted.sorted, params.level) as mean_boot_low,
+        percentile_high(replicate_sorted.sorted, params.level) as mean_boot_high
     from replicate_sorted
+    cross join params
 ),
 
 -- the interval of the mean over all seeds (macros.sql): a seed pair's cell holds its

@@ -23,21 +23,31 @@
 -- each study's rows with the other's and multiply them.
 -- hive_types keeps trial_id text, which an all-digit hash would otherwise not be.
 
--- group_id and group_label came later (issue 13): files written before them lack the
--- columns, which then read as null here; the view `groups` has every trial's group.
--- So did perturb_seed (null: no perturbation) and the provenance columns, among them
--- science_version and environment (null: written before lg-study recorded them).
-create or replace view trials as
-select * exclude (filename) replace (
-    regexp_extract(filename, '([^/]+)/trials/[^/]+/[^/]+$', 1) as study
-)
+-- One table's Parquet files (a glob, or a list of files: analysis/query.py lists the
+-- readable ones when some are damaged), and the study folder a file lies in
+-- (<root>/<study>/<table>/trial_id=<id>/<file>).
+
+create or replace macro results_files(table_files) as table
+select *
 from read_parquet(
-    getvariable('results_glob_root') || '/trials/**/*.parquet',
+    table_files,
     hive_partitioning = true,
     hive_types = {'trial_id': varchar},
     union_by_name = true,
     filename = true
-)
+);
+
+create or replace macro study_folder(filename) as
+    regexp_extract(filename, '([^/]+)/[^/]+/[^/]+/[^/]+$', 1);
+
+-- group_id and group_label came later (issue 13): analysis/query.py refuses files
+-- written before them until `lg-study migrate` adds them (the empty relation below
+-- types them for a study without trials). So did perturb_seed (null: no perturbation) and the provenance columns, among them
+-- science_version and environment (null: written before lg-study recorded them); and
+-- rows written by hand may lack the training range, which finished_samples reads.
+create or replace view trials as
+select * exclude (filename) replace (study_folder(filename) as study)
+from results_files(getvariable('results_glob_root') || '/trials/**/*.parquet')
 union all by name
 select
     null::varchar as group_id,
@@ -46,46 +56,35 @@ select
     null::bigint as science_version,
     null::varchar as environment,
     null::varchar as git_commit,
-    null::boolean as git_dirty
+    null::boolean as git_dirty,
+    null::bigint as train_min_digits,
+    null::bigint as train_max_digits
 where false;
 
 create or replace view train as
 select
-    regexp_extract(filename, '([^/]+)/train/[^/]+/[^/]+$', 1) as study,
+    study_folder(filename) as study,
     * exclude (filename)
-from read_parquet(
-    getvariable('results_glob_root') || '/train/**/*.parquet',
-    hive_partitioning = true,
-    hive_types = {'trial_id': varchar},
-    union_by_name = true,
-    filename = true
-);
+from results_files(getvariable('results_glob_root') || '/train/**/*.parquet');
 
+-- long_loss came later (eval.select best_long_loss): files written before it lack the
+-- column, which then reads as null.
 create or replace view eval as
 select
-    regexp_extract(filename, '([^/]+)/eval/[^/]+/[^/]+$', 1) as study,
+    study_folder(filename) as study,
     * exclude (filename)
-from read_parquet(
-    getvariable('results_glob_root') || '/eval/**/*.parquet',
-    hive_partitioning = true,
-    hive_types = {'trial_id': varchar},
-    union_by_name = true,
-    filename = true
-);
+from results_files(getvariable('results_glob_root') || '/eval/**/*.parquet')
+union all by name
+select null::double as long_loss
+where false;
 
 -- carry_in and wrong_places came later (issue 17): files written before them lack the
 -- columns, which then read as null (the empty relation below adds them by name).
 create or replace view samples as
 select
-    regexp_extract(filename, '([^/]+)/samples/[^/]+/[^/]+$', 1) as study,
+    study_folder(filename) as study,
     * exclude (filename)
-from read_parquet(
-    getvariable('results_glob_root') || '/samples/**/*.parquet',
-    hive_partitioning = true,
-    hive_types = {'trial_id': varchar},
-    union_by_name = true,
-    filename = true
-)
+from results_files(getvariable('results_glob_root') || '/samples/**/*.parquet')
 union all by name
 select
     null::varchar as carry_in,
@@ -118,124 +117,29 @@ where status in ('done', 'diverged');
 -- study, that of its latest trial (the study's design when it was last run).
 --
 -- group_config_json, the group's config without those two seeds, lists its settings
--- for compare.sql; it does not decide groups.
+-- for compare.sql (group_pairs.sql); it does not decide groups.
 --
--- Legacy rows: trials written before the group columns existed lack them. They get the
--- group the previous version computed here, the ids of their MLflow `group` tags: the
--- first 12 hex digits of sha256 of config_json with its "seeds" object cut down to
--- {"eval": E} (edited as text: DuckDB would write numbers differently from Python),
--- labelled with the settings that tell apart legacy groups sharing a base label.
--- `lg-study run` adds the columns to a study's legacy rows before it writes new ones
--- (orchestrator/store/trial_rows.py, add_group_columns), so a study never mixes the two.
+-- Rows written before the group columns existed get them from `lg-study migrate` (or
+-- the next `lg-study run` of their study), which analysis/query.py asks for when it
+-- finds such rows (orchestrator/store/trial_rows.py, add_group_columns).
 
 create or replace view groups as
 with
 
--- the group columns read as null where no file has them
-trials_with_groups as (
-    select * from trials
-    union all by name
-    select
-        null::varchar as group_id,
-        null::varchar as group_label
-    where false
-),
-
-legacy_rows as (
+grouped as (
     select
         study,
         trial_id,
-        concat_ws(
-            '/',
-            config_json ->> '$.task.name',
-            config_json ->> '$.model.pe',
-            config_json ->> '$.model.size',
-            config_json ->> '$.data.distribution'
-        ) as base_label,
-        regexp_replace(
-            config_json,
-            '"seeds":\{[^{}]*\}',
-            '"seeds":{' || coalesce('"eval":' || json_extract(config_json, '$.seeds.eval'), '') || '}'
-        ) as legacy_config_json
-    from trials_with_groups
-    where group_id is null
-),
-
-legacy_groups as (
-    select distinct
-        left(sha256(legacy_config_json), 12) as group_id,
-        base_label,
-        legacy_config_json
-    from legacy_rows
-),
-
--- every setting of every legacy group: leaves and whole lists, as "section.key" = value
-legacy_settings as (
-    select
-        legacy_groups.group_id,
-        legacy_groups.base_label,
-        substr(setting.fullkey, 3) as setting,
-        setting.value ->> '$' as value
-    from legacy_groups, json_tree(legacy_groups.legacy_config_json) as setting
-    where setting.type <> 'OBJECT' and setting.fullkey not like '%[%'
-),
-
-legacy_groups_per_label as (
-    select
-        base_label,
-        count(*) as n_groups
-    from legacy_groups
-    group by base_label
-),
-
--- settings that differ (or are missing) between legacy groups sharing a base label
-legacy_differing as (
-    select
-        legacy_settings.base_label,
-        legacy_settings.setting
-    from legacy_settings
-    inner join legacy_groups_per_label using (base_label)
-    group by legacy_settings.base_label, legacy_settings.setting, legacy_groups_per_label.n_groups
-    having count(distinct legacy_settings.value) > 1
-        or count(distinct legacy_settings.group_id) < legacy_groups_per_label.n_groups
-),
-
-legacy_suffixes as (
-    select
-        legacy_settings.group_id,
-        string_agg(legacy_settings.setting || '=' || legacy_settings.value, ' '
-                   order by legacy_settings.setting) as suffix
-    from legacy_settings
-    inner join legacy_differing using (base_label, setting)
-    group by legacy_settings.group_id
-),
-
-legacy as (
-    select
-        legacy_rows.study,
-        legacy_rows.trial_id,
-        legacy_groups.group_id,
-        legacy_groups.base_label || coalesce(' ' || legacy_suffixes.suffix, '') as group_label
-    from legacy_rows
-    inner join legacy_groups using (base_label, legacy_config_json)
-    left join legacy_suffixes using (group_id)
-),
-
-grouped as (
-    select
-        trials_with_groups.study,
-        trials_with_groups.trial_id,
-        coalesce(trials_with_groups.group_id, legacy.group_id) as group_id,
-        coalesce(trials_with_groups.group_label, legacy.group_label) as group_label,
-        trials_with_groups.weight_seed,
-        trials_with_groups.data_seed,
-        coalesce(trials_with_groups.perturb_seed, 0) as perturb_seed,
-        trials_with_groups.started_at,
+        group_id,
+        group_label,
+        weight_seed,
+        data_seed,
+        coalesce(perturb_seed, 0) as perturb_seed,
+        started_at,
         json_merge_patch(
-            trials_with_groups.config_json, '{"seeds": {"weight": null, "data": null, "perturb": null}}'
+            config_json, '{"seeds": {"weight": null, "data": null, "perturb": null}}'
         ) as group_config_json
-    from trials_with_groups
-    left join legacy using (study, trial_id)
+    from trials
 ),
 
 final as (
@@ -287,3 +191,60 @@ final as (
 
 select * from final;
 
+
+
+-- finished_eval: the final_eval rows of the finished trials, with each trial's group
+-- and seeds: what variance, success, compare, final_accuracy, replicates and
+-- lucky_tickets measure.
+
+create or replace view finished_eval as
+select
+    groups.group_id,
+    groups.group_label,
+    groups.weight_seed,
+    groups.data_seed,
+    groups.perturb_seed,
+    finished_trials.status,
+    final_eval.*
+from final_eval
+inner join finished_trials using (study, trial_id)
+inner join groups using (study, trial_id);
+
+
+-- finished_samples: the samples rows of the finished trials, with each trial's group
+-- and seeds and whether the length lies inside its training range (error_checkpoints
+-- reads every sampled step); final_samples: those at each trial's last sampled step
+-- (cascade, errors).
+
+create or replace view finished_samples as
+select
+    groups.group_id,
+    groups.group_label,
+    groups.weight_seed,
+    groups.data_seed,
+    samples.*,
+    samples.digits between finished_trials.train_min_digits and finished_trials.train_max_digits
+        as in_distribution
+from samples
+inner join finished_trials using (study, trial_id)
+inner join groups using (study, trial_id);
+
+create or replace view final_samples as
+with
+
+last_steps as (
+    select
+        study,
+        trial_id,
+        max(step) as step
+    from samples
+    group by study, trial_id
+),
+
+final as (
+    select finished_samples.*
+    from finished_samples
+    inner join last_steps using (study, trial_id, step)
+)
+
+select * from final;

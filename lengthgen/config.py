@@ -284,9 +284,10 @@ class EvalConfig:
             raise ValueError(f"eval.digits must be a non-empty list of lengths >= 1, got {self.digits}")
         if len(set(self.digits)) != len(self.digits):
             raise ValueError(f"eval.digits has duplicates: {self.digits}")
-        if self.samples < 1 or self.every < 0 or self.batch_size < 1 or self.validation_samples < 1:
-            raise ValueError("eval.samples, eval.validation_samples and eval.batch_size must be >= 1, "
-                             "eval.every >= 0")
+        if self.samples < 1 or self.every < 0 or self.batch_size < 1:
+            raise ValueError("eval.samples and eval.batch_size must be >= 1, eval.every >= 0")
+        if self.validation_samples < 1:
+            raise ValueError(f"eval.validation_samples must be >= 1, got {self.validation_samples}")
         self._check_selection()
 
     def _check_selection(self) -> None:

@@ -178,23 +178,44 @@ def _run(study, study_file: Path, context: RunContext, log: Path | None, show_al
 
 @app.command()
 def migrate(
-    study_file: Annotated[Path, typer.Argument(help="Study YAML file.")],
-    profile: Annotated[str, typer.Option("--profile", "-p", help="The profile whose trials to move.")],
+    study_file: Annotated[Path | None, typer.Argument(help="Study YAML file (its groups' labels; needed with --profile).")] = None,
+    profile: Annotated[str | None, typer.Option("--profile", "-p", help="The profile whose trials to move.")] = None,
     results: ResultsOption = DEFAULT_RESULTS,
     tracking_uri: TrackingOption = None,
 ):
-    """Move a profile's trials that an earlier lg-study wrote into RESULTS/STUDY (before
-    profiles were kept apart) into the profile's own folder, with their checkpoints; their
-    MLflow runs leave experiment STUDY, and the next `lg-study run --profile` makes them in
-    STUDY/PROFILE (training only what was unfinished)."""
+    """Bring results an earlier lg-study wrote up to date: trials rows written before each row stored its
+    configuration group get it (and their MLflow runs the same tags), in every study under RESULTS. With
+    --profile, also move that profile's trials written into RESULTS/STUDY (before profiles were kept apart)
+    into the profile's own folder, with their checkpoints; their MLflow runs leave experiment STUDY, and the
+    next `lg-study run --profile` makes them in STUDY/PROFILE (training only what was unfinished)."""
     from analysis.mlflow_ui import default_store_uri
+    from orchestrator.running.migrate import migrate_group_columns
+    from orchestrator.running.recovery import StudyBusy
+
+    if profile is not None and study_file is None:
+        raise bad_input("--profile moves the trials of a study's profile: name the study's YAML file")
+    uri = tracking_uri or default_store_uri(results)
+    try:
+        upgraded = migrate_group_columns(results, uri, load_study_file(study_file, None) if study_file else None)
+    except StudyBusy as error:
+        raise bad_input(str(error)) from None
+    for folder, count in upgraded.items():
+        out.print(f"{count} trials rows of {folder} given their configuration group", highlight=False)
+    if profile is None:
+        if not upgraded:
+            out.print(f"every trials row under {results} has its configuration group already", highlight=False)
+        return
+    _migrate_profile(study_file, profile, results, uri)
+
+
+def _migrate_profile(study_file: Path, profile: str, results: Path, uri: str) -> None:
     from orchestrator.running.migrate import migrate_profile
     from orchestrator.running.recovery import StudyBusy
     from orchestrator.studies.study import StudyError
 
     profiled, unprofiled = load_study_file(study_file, profile), load_study_file(study_file, None)
     try:
-        done = migrate_profile(profiled, unprofiled, results, tracking_uri or default_store_uri(results))
+        done = migrate_profile(profiled, unprofiled, results, uri)
     except (StudyError, StudyBusy) as error:
         raise bad_input(str(error)) from None
     target = profiled.results_root(results) / profiled.name

@@ -1,11 +1,13 @@
 """Configuration groups as columns of `trials` (issue 13): one Python definition
 (analysis/groups.py) gives the row's group_id and group_label and the MLflow tags
 `group` and `group_label`; views.sql selects the columns; rows written before the
-columns existed keep working, and a run adds the columns to them."""
+columns existed are refused until `lg-study migrate` (or a run) adds the columns."""
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -17,7 +19,7 @@ from typer.testing import CliRunner
 
 from analysis import groups
 from analysis.layout import table_path
-from analysis.query import open_results, run_query
+from analysis.query import MigrationNeeded, open_results, run_query
 from lengthgen.config import EvalConfig, SeedConfig, TaskConfig, TrainConfig, TrialConfig
 from orchestrator.cli import app
 from orchestrator.mlflow_tracking.mlflow_sync import describe
@@ -149,21 +151,20 @@ def test_a_group_shows_the_label_of_its_latest_trial(study_file: Path, tmp_path:
     assert labels == [{"group_label": "renamed"}]
 
 
-def test_legacy_rows_read_and_a_run_adds_their_columns(study_file: Path, tmp_path: Path, write_finished_trial) -> None:
-    """Rows without the columns (the previous version's) read with the previous
-    version's groups; add_group_columns, which `lg-study run` calls under the study
-    lock, gives them the columns a new row would have, and nothing else changes."""
+def test_legacy_rows_are_refused_until_migrate_adds_their_columns(
+    study_file: Path, tmp_path: Path, write_finished_trial
+) -> None:
+    """Rows without the columns (the previous version's) are refused with the command
+    that upgrades them; `lg-study migrate` gives them the columns a new row would have
+    (add_group_columns, which `lg-study run` calls under the study lock too), and
+    nothing else changes."""
     study = load_study(study_file)
     for config in study.trials:
         write_finished_trial(tmp_path, study, config, 0.25, legacy=True)
-    with open_results(tmp_path, study.name) as con:
-        legacy = run_query(con, "select group_id, group_label from groups").to_pylist()
-        assert run_query(con, "select count(group_id) as n from trials").to_pylist() == [{"n": 0}]
-    assert len({r["group_id"] for r in legacy}) == 2
-    assert {r["group_label"] for r in legacy} == {  # DuckDB writes the numbers
-        "successor/alibi/tiny/uniform_length train.lr=0.003",
-        "successor/alibi/tiny/uniform_length train.lr=0.001",
-    }
+    with pytest.raises(MigrationNeeded, match=r"4 trials rows of grouped .*run `lg-study migrate --results "):
+        open_results(tmp_path, study.name)
+    status = runner.invoke(app, ["status", study.name, "--results", str(tmp_path)])
+    assert status.exit_code == 2 and "lg-study migrate" in " ".join(status.output.split())
 
     before = {
         c.trial_id: pq.read_table(
@@ -171,13 +172,14 @@ def test_legacy_rows_read_and_a_run_adds_their_columns(study_file: Path, tmp_pat
         ).to_pylist()[0]
         for c in study.trials
     }
-    added = add_group_columns(tmp_path, study.name, study.group_label)
+    migrated = runner.invoke(app, ["migrate", str(study_file), "--results", str(tmp_path)])
+    assert migrated.exit_code == 0, migrated.output
+    assert "4 trials rows" in migrated.output
     assert add_group_columns(tmp_path, study.name, study.group_label) == {}  # once
     expected = {
         c.trial_id: {"group_id": groups.group_id(c), "group_label": study.group_label(c)}
         for c in study.trials
     }
-    assert added == expected
     for config in study.trials:
         after = pq.read_table(
             table_path(tmp_path, study.name, "trials", config.trial_id), partitioning=None
@@ -188,6 +190,36 @@ def test_legacy_rows_read_and_a_run_adds_their_columns(study_file: Path, tmp_pat
     assert {
         r["trial_id"]: {"group_id": r["group_id"], "group_label": r["group_label"]} for r in viewed
     } == expected
+
+
+def test_migrate_keeps_the_group_of_rows_whose_config_no_longer_validates(tmp_path: Path) -> None:
+    """A row whose stored config is no TrialConfig any more (a field since removed)
+    keeps the group id such rows always had (its config less its weight and data
+    seeds, hashed), labelled among those rows; without a study file every study under
+    the results folder is upgraded."""
+    stale = {"task": {"name": "successor"}, "model": {"pe": "alibi", "size": "tiny", "removed": 1},
+             "data": {"distribution": "uniform_length"}, "train": {"lr": 1e-05}}
+    rows = {}
+    for lr in (1e-05, 3e-4):
+        for weight in (0, 1):
+            config = {**stale, "train": {"lr": lr}, "seeds": {"weight": weight, "data": 0, "eval": 0}}
+            text = json.dumps(config, sort_keys=True, separators=(",", ":"))
+            trial_id = hashlib.sha256(text.encode()).hexdigest()[:12]
+            write_trial_table(tmp_path, "old", "trials", trial_id, [
+                {"trial_id": trial_id, "status": "done", "config_json": text, "device": "cpu", "started_at": STARTED,
+                 "weight_seed": weight, "data_seed": 0}])
+            seedless = {**config, "seeds": {"eval": 0}}  # as views.sql computed it before
+            rows[trial_id] = hashlib.sha256(json.dumps(seedless, sort_keys=True, separators=(",", ":"))
+                                            .encode()).hexdigest()[:12]
+    migrated = runner.invoke(app, ["migrate", "--results", str(tmp_path)])
+    assert migrated.exit_code == 0, migrated.output
+    with open_results(tmp_path, "old") as con:
+        viewed = run_query(con, "select trial_id, group_id, group_label from groups").to_pylist()
+    assert {r["trial_id"]: r["group_id"] for r in viewed} == rows
+    assert {r["group_label"] for r in viewed} == {
+        "successor/alibi/tiny/uniform_length train.lr=1e-05",
+        "successor/alibi/tiny/uniform_length train.lr=0.0003",
+    }
 
 
 def test_rows_labelled_by_an_older_rule_get_todays_label_once(tmp_path: Path) -> None:

@@ -32,12 +32,19 @@ import pyarrow
 import pytest
 from test_analysis_sql import STUDY, build_study
 
-from analysis.query import open_results, read_once, run_sql_file, sql_file, sql_parameters
+from analysis.query import (
+    DEFINITION_FILES,
+    open_results,
+    read_once,
+    run_sql_file,
+    sql_file,
+    sql_parameters,
+)
 from analysis.report import build_report
 
 PINS_FILE = Path(__file__).with_name("output_pins.json")
 #: SQL files that define views, macros or functions rather than answer a question
-DEFINITIONS = {"views", "macros", "formulas", "empty_tables"}
+DEFINITIONS = {Path(name).stem for name in DEFINITION_FILES}
 PARAMETER_SETS = {"defaults": {}, "level=0.9,threshold=0.4": {"level": "0.9", "threshold": "0.4"}}
 
 

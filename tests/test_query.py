@@ -34,7 +34,8 @@ def add_trial(root: Path, study: str, trial_id: str, accuracies: dict[int, float
     """One finished trial: a trials row, two train steps, eval at steps 50 and 100."""
     write_trial_table(root, study, "trials", trial_id, [{
         "status": "done", "config_json": json.dumps(config), "n_params": 10,
-        "device": "cpu", "started_at": STARTED, **config,
+        "device": "cpu", "started_at": STARTED, "group_id": f"group-{trial_id}",
+        "group_label": str(config.get("pe")), **config,
     }])
     write_trial_table(root, study, "train", trial_id, [
         {"step": s, "loss": 1.0 / s, "lr": 1e-3, "tokens": 64 * s, "wall_s": 0.1 * s}

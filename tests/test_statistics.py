@@ -20,6 +20,7 @@ import pyarrow as pa
 import pytest
 from test_analysis_sql import SQL, canonical, config, trial_id
 
+from analysis import groups
 from analysis.query import (
     DERIVED_VIEWS,
     QueryError,
@@ -52,6 +53,14 @@ class Study:
                                "n": n, "correct": right, "accuracy": acc,
                                "in_distribution": digits <= 4})
 
+    def grouped_trials(self) -> list[dict]:
+        """The trials rows with the group columns `lg-study migrate` gives rows of
+        configs that are no TrialConfig (analysis.groups.StoredConfig)."""
+        stored = {row["trial_id"]: groups.StoredConfig(row["config_json"]) for row in self.trials}
+        labels = groups.group_labels(stored.values())
+        return [{**row, "group_id": groups.group_id(stored[row["trial_id"]]),
+                 "group_label": labels[groups.group_id(stored[row["trial_id"]])]} for row in self.trials]
+
     def connect(self) -> duckdb.DuckDBPyConnection:
         con = duckdb.connect()
         prepare_connection(con)
@@ -60,7 +69,7 @@ class Study:
         con.execute(empties["train"])
         if not self.samples:
             con.execute(empties["samples"])
-        tables = (("trials", self.trials), ("eval", self.evals), ("samples", self.samples))
+        tables = (("trials", self.grouped_trials()), ("eval", self.evals), ("samples", self.samples))
         for table, rows in (t for t in tables if t[1]):
             con.execute(empties[table].replace(f"view {table}", f"view empty_{table}", 1))
             con.register(f"new_{table}", pa.Table.from_pylist(rows))

@@ -1,4 +1,11 @@
-"""`lg-study migrate`: a profile's trials out of the unprofiled folder.
+"""`lg-study migrate`: results that an earlier lg-study wrote, brought up to date.
+
+Group columns. Trials rows written before each row stored its configuration group
+(issue 13) get group_id and group_label, as the next `lg-study run` of their study
+would give them (orchestrator.store.trial_rows.add_group_columns), and their MLflow runs the
+same tags; analysis.query refuses to read a study until then.
+
+A profile's trials out of the unprofiled folder.
 
 Before profiles were kept apart, `lg-study run --profile P` wrote its trials into
 ``<results>/<study>/`` and MLflow experiment ``<study>``, beside the unprofiled run's.
@@ -19,12 +26,14 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis.layout import TABLES, table_path
+from analysis.layout import TABLES, list_studies, results_roots, table_path
+from orchestrator.mlflow_tracking.mlflow_store import SerializedClient
 from orchestrator.mlflow_tracking.tracking import StudyTracker
 from orchestrator.running.recovery import study_lock
 from orchestrator.running.trainable import artifact_folder, checkpoint_path
 from orchestrator.store.results_store import read_trial_statuses
 from orchestrator.store.seed_plan import planned_trials
+from orchestrator.store.trial_rows import add_group_columns
 from orchestrator.store.trial_status import FINISHED
 from orchestrator.studies.study import Study, StudyError
 
@@ -39,6 +48,41 @@ class Migrated:
     dropped: list[str] = field(default_factory=list)
     #: MLflow runs deleted from the unprofiled experiment
     deleted_runs: int = 0
+
+
+def migrate_group_columns(results: Path, tracking_uri: str, study: Study | None = None) -> dict[str, int]:
+    """Add the group columns to the rows that lack them in every study under
+    ``results`` and its profiles' roots; return "<root>/<study>" -> rows upgraded. The
+    rows of ``study`` (when given) get its labels, others labels among their study's
+    configs. Raises StudyBusy while a study is being run."""
+    upgraded = {}
+    roots = results_roots(results)
+    for root in roots:
+        for name in list_studies(root):
+            # a profile's design differs from the study file's: its rows are labelled among themselves
+            label = study.group_label if study is not None and (root, name) == (roots[0], study.name) else None
+            with study_lock(root, name):
+                added = add_group_columns(root, name, label)
+            if added:
+                _retag(tracking_uri, _experiment(root, name), added)
+                upgraded[str(root / name)] = len(added)
+    return upgraded
+
+
+def _experiment(root: Path, study: str) -> str:
+    """The MLflow experiment of a study folder: its name, or <study>/<profile>."""
+    profiles = results_roots(root)[1:]
+    return f"{study}/{root.name}" if Path(root).resolve() in profiles else study
+
+
+def _retag(tracking_uri: str, experiment: str, added: dict[str, dict[str, str]]) -> None:
+    """The runs' tags `group` and `group_label` become the rows' columns, as a run does;
+    an experiment that does not exist is not made."""
+    if SerializedClient(tracking_uri).get_experiment_by_name(experiment) is None:
+        return
+    StudyTracker(tracking_uri, experiment).tag_trial_runs(
+        {trial_id: {"group": columns["group_id"], "group_label": columns["group_label"]}
+         for trial_id, columns in added.items()})
 
 
 def design(study: Study, results_root: Path) -> set[str]:

@@ -8,6 +8,7 @@ to group by.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import asdict
@@ -140,36 +141,63 @@ def rows_history(train: list[dict[str, Any]], eval: list[dict[str, Any]], step: 
     }
 
 
-def add_group_columns(root: Path, study: str, label: Callable[[TrialConfig], str]) -> dict[str, dict[str, str]]:
+def add_group_columns(root: Path, study: str,
+                      label: Callable[[TrialConfig], str] | None = None) -> dict[str, dict[str, str]]:
     """Give the trials rows written before the group columns existed (no group_id)
     their group_id and ``label(config)``, and rows labelled by an older rule
     (analysis.groups.group_labels) today's label; return trial_id -> the columns set.
+    Without ``label`` (`lg-study migrate` without a study file), groups are labelled
+    among the study's stored configs.
 
     Run by the driver under the study lock before it writes anything more into the
-    study, so that one study never mixes groups of the two definitions (views.sql
-    gives rows without the columns the ids of the old one), nor one group's rows two
-    labels. A row whose config_json no longer validates, or no longer gives its trial
-    id, keeps its old group.
+    study, and by `lg-study migrate`, so that one study never mixes rows with and
+    without the columns (analysis.query refuses to read such a study), nor one group's
+    rows two labels. A row without the columns whose config_json no longer validates,
+    or no longer gives its trial id, gets the group of its stored config
+    (analysis.groups.StoredConfig: the id such rows always had), labelled among those
+    rows.
     """
     check_path_component(study, "study")
+    rows = _stored_rows(root, study)
+    configs = {trial_id: _config_of(row) for trial_id, (row, _) in rows.items()}
+    if label is None:
+        labels = groups.group_labels([c for c in configs.values() if c is not None])
+        label = functools.partial(_label_of, labels)
     added = {}
-    for path in sorted((Path(root) / study / "trials").glob(f"{PARTITION_KEY}=*/{FILE_NAME}")):
-        try:
-            names = pq.read_schema(path).names
-            stored = (pq.read_table(path, columns=["trial_id", "config_json", "group_label"], partitioning=None)
-                      .to_pylist()[0] if "group_id" in names else None)
-        except (OSError, pa.ArrowException, IndexError):
-            continue  # damaged: the run does the trial again and writes a new row
-        config = _config_of(stored or read_trial_row(root, study, path.parent.name.removeprefix("trial_id=")))
+    for trial_id, (row, has_columns) in rows.items():
+        config = configs[trial_id]
         if config is None:
             continue
         columns = {"group_id": groups.group_id(config), "group_label": label(config)}
-        if stored is not None and stored["group_label"] == columns["group_label"]:
-            continue
-        row = read_trial_row(root, study, config.trial_id)
-        write_trial_table(root, study, "trials", config.trial_id, [{**row, **columns}])
-        added[config.trial_id] = columns
+        if not has_columns or row["group_label"] != columns["group_label"]:
+            added[trial_id] = columns
+    unreadable = {t: groups.StoredConfig(row["config_json"]) for t, (row, has_columns) in rows.items()
+                  if configs[t] is None and not has_columns}
+    stored_labels = groups.group_labels(unreadable.values())
+    for trial_id, stored in unreadable.items():
+        gid = groups.group_id(stored)
+        added[trial_id] = {"group_id": gid, "group_label": stored_labels[gid]}
+    for trial_id, columns in added.items():
+        write_trial_table(root, study, "trials", trial_id, [{**read_trial_row(root, study, trial_id), **columns}])
     return added
+
+
+def _label_of(labels: dict[str, str], config: TrialConfig) -> str:
+    return labels[groups.group_id(config)]
+
+
+def _stored_rows(root: Path, study: str) -> dict[str, tuple[dict[str, Any], bool]]:
+    """trial_id -> (its trials row, whether the row has the group columns); damaged
+    files are left out (the run does their trial again and writes a new row)."""
+    rows = {}
+    for path in sorted((Path(root) / study / "trials").glob(f"{PARTITION_KEY}=*/{FILE_NAME}")):
+        try:
+            has_columns = "group_id" in pq.read_schema(path).names
+            row = pq.read_table(path, partitioning=None).to_pylist()[0]
+        except (OSError, pa.ArrowException, IndexError):
+            continue
+        rows[path.parent.name.removeprefix(f"{PARTITION_KEY}=")] = (row, has_columns)
+    return rows
 
 
 def _config_of(row: dict[str, Any] | None) -> TrialConfig | None:
