@@ -81,7 +81,7 @@ def test_sota_coupling_trains_and_tests_as_the_released_code():
     for trial in study:
         assert trial.task.train_digits == (1, 30) and trial.data.distribution == "independent_lengths"
         assert (trial.format.reverse, trial.format.reverse_operands, trial.format.pad) == (True, False, True)
-        assert (trial.model.positions, trial.model.pe, trial.model.size) == ("coupled", "learned", "1l_1024")
+        assert (trial.model.positions, trial.model.pe, trial.model.size) == ("coupled", "learned", "1l_1024_4h")
         assert (trial.train.batch_size, trial.train.steps, trial.train.lr) == (1000, 50_000, 1e-4)
         assert (trial.train.min_lr_ratio, trial.train.warmup, trial.train.weight_decay) == (0.1, 500, 0.0)
         assert trial.eval.digits == tuple(range(5, 201, 5)) and trial.eval.questions == "exact_length"

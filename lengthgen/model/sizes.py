@@ -49,7 +49,7 @@ SIZES: dict[str, Dimensions] = {
     "1l_512": Dimensions(n_layers=1, d_model=512, n_heads=4, d_ff=2048),
     # the released position-coupling code's addition runs (scripts/addition/run_coupling.sh):
     # d_model 1024, 1 layer of 4 heads of 256 dimensions (d_kv = d_model / heads), ff 2048
-    "1l_1024": Dimensions(n_layers=1, d_model=1024, n_heads=4, d_ff=2048),
+    "1l_1024_4h": Dimensions(n_layers=1, d_model=1024, n_heads=4, d_ff=2048),
     # McLeish et al. 2024 (Abacus, arXiv 2405.17399), Fig. 1: depth-16 decoders; the width
     # here is the 25m preset's (d 512, 8 heads), not taken from that paper
     "16l_512": Dimensions(n_layers=16, d_model=512, n_heads=8, d_ff=2048),
