@@ -260,6 +260,12 @@ class TrainConfig:
     #: With model.dropout > 0 the dropout masks differ from the padded batch's; with
     #: train.compile each new group width may cost a recompilation
     length_buckets: int = 1
+    #: looped models (model.loops >= 2): McLeish et al. 2024's objective, the progressive
+    #: loss of Bansal et al. 2022 with this alpha (1 in every run of theirs): each step's
+    #: loss is (1 - alpha) x that of loops//2 trained loops after the others without
+    #: gradient + alpha x that of a random number of loops, the last of them trained
+    #: (lengthgen.model.recurrence.progressive_terms). 0: off, the plain loss through every loop
+    progressive_loss_alpha: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "log_every", "length_buckets"):
@@ -270,6 +276,8 @@ class TrainConfig:
         if not 0 <= self.min_lr_ratio <= 1:
             raise ValueError(f"train.min_lr_ratio must be in [0, 1] (the cosine's floor as a share of "
                              f"train.lr), got {self.min_lr_ratio}")
+        if not 0 <= self.progressive_loss_alpha <= 1:
+            raise ValueError(f"train.progressive_loss_alpha must be in [0, 1] (0: off), got {self.progressive_loss_alpha}")
         if self.warmup < 0 or self.weight_decay < 0 or self.grad_clip < 0:
             raise ValueError("train.warmup, train.weight_decay and train.grad_clip must be >= 0")
         if self.deterministic and self.compile:
@@ -347,6 +355,11 @@ class TrialConfig:
         sampler.check(self, task)
         if self.model.abacus:
             Abacus.check(self, task)
+        if self.train.progressive_loss_alpha and self.model.loops < 2:
+            raise ValueError(
+                f"train.progressive_loss_alpha trains looped models at random loop counts; model.loops is "
+                f"{self.model.loops}: set model.loops >= 2 or train.progressive_loss_alpha to 0"
+            )
         if POSITIONAL_ENCODINGS[self.model.pe].needs_uniform_columns and not layout.uniform_columns:
             raise ValueError(
                 f"model.pe {self.model.pe} gives each digit of the fixed operand (the multiplier) its own "

@@ -71,12 +71,14 @@ class DecoderLM(Architecture):
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache | None = None,
                 prompt_lengths: torch.Tensor | None = None, lengths: torch.Tensor | None = None,
-                abacus: torch.Tensor | None = None) -> torch.Tensor:
+                abacus: torch.Tensor | None = None, loops: tuple[int, int] | None = None) -> torch.Tensor:
         """tokens, positions: (B, T) -> logits (B, T, vocab). With a cache, `tokens` are
         the new tokens only; the cache is extended in place. A structural bias needs
         each row's prompt length and the length of the whole sequence it will have
         (with a cache, given on the first call). `abacus` (B, T): the tokens' Abacus
-        indices, with model.abacus."""
+        indices, with model.abacus. `loops`: (frozen, trained), run that many loops
+        without gradient, then that many with it (the progressive loss's passes,
+        lengthgen.model.recurrence.progressive_terms); by default model.loops, all trained."""
         past = cache.length if cache is not None else 0
         if cache is not None:
             if prompt_lengths is None:
@@ -90,23 +92,27 @@ class DecoderLM(Architecture):
         if self.structural_bias.acts:
             geometry = self._geometry(tokens, past, key_positions.shape[1], prompt_lengths, lengths)
             mask = combine(mask, self.structural_bias.lm(geometry), causal=True)  # (B, H|1, Tq, Tk)
-        x = self._layers(x, positions, key_positions, mask, cache, self.pe.rotation(positions))
+        x = self._layers(x, positions, key_positions, mask, cache, self.pe.rotation(positions), loops)
         if cache is not None:
             cache.positions = key_positions
         return self.lm_head(self.final_norm(x))
 
-    def _layers(self, x, positions, key_positions, mask, cache, rotation) -> torch.Tensor:
+    def _layers(self, x, positions, key_positions, mask, cache, rotation, loops=None) -> torch.Tensor:
         """The blocks, model.loops times over with the same weights: compute depth
         n_layers x loops. `x` is the embedded input; the injection adds it to the state
         where McLeish et al. 2024's code does (lengthgen.model.recurrence). Every pass
         through a layer has its own slot in the cache: a loop's keys and values are not
-        the previous loop's."""
+        the previous loop's. `loops` (frozen, trained): see `forward`."""
+        frozen, trained = loops or (0, self.loops)
         injected = x
-        for loop in range(self.loops):
-            for index, block in enumerate(self.blocks):
-                if self.injection.adds_before(loop, index):
-                    x = x + injected
-                x = block(x, positions, key_positions, mask, cache, loop * len(self.blocks) + index, rotation)
+        for loop in range(frozen + trained):
+            # the frozen loops' output enters the trained ones as a constant (truncated
+            # backpropagation through the loops, as the authors' `torch.no_grad()` passes)
+            with torch.set_grad_enabled(torch.is_grad_enabled() and loop >= frozen):
+                for index, block in enumerate(self.blocks):
+                    if self.injection.adds_before(loop, index):
+                        x = x + injected
+                    x = block(x, positions, key_positions, mask, cache, loop * len(self.blocks) + index, rotation)
         return x
 
     def _geometry(self, tokens, past, n_keys, prompt_lengths, lengths) -> Geometry:
@@ -146,11 +152,12 @@ class DecoderLM(Architecture):
         answer = answer_places(tokens, prompt_lengths, self.layout, tokens.shape[1] - int(prompt_lengths.min()))
         return (along_rows(question, answer, prompt_lengths, lead=0)[:, :length],)
 
-    def forward_batch(self, batch: Batch, positions: Positions):
+    def forward_batch(self, batch: Batch, positions: Positions, loops: tuple[int, int] | None = None):
+        """`loops`: (frozen, trained) loops, for the progressive loss (`forward`)."""
         supervised = batch.answer_mask[:, 1:]  # position t predicts token t + 1
         lengths = batch.prompt_lengths + supervised.sum(1) - 1  # tokens fed: prompt and answer
         logits = self(batch.tokens[:, :-1], positions[0], prompt_lengths=batch.prompt_lengths, lengths=lengths,
-                      abacus=self.abacus_of(positions, 0))
+                      abacus=self.abacus_of(positions, 0), loops=loops)
         return logits[supervised], batch.tokens[:, 1:][supervised]
 
     @torch.no_grad()

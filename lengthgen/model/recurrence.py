@@ -22,11 +22,17 @@ input itself, as a model without loops does: no draw outside the seeds, and
 authors' code would discard the input (only noise enters); here `none` is the plain
 stack. Their other injection types (`linear`, `ffn`: a learned map of the state and
 the input concatenated) are not implemented.
+
+Looped models are trained, in the authors' recipe, with a progressive loss: the loss
+at a random number of loops, the first of them without gradient (`progressive_terms`,
+train.progressive_loss_alpha).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import torch
 
 
 @dataclass(frozen=True)
@@ -60,3 +66,29 @@ INPUT_INJECTIONS: dict[str, InputInjection] = {
     "loop": InputInjection(every_loop=True, every_layer=False),
     "layer": InputInjection(every_loop=True, every_layer=True),
 }
+
+
+def progressive_terms(alpha: float, loops: int, generator: torch.Generator) -> list[tuple[float, tuple[int, int]]]:
+    """The terms of the progressive loss of one training step, [(weight, (frozen, trained))]:
+    the loss of a pass of `frozen` loops without gradient, then `trained` loops with it,
+    enters with `weight`. Bansal, Schwarzschild, Borgnia, Emam, Huang, Goldblum,
+    Goldstein, "End-to-end Algorithm Synthesis with Recurrent Networks: Logical
+    Extrapolation Without Overthinking", NeurIPS 2022, arXiv 2202.05826, §3 (the
+    progressive loss, alpha weighting its term), as McLeish et al. 2024's code trains
+    looped models (`ScriptableRecurrentLMBPTT.forward_progressive` in
+    cramming/architectures/crammed_depthrecurrent.py; `alpha: 1.0` in every run):
+
+        (1 - alpha) L(R - B frozen, B trained) + alpha L(n frozen, k trained),
+        n ~ U{0 .. R-1}, k ~ U{1 .. min(R - n, B)}, B = max(R // 2, 1),
+
+    R = model.loops; one (n, k) per step, drawn from `generator` (n first, as theirs).
+    A term of weight 0 is left out, as they skip it."""
+    backprop = max(loops // 2, 1)
+    terms = []
+    if alpha != 1:
+        terms.append((1.0 - alpha, (loops - backprop, backprop)))
+    if alpha != 0:
+        frozen = int(torch.randint(0, loops, (1,), generator=generator))
+        trained = int(torch.randint(1, 1 + min(loops - frozen, backprop), (1,), generator=generator))
+        terms.append((alpha, (frozen, trained)))
+    return terms
