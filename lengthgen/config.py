@@ -25,6 +25,7 @@ from lengthgen.model.position.abacus import Abacus
 from lengthgen.model.position.attention_bias import ATTENTION_BIASES, WINDOW_CENTRES
 from lengthgen.model.position.pe import POSITIONAL_ENCODINGS
 from lengthgen.model.position.samplers import COUPLED_ANSWERS, COUPLED_EQUALS, POSITION_SAMPLERS
+from lengthgen.model.recurrence import INPUT_INJECTIONS
 from lengthgen.model.sizes import SIZES
 from lengthgen.precision import PRECISIONS
 from lengthgen.tasks import TASKS, Task, build_task
@@ -44,9 +45,10 @@ CoupledEqualsName = Literal[COUPLED_EQUALS]
 FeedForwardName = Literal[tuple(FEED_FORWARDS)]
 PrecisionName = Literal[tuple(PRECISIONS)]
 NormName = Literal[tuple(NORMS)]
-NormPlacementName = Literal[NORM_PLACEMENTS]
+NormPlacementName = Literal[tuple(NORM_PLACEMENTS)]
 AttentionBiasName = Literal[tuple(ATTENTION_BIASES)]
 WindowCentreName = Literal[WINDOW_CENTRES]
+InputInjectionName = Literal[tuple(INPUT_INJECTIONS)]
 
 _STRICT = {"extra": "forbid"}
 
@@ -139,7 +141,8 @@ class ModelConfig:
     #: feed-forward variant (lengthgen.model.layers): gelu MLP, or geglu as in 001 E.2
     ffn: FeedForwardName = "gelu"
     #: normalisation (layernorm, or rmsnorm as in 001 E.2) and where it sits:
-    #: pre (before each sublayer) or pre_post (also on each sublayer's output, 001 E.2)
+    #: pre (before each sublayer), pre_post (also on each sublayer's output, 001 E.2) or
+    #: post (on the residual sum, post-LN, as McLeish et al. 2024) (lengthgen.model.layers)
     norm: NormName = "layernorm"
     norm_placement: NormPlacementName = "pre"
     #: randomized positions also at evaluation (default: plain positions at test time)
@@ -181,6 +184,16 @@ class ModelConfig:
     abacus: bool = False
     #: abacus: the random offset k added to every place at training is uniform on 0 .. this
     abacus_max_offset: int = 100
+    #: decoder: run its layers this many times with shared weights (a looped transformer,
+    #: McLeish et al. 2024 §3.2): compute depth n_layers x loops, the parameters of n_layers
+    loops: int = 1
+    #: decoder: add the embedded input to the state again, before every loop after the
+    #: first (loop) or before every layer after the first (layer), as McLeish et al.
+    #: 2024's code (lengthgen.model.recurrence); none: never
+    input_injection: InputInjectionName = "none"
+    #: decoder: normalise the embedded input (tokens, model.pe's input embedding, Abacus)
+    #: with model.norm before the first layer, as McLeish et al. 2024's code
+    embedding_norm: bool = False
 
     def __post_init__(self) -> None:
         if self.max_positions < 1:
@@ -197,12 +210,29 @@ class ModelConfig:
             raise ValueError("model.window must be >= 0 and model.abc_samples >= 1")
         if self.abacus_max_offset < 0:
             raise ValueError(f"model.abacus_max_offset must be >= 0, got {self.abacus_max_offset}")
+        refuse_unread_options("model", self, "arch", ARCHITECTURES)
+        self._check_loops()
         refuse_unread_options("model", self, "pe", POSITIONAL_ENCODINGS)
         refuse_unread_options("model", self, "positions", POSITION_SAMPLERS)
         refuse_unread_options("model", self, "attention_bias", ATTENTION_BIASES)
         for option in fields(self):
             if option.name in Abacus.options and not self.abacus and getattr(self, option.name) != option.default:
                 raise ValueError(f"model.{option.name} does not apply without model.abacus: true; remove it")
+
+
+    def _check_loops(self) -> None:
+        if isinstance(self.loops, bool) or not isinstance(self.loops, int) or self.loops < 1:
+            raise ValueError(f"model.loops must be an integer >= 1 (1: no loop), got {self.loops!r}")
+        n_layers = SIZES[self.size].n_layers
+        injection = INPUT_INJECTIONS[self.input_injection]
+        if injection.adds and not injection.adds_anything(n_layers, self.loops):
+            choices = [name for name, kind in INPUT_INJECTIONS.items() if kind.adds_anything(n_layers, self.loops)]
+            raise ValueError(
+                f"model.input_injection {self.input_injection} adds the embedded input nowhere in model.loops "
+                f"{self.loops} of model.size {self.size}'s {n_layers} layer(s): the first layer's input is the "
+                f"embedded input already. Raise model.loops, or choose among none"
+                + "".join(f", {name}" for name in choices)
+            )
 
 
 @dataclass(frozen=True)
@@ -238,6 +268,12 @@ class TrainConfig:
     #: With model.dropout > 0 the dropout masks differ from the padded batch's; with
     #: train.compile each new group width may cost a recompilation
     length_buckets: int = 1
+    #: looped models (model.loops >= 2): McLeish et al. 2024's objective, the progressive
+    #: loss of Bansal et al. 2022 with this alpha (1 in every run of theirs): each step's
+    #: loss is (1 - alpha) x that of loops//2 trained loops after the others without
+    #: gradient + alpha x that of a random number of loops, the last of them trained
+    #: (lengthgen.model.recurrence.progressive_terms). 0: off, the plain loss through every loop
+    progressive_loss_alpha: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "log_every", "length_buckets"):
@@ -248,6 +284,8 @@ class TrainConfig:
         if not 0 <= self.min_lr_ratio <= 1:
             raise ValueError(f"train.min_lr_ratio must be in [0, 1] (the cosine's floor as a share of "
                              f"train.lr), got {self.min_lr_ratio}")
+        if not 0 <= self.progressive_loss_alpha <= 1:
+            raise ValueError(f"train.progressive_loss_alpha must be in [0, 1] (0: off), got {self.progressive_loss_alpha}")
         if self.warmup < 0 or self.weight_decay < 0 or self.grad_clip < 0:
             raise ValueError("train.warmup, train.weight_decay and train.grad_clip must be >= 0")
         if self.deterministic and self.compile:
@@ -359,6 +397,11 @@ class TrialConfig:
         sampler.check(self, task)
         if self.model.abacus:
             Abacus.check(self, task)
+        if self.train.progressive_loss_alpha and self.model.loops < 2:
+            raise ValueError(
+                f"train.progressive_loss_alpha trains looped models at random loop counts; model.loops is "
+                f"{self.model.loops}: set model.loops >= 2 or train.progressive_loss_alpha to 0"
+            )
         if POSITIONAL_ENCODINGS[self.model.pe].needs_uniform_columns and not layout.uniform_columns:
             raise ValueError(
                 f"model.pe {self.model.pe} gives each digit of the fixed operand (the multiplier) its own "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 import torch
@@ -14,6 +15,7 @@ from lengthgen.batches import TrainingBatch, batch_parts, batch_tensors
 from lengthgen.config import TrainConfig, TrialConfig
 from lengthgen.model.base import Architecture, Batch, Positions
 from lengthgen.model.position.samplers import build_position_sampler
+from lengthgen.model.recurrence import progressive_terms
 from lengthgen.precision import autocast
 
 
@@ -31,12 +33,14 @@ def learning_rate(config: TrialConfig, step: int) -> float:
 
 
 def accumulate_gradients(
-    forward_batch: Callable, parts: list[tuple[Batch, Positions]], device: torch.device, precision: str
+    forward_batch: Callable, parts: list[tuple[Batch, Positions]], device: torch.device, precision: str,
+    weight: float = 1.0,
 ) -> torch.Tensor:
     """Forward and backward of each part of a batch. Each part's mean cross entropy is
     weighted by its share of the batch's supervised tokens, so the summed gradient is
     that of the whole batch's mean cross entropy. Returns that mean (detached). With
-    one part (the whole padded batch) this is the plain training step, bit for bit."""
+    one part (the whole padded batch) this is the plain training step, bit for bit.
+    `weight` scales the loss (a term of the progressive loss); 1 leaves it untouched."""
     total = int(sum(part.answer_mask.sum() for part, _ in parts)) if len(parts) > 1 else None
     losses, counted = [], 0
     for part, positions in parts:
@@ -46,6 +50,8 @@ def accumulate_gradients(
         if total is not None:
             loss = loss * (len(targets) / total)
             counted += len(targets)
+        if weight != 1.0:
+            loss = loss * weight
         loss.backward()
         losses.append(loss.detach())
     if total is not None and counted != total:
@@ -53,9 +59,10 @@ def accumulate_gradients(
     return sum(losses[1:], losses[0])
 
 
-def _step_generator(config: TrialConfig, step: int) -> torch.Generator:
-    """Torch randomness of training step `step` (position sampling), from the data seed only."""
-    seed = np.random.SeedSequence([config.seeds.data, step, 1]).generate_state(1)[0]
+def _step_generator(config: TrialConfig, step: int, stream: int = 1) -> torch.Generator:
+    """Torch randomness of training step `step`, from the data seed only: stream 1 the
+    position sampling, stream 2 the loop counts of the progressive loss."""
+    seed = np.random.SeedSequence([config.seeds.data, step, stream]).generate_state(1)[0]
     return torch.Generator().manual_seed(int(seed))
 
 
@@ -114,12 +121,25 @@ class TrainingStep:
             # resumed trial drops the units an uninterrupted one would
             torch.manual_seed(int(np.random.SeedSequence([config.seeds.data, step]).generate_state(1)[0]))
         self.optimizer.zero_grad(set_to_none=True)
-        loss = accumulate_gradients(self.forward_batch, parts, self.device, config.train.precision)
+        loss = self.gradients(step, parts)
         if torch.isfinite(loss):
             if config.train.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.train.grad_clip)
             self.optimizer.step()
         return loss
+
+    def gradients(self, step: int, parts: list[tuple[Batch, Positions]]) -> torch.Tensor:
+        """Accumulate the gradient of the step's loss; the loss (detached). With
+        train.progressive_loss_alpha, the sum of the progressive loss's terms, each a
+        pass of its own loop counts (lengthgen.model.recurrence.progressive_terms)."""
+        train = self.config.train
+        if not train.progressive_loss_alpha:
+            return accumulate_gradients(self.forward_batch, parts, self.device, train.precision)
+        terms = progressive_terms(train.progressive_loss_alpha, self.config.model.loops,
+                                  _step_generator(self.config, step, stream=2))
+        losses = [accumulate_gradients(partial(self.forward_batch, loops=loops), parts, self.device, train.precision,
+                                       weight) for weight, loops in terms]
+        return sum(losses[1:], losses[0])
 
     def __call__(self, step: int, batch: TrainingBatch) -> torch.Tensor:
         """The whole step on batch number `step`: `parts`, then `update`."""

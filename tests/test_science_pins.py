@@ -79,8 +79,15 @@ MODEL_VARIANTS: dict[str, dict[str, object]] = {
     "ffn=geglu": {"ffn": "geglu"},
     "norm=rmsnorm": {"norm": "rmsnorm"},
     "norm_placement=pre_post": {"norm_placement": "pre_post"},
+    "norm_placement=post": {"norm_placement": "post"},
     "abacus": {"abacus": True},
+    "embedding_norm": {"embedding_norm": True},
+    "loops=2,input_injection=loop": {"loops": 2, "input_injection": "loop"},
+    "input_injection=layer": {"input_injection": "layer"},
 }
+#: McLeish et al. 2024's decoder (lengthgen.model.recurrence): its first losses are pinned too
+LOOPED = {"loops": 2, "input_injection": "loop", "embedding_norm": True, "norm_placement": "post",
+          "pe": "nope", "abacus": True}
 #: key prefix -> pytest.approx tolerance; pins of other kinds compare exactly
 TOLERANCES = {
     "initial_weights": {"rel": 1e-5, "abs": 1e-6},
@@ -226,9 +233,10 @@ def perturbation_pins() -> dict[str, list[list[object]]]:
 
 
 def first_loss_pins() -> dict[str, list[float]]:
-    """first_losses/<arch>: the losses of three training steps on the CPU."""
+    """first_losses/<arch> (and /decoder/looped, McLeish et al. 2024's decoder): the losses of
+    three training steps on the CPU."""
     cases = {"decoder": trial(), "encoder_decoder": trial(arch="encoder_decoder"),
-             "encoder": trial(fmt="fixed_length")}
+             "encoder": trial(fmt="fixed_length"), "decoder/looped": trial(**LOOPED)}
     pins = {}
     for name, config in cases.items():
         config = dataclasses.replace(

@@ -62,6 +62,9 @@ class Architecture(nn.Module, ABC):
     #: the attention sites a structural bias (model.attention_bias) acts on, with the
     #: kind of attention each is (lengthgen.model.position.attention_bias)
     bias_sites: ClassVar[tuple[str, ...]] = ()
+    #: ModelConfig fields only this architecture reads (refused on the others, naming
+    #: the architectures that read them: lengthgen.config.refuse_unread_options)
+    options: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def check(cls, config: TrialConfig, task: Task) -> None:

@@ -1,7 +1,9 @@
-"""Decoder-only causal transformer (pre-norm), with a pluggable positional encoding.
+"""Decoder-only causal transformer, with a pluggable positional encoding.
 
 Read top to bottom: the model, then the four methods of the architecture
-interface (lengthgen.model.base); its layers are lengthgen.model.block.Block.
+interface (lengthgen.model.base); its layers are lengthgen.model.block.Block, run
+model.loops times with shared weights, the embedded input added again between them
+with model.input_injection (lengthgen.model.recurrence, McLeish et al. 2024 §3.2).
 Positions are explicit inputs (B, T); the positional encoding acts at the input, on
 q/k, as an attention bias or on the keys, according to its registry entry
 (lengthgen.model.position.pe), wired by lengthgen.model.position.stack. A structural attention
@@ -35,6 +37,7 @@ from lengthgen.model.position.places import (
 )
 from lengthgen.model.position.samplers import Places
 from lengthgen.model.position.stack import StackPositionalEncoding
+from lengthgen.model.recurrence import INPUT_INJECTIONS
 from lengthgen.model.sizes import SIZES
 
 if TYPE_CHECKING:
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
 
 class DecoderLM(Architecture):
     bias_sites = ("lm",)
+    options = ("loops", "input_injection", "embedding_norm")
     #: checkpoints written before model.pe moved into `pe` (Architecture.renamed_state)
     renamed_state: ClassVar[dict[str, str]] = {
         "input_position.": "pe.input_embedding.", "attention_bias.": "pe.attention_bias.",
@@ -60,34 +64,58 @@ class DecoderLM(Architecture):
         self.structural_bias = ATTENTION_BIASES[cfg.attention_bias](cfg, self.layout, dims.n_heads)
         # registered last, so that every other weight is drawn as without it
         self.abacus = Abacus(dims.d_model, cfg.max_positions, cfg.abacus_max_offset) if cfg.abacus else None
+        # McLeish et al. 2024's EmbeddingComponent normalises the summed embeddings
+        # (cramming/architectures/components.py, `normalization: True`); a norm draws no
+        # weights from the seed
+        self.embedding_norm = NORMS[cfg.norm](dims.d_model) if cfg.embedding_norm else nn.Identity()
+        self.loops = cfg.loops
+        self.injection = INPUT_INJECTIONS[cfg.input_injection]
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache | None = None,
                 prompt_lengths: torch.Tensor | None = None, lengths: torch.Tensor | None = None,
-                abacus: torch.Tensor | None = None) -> torch.Tensor:
+                abacus: torch.Tensor | None = None, loops: tuple[int, int] | None = None) -> torch.Tensor:
         """tokens, positions: (B, T) -> logits (B, T, vocab). With a cache, `tokens` are
         the new tokens only; the cache is extended in place. A structural bias needs
         each row's prompt length and the length of the whole sequence it will have
         (with a cache, given on the first call). `abacus` (B, T): the tokens' Abacus
-        indices, with model.abacus."""
+        indices, with model.abacus. `loops`: (frozen, trained), run that many loops
+        without gradient, then that many with it (the progressive loss's passes,
+        lengthgen.model.recurrence.progressive_terms); by default model.loops, all trained."""
         past = cache.length if cache is not None else 0
         if cache is not None:
             if prompt_lengths is None:
                 prompt_lengths, lengths = cache.context.get("prompt_lengths"), cache.context.get("lengths")
             cache.context.update(prompt_lengths=prompt_lengths, lengths=lengths)
         key_positions = positions if past == 0 else torch.cat([cache.positions, positions], dim=1)  # (B, Tk)
-        x = self.embed(tokens, positions, self.pe, abacus)  # (B, T, d)
+        x = self.embedding_norm(self.embed(tokens, positions, self.pe, abacus))  # (B, T, d)
         # computed once and shared by every layer (001 App. E.2 for FIRE); with a
         # cache, only the rows of the new queries
         mask = self.pe.bias(positions, key_positions)  # (B|1, H, Tq, Tk)
         if self.structural_bias.acts:
             geometry = self._geometry(tokens, past, key_positions.shape[1], prompt_lengths, lengths)
             mask = combine(mask, self.structural_bias.lm(geometry), causal=True)  # (B, H|1, Tq, Tk)
-        rotation = self.pe.rotation(positions)
-        for layer, block in enumerate(self.blocks):
-            x = block(x, positions, key_positions, mask, cache, layer, rotation)
+        x = self._layers(x, positions, key_positions, mask, cache, self.pe.rotation(positions), loops)
         if cache is not None:
             cache.positions = key_positions
         return self.lm_head(self.final_norm(x))
+
+    def _layers(self, x, positions, key_positions, mask, cache, rotation, loops=None) -> torch.Tensor:
+        """The blocks, model.loops times over with the same weights: compute depth
+        n_layers x loops. `x` is the embedded input; the injection adds it to the state
+        where McLeish et al. 2024's code does (lengthgen.model.recurrence). Every pass
+        through a layer has its own slot in the cache: a loop's keys and values are not
+        the previous loop's. `loops` (frozen, trained): see `forward`."""
+        frozen, trained = loops or (0, self.loops)
+        injected = x
+        for loop in range(frozen + trained):
+            # the frozen loops' output enters the trained ones as a constant (truncated
+            # backpropagation through the loops, as the authors' `torch.no_grad()` passes)
+            with torch.set_grad_enabled(torch.is_grad_enabled() and loop >= frozen):
+                for index, block in enumerate(self.blocks):
+                    if self.injection.adds_before(loop, index):
+                        x = x + injected
+                    x = block(x, positions, key_positions, mask, cache, loop * len(self.blocks) + index, rotation)
+        return x
 
     def _geometry(self, tokens, past, n_keys, prompt_lengths, lengths) -> Geometry:
         if prompt_lengths is None or lengths is None:
@@ -99,7 +127,7 @@ class DecoderLM(Architecture):
         )
 
     def empty_cache(self) -> KVCache:
-        return KVCache.empty(len(self.blocks))
+        return KVCache.empty(len(self.blocks) * self.loops)
 
     # the architecture interface (lengthgen.model.base)
 
@@ -127,11 +155,12 @@ class DecoderLM(Architecture):
         answer = answer_places(tokens, prompt_lengths, self.layout, tokens.shape[1] - int(prompt_lengths.min()))
         return (along_rows(question, answer, prompt_lengths, lead=0)[:, :length],)
 
-    def forward_batch(self, batch: Batch, positions: Positions):
+    def forward_batch(self, batch: Batch, positions: Positions, loops: tuple[int, int] | None = None):
+        """`loops`: (frozen, trained) loops, for the progressive loss (`forward`)."""
         supervised = batch.answer_mask[:, 1:]  # position t predicts token t + 1
         lengths = batch.prompt_lengths + supervised.sum(1) - 1  # tokens fed: prompt and answer
         logits = self(batch.tokens[:, :-1], positions[0], prompt_lengths=batch.prompt_lengths, lengths=lengths,
-                      abacus=self.abacus_of(positions, 0))
+                      abacus=self.abacus_of(positions, 0), loops=loops)
         return logits[supervised], batch.tokens[:, 1:][supervised]
 
     @torch.no_grad()

@@ -7,6 +7,7 @@ before and after each sublayer, "following the Primer architecture" (So et al. 2
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -54,20 +55,44 @@ NORMS: dict[str, Callable[[int], nn.Module]] = {
 }
 
 
+@dataclass(frozen=True)
+class NormPlacement:
+    """Where the norms of one residual sublayer sit (model.norm_placement)."""
+
+    #: a norm on the sublayer's input (pre-LN)
+    before: bool
+    #: a norm on the sublayer's output, before the residual addition (001 E.2's PostNorm)
+    after: bool
+    #: a norm on the residual sum, the layer's output (post-LN, Vaswani et al. 2017 §3.1)
+    on_sum: bool
+
+
+NORM_PLACEMENTS: dict[str, NormPlacement] = {
+    "pre": NormPlacement(before=True, after=False, on_sum=False),
+    "pre_post": NormPlacement(before=True, after=True, on_sum=False),
+    # McLeish et al. 2024 (arXiv 2405.17399): the authors' norm_scheme "post",
+    # cramming/architectures/components.py, NormalizedResidualConnection._postnormalization_residual
+    "post": NormPlacement(before=False, after=False, on_sum=True),
+}
+
+
 class Residual(nn.Module):
     """x + sublayer(norm(x)) for `pre`; x + norm_out(sublayer(norm(x))) for `pre_post`,
-    001 E.2's "both PreNorm and PostNorm layers". Choice: the post norm acts on the
-    sublayer's output before the residual addition (as in Primer and in NormFormer),
-    so the residual stream itself is never normalised."""
+    001 E.2's "both PreNorm and PostNorm layers"; norm(x + sublayer(x)) for `post`, the
+    post-LN of Vaswani et al. 2017 ("Attention Is All You Need", arXiv 1706.03762, §3.1:
+    LayerNorm(x + Sublayer(x))) that McLeish et al. 2024 use. Choice for `pre_post`: the
+    post norm acts on the sublayer's output before the residual addition (as in Primer
+    and in NormFormer), so the residual stream itself is never normalised; `post`
+    normalises the stream. A placement without a norm holds nn.Identity there, which
+    has no weights: `pre` and `pre_post` have the weights they had before `post` existed."""
 
     def __init__(self, sublayer: nn.Module, d_model: int, norm: str, placement: str) -> None:
         super().__init__()
+        where = NORM_PLACEMENTS[placement]
         self.sublayer = sublayer
-        self.norm_in = NORMS[norm](d_model)
-        self.norm_out = NORMS[norm](d_model) if placement == "pre_post" else nn.Identity()
+        self.norm_in = NORMS[norm](d_model) if where.before else nn.Identity()
+        self.norm_out = NORMS[norm](d_model) if where.after else nn.Identity()
+        self.norm_sum = NORMS[norm](d_model) if where.on_sum else nn.Identity()
 
     def forward(self, x: torch.Tensor, *args) -> torch.Tensor:
-        return x + self.norm_out(self.sublayer(self.norm_in(x), *args))
-
-
-NORM_PLACEMENTS = ("pre", "pre_post")
+        return self.norm_sum(x + self.norm_out(self.sublayer(self.norm_in(x), *args)))

@@ -53,6 +53,18 @@ SIZES: dict[str, Dimensions] = {
     # McLeish et al. 2024 (Abacus, arXiv 2405.17399), Fig. 1: depth-16 decoders; the width
     # here is the 25m preset's (d 512, 8 heads), not taken from that paper
     "16l_512": Dimensions(n_layers=16, d_model=512, n_heads=8, d_ff=2048),
+    # McLeish et al. 2024's own width (released code, shells/addition_ff.sh, addition_lt.sh,
+    # multiplication.sh: hidden_size 1024, 16 heads, intermed_size 2048 with the GELU-GLU
+    # nonlinearity of cramming/config/arch/crammed-depthrecurrent.yaml). Their GLU splits
+    # the 2048 outputs of its input projection into value and gate of 1024 each, so with
+    # `ffn: geglu` (d_ff = the width of each) d_ff 1024 gives their feed-forward weights
+    # exactly. Layers per block: 16 (16 x 1 loop, Fig. 1's depth-16 models, with and
+    # without input injection), 8 (x 2 loops, §3.2's best looped addition model), 4 (x 4
+    # loops, multiplication), 1 (x 16 loops, addition_lt.sh); loops are model.loops
+    "16l_1024": Dimensions(n_layers=16, d_model=1024, n_heads=16, d_ff=1024),
+    "8l_1024": Dimensions(n_layers=8, d_model=1024, n_heads=16, d_ff=1024),
+    "4l_1024": Dimensions(n_layers=4, d_model=1024, n_heads=16, d_ff=1024),
+    "1l_1024": Dimensions(n_layers=1, d_model=1024, n_heads=16, d_ff=1024),
     # one-layer CPU preset (a 1-layer model suffices for addition under coupling, Cho et al.)
     "tiny_1l": Dimensions(n_layers=1, d_model=64, n_heads=4, d_ff=256),
 }
