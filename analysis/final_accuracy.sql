@@ -9,6 +9,10 @@
 -- It is the uncertainty from the finite test set of this one trial (the questions),
 -- not from its seeds; it lies in [0, 1]; null when n = 0.
 --
+-- checkpoint: which evaluation the trial reports (views.sql, final_eval): final, or, with
+-- eval.select best_long_loss, the lowest long-length loss at `step`; last_step and
+-- last_step_accuracy: the trial's last evaluation, beside it (the same when final).
+--
 -- Parameters (DuckDB variables; `lg-study query --param name=value`):
 --     level  default 0.95  one of 0.5, 0.8, 0.9, 0.95, 0.98, 0.99, 0.999
 
@@ -23,9 +27,11 @@ params as (
 
 measured as (
     select
-        *,
-        correct / nullif(n, 0) as p
+        finished_eval.*,
+        last_eval.accuracy as last_step_accuracy,
+        finished_eval.correct / nullif(finished_eval.n, 0) as p
     from finished_eval
+    left join last_eval using (study, trial_id, digits)
 ),
 
 wilson as (
@@ -56,7 +62,10 @@ final as (
         -- at k = 0 and k = n the bounds are 0 and 1 exactly (the formula leaves 1e-18)
         case when correct = 0 then 0 else greatest(centre - half, 0) end as wilson_low,
         case when correct = n then 1 else least(centre + half, 1) end as wilson_high,
-        level
+        level,
+        checkpoint,
+        last_step,
+        last_step_accuracy
     from wilson
 )
 

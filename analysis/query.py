@@ -35,7 +35,7 @@ from analysis.questions import reads_table
 from analysis.share_intervals import register_share_intervals
 
 #: defined in views.sql over the tables, in this order
-DERIVED_VIEWS = ("finished_trials", "groups", "final_eval", "finished_eval", "finished_samples", "final_samples")
+DERIVED_VIEWS = ("finished_trials", "groups", "last_eval", "final_eval", "finished_eval", "finished_samples", "final_samples")
 ROOT_VARIABLE = "results_glob_root"  # the DuckDB variable views.sql reads
 MACROS = "macros"  # _statements_by_view's key for a file's statements that define no view
 #: the files of macros that prepare_connection defines after the registered functions,

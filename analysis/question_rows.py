@@ -91,3 +91,17 @@ def cascade_trials(tables: Tables) -> list[dict]:
 
 def training_trials(tables: Tables) -> list[dict]:
     return list({(r["study"], r["trial_id"]): r for r in tables["training"]}.values())
+
+
+def chosen_checkpoints(tables: Tables) -> list[dict]:
+    """The per-trial rows at a checkpoint chosen on long lengths (eval.select best_long_loss)."""
+    return [r for r in tables["final_accuracy"] if r["checkpoint"] != "final"]
+
+
+def chosen_checkpoints_words(tables: Tables) -> str:
+    trials = len({(r["study"], r["trial_id"]) for r in chosen_checkpoints(tables)})
+    return (f"<p class='warning'>{trials} trials report the checkpoint with the lowest loss on their "
+            "long-length validation set (eval.select best_long_loss, as Cho et al. 2024 report), not "
+            "their last step: every number of theirs on this page is at that checkpoint, chosen on long "
+            "lengths. The per-trial table below shows the last step's accuracy beside it.</p>")
+

@@ -64,11 +64,13 @@ VARIANCE = Question(
               "simulation (docs/analysis.md): 0.95 inside (0, 1), 0.87–0.94 for groups near 1. The percentile "
               "bootstrap over trials, kept for comparison, treats trials as independent and covered only "
               "0.33–0.53 in crossed studies."),
+        Prose(q.chosen_checkpoints_words, when=q.chosen_checkpoints),
         Table(q.rows("final_accuracy"),
               (("group_label", "group"), ("weight_seed", "weight seed"), ("data_seed", "data seed"),
                ("digits", "length"), ("n", "questions"), ("correct", "right"),
                ("accuracy", "accuracy"), ("wilson_low", "low (Wilson)"),
-               ("wilson_high", "high (Wilson)")),
+               ("wilson_high", "high (Wilson)"), ("checkpoint", "checkpoint"), ("step", "step"),
+               ("last_step", "last step"), ("last_step_accuracy", "accuracy at the last step")),
               lambda t: "Per trial and test length (final_accuracy.sql): accuracy with its "
               f"{rendering.level(t['final_accuracy'])} "
               "Wilson interval, the uncertainty from the trial's own test questions.",

@@ -124,3 +124,32 @@ def test_the_rows_carry_the_loss_of_their_step_and_give_it_back_to_a_resumed_tri
     assert history["long_loss"] == [pair for pair in result.long_loss if pair[0] <= 4]
     plain = result_rows(train(replace(SELECTING, eval=EvalConfig(digits=(2, 5), samples=5, every=2))))
     assert {row["long_loss"] for row in plain["eval"]} == {None}
+
+
+def test_the_analysis_reports_the_checkpoint_of_the_lowest_long_loss_beside_the_final(tmp_path):
+    """A selecting trial's rows carry long_loss: final_eval takes its lowest (the earliest
+    of equals), final_accuracy says so and shows the last step beside it, and variance
+    measures the chosen step; a trial without long_loss reports its last step."""
+    from test_analysis_sql import config, write_trial
+
+    from analysis.query import open_results, run_sql_file, sql_file
+    from orchestrator.store.results_store import write_trial_table
+
+    selecting = write_trial(tmp_path, "s", config("rope", 0, 0), {6: 0.5})
+    plain = write_trial(tmp_path, "s", config("rope", 1, 0), {6: 0.5})
+    losses, accuracies = {10: 0.9, 20: 0.4, 30: 0.4, 40: 0.7}, {10: 0.1, 20: 0.8, 30: 0.6, 40: 0.3}
+    write_trial_table(tmp_path, "s", "eval", selecting, [
+        {"step": s, "digits": 6, "n": 10, "correct": round(10 * accuracies[s]), "accuracy": accuracies[s],
+         "in_distribution": False, "long_loss": losses[s]} for s in losses])
+    with open_results(tmp_path, "s") as con:
+        rows = {r["trial_id"]: r for r in run_sql_file(con, sql_file("final_accuracy.sql")).to_pylist()}
+        variance = run_sql_file(con, sql_file("variance.sql")).to_pylist()
+    chosen = rows[selecting]
+    assert (chosen["checkpoint"], chosen["step"], chosen["accuracy"]) == ("lowest long-length loss", 20, 0.8)
+    assert (chosen["last_step"], chosen["last_step_accuracy"]) == (40, 0.3)
+    assert (rows[plain]["checkpoint"], rows[plain]["step"], rows[plain]["last_step"]) == ("final", 100, 100)
+    assert [r["mean"] for r in variance if r["digits"] == 6] == [pytest.approx((0.8 + 0.5) / 2)]
+    from analysis.report import build_report
+
+    page = build_report(tmp_path, "s", tmp_path / "report").page.read_text()
+    assert "1 trials report the checkpoint with the lowest loss" in page and "chosen on long" in page
