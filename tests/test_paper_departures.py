@@ -85,6 +85,7 @@ def test_sota_coupling_trains_and_tests_as_the_released_code():
         assert (trial.train.batch_size, trial.train.steps, trial.train.lr) == (1000, 50_000, 1e-4)
         assert (trial.train.min_lr_ratio, trial.train.warmup, trial.train.weight_decay) == (0.1, 500, 0.0)
         assert trial.eval.digits == tuple(range(5, 201, 5)) and trial.eval.questions == "exact_length"
+        assert trial.eval.select == "best_long_loss" and trial.eval.validation_digits == tuple(range(51, 101))
     # the CPU profile stays sized for a 2-core machine
     cpu = trials("sota_coupling", "cpu")
     assert len(cpu) == 2 and all(t.model.size == "tiny_1l" and t.train.steps <= 2000 for t in cpu)
