@@ -49,3 +49,27 @@ def test_measured_must_name_a_profile(tmp_path: Path):
     path.write_text((STUDIES / "quickstart.yaml").read_text().replace("  cpu: \"16 trials", "  gpu: \"16 trials"))
     with pytest.raises(StudyError, match="measured: gpu is no profile of this study; valid: default, cpu, smoke"):
         load_study(path)
+
+
+def test_a_looped_models_flops_count_its_layers_once_per_loop():
+    """One layer looped 4 times computes as 4 layers of the same width, though it has the
+    parameters of one (model.loops)."""
+    from dataclasses import replace
+
+    config = load_study(STUDIES / "sota_abacus.yaml", "cpu").trials[0]
+    one = replace(config, model=replace(config.model, size="tiny_1l", loops=1, input_injection="none"),
+                  train=replace(config.train, progressive_loss_alpha=0.0))
+    looped = replace(one, model=replace(one.model, loops=4, input_injection="loop"))
+    model = build_model(one.model, len(CharTokenizer()), 0)
+    layer = sum(p.numel() for p in model.blocks.parameters())
+    extra = trial_cost(looped).flops - trial_cost(one).flops
+    tokens = trial_cost(one).tokens_per_step * one.train.steps
+    assert trial_cost(looped).parameters == trial_cost(one).parameters
+    assert extra > 3 * 6 * layer * tokens  # three more passes through the layer's weights
+
+
+def test_parameter_ranges_read_from_the_smallest_to_the_largest():
+    from orchestrator.studies.study_scale import _millions
+
+    assert _millions([120_456_000, 9_800_000]) == "9.8 M to 120 M"
+    assert _millions([25_300_000]) == "25.3 M"

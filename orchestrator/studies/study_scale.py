@@ -5,6 +5,7 @@ with the wall times their authors measured (the study file's `measured` field).
 
 Training FLOPs of a trial: steps x tokens per batch x (6·N + 12·L·T·d) per token (N the
 parameters less the token embedding, L layers, T the sequence length, d the width;
+a model looped R times (model.loops) counts its layers' parameters and L R times;
 Kaplan et al. 2020, "Scaling laws for neural language models", arXiv 2001.08361, and
 PaLM, arXiv 2204.02311, App. B), with T and the tokens per batch taken from the trial's
 own first training batches. GPU-hours are that count at a sustained rate the message
@@ -47,7 +48,11 @@ def trial_cost(config: TrialConfig, batches: int = 3) -> TrialCost:
     model = build_model(config.model, len(tokenizer), 0, derive(config).input_layout)
     embedding = model.token_embedding.weight.numel() if hasattr(model, "token_embedding") else 0
     dims = SIZES[config.model.size]
-    per_token = 6 * (count_parameters(model) - embedding) + 12 * dims.n_layers * length * dims.d_model
+    # looped layers (model.loops) run their weights that many times per token
+    loops = config.model.loops
+    looped = sum(p.numel() for p in model.blocks.parameters()) if hasattr(model, "blocks") else 0
+    applied = count_parameters(model) - embedding + (loops - 1) * looped
+    per_token = 6 * applied + 12 * dims.n_layers * loops * length * dims.d_model
     return TrialCost(count_parameters(model), tokens, config.train.steps * tokens * per_token)
 
 
@@ -68,8 +73,8 @@ def study_cost_words(trials: list[TrialConfig]) -> str:
 
 
 def _millions(counts: list[int]) -> str:
-    shown = sorted({f"{c / 1e6:.2g} M" for c in counts})
-    return shown[0] if len(shown) == 1 else f"{shown[0]} to {shown[-1]}"
+    low, high = (f"{c / 1e6:,.{1 if c < 1e8 else 0}f} M" for c in (min(counts), max(counts)))
+    return low if low == high else f"{low} to {high}"
 
 
 def _asks(cpus: float, gpus: float) -> str:
