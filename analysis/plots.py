@@ -9,6 +9,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
 
 from analysis import figures
 
@@ -132,6 +133,43 @@ def seed_heatmaps(lucky_rows: list[dict], path: Path) -> Path | None:
     fig.colorbar(image, ax=axes, shrink=0.8,
                  label=MEASURED_LABELS[kinds.pop()] if len(kinds) == 1 else "exact match")
     return figures.save(fig, path)
+
+
+def grid_heatmaps(grid_rows: list[dict], path: Path) -> Path | None:
+    """Mean exact match over each group's trials on every cell of eval.grid, the first
+    operand's length down, the second's across (grid.sql; McLeish et al. 2024, Fig. 1);
+    an empty cell was not in the grid. Cells inside the training range are outlined."""
+    groups = figures.by_group(grid_rows)
+    if not groups:
+        return None
+    fig, axes = figures.panels(len(groups), panel=(3.9, 3.4))
+    image = None
+    for ax, (label, rows) in zip(axes, groups.items()):
+        firsts = sorted({r["first_digits"] for r in rows})
+        seconds = sorted({r["second_digits"] for r in rows})
+        matrix = [[math.nan] * len(seconds) for _ in firsts]
+        for r in rows:
+            matrix[firsts.index(r["first_digits"])][seconds.index(r["second_digits"])] = figures.value_or(
+                r["mean_accuracy"], math.nan)
+        image = ax.imshow(matrix, vmin=0, vmax=1, cmap="viridis", aspect="auto", origin="lower")
+        for r in rows:
+            if r["in_distribution"]:
+                ax.add_patch(Rectangle((seconds.index(r["second_digits"]) - 0.5, firsts.index(r["first_digits"]) - 0.5),
+                                       1, 1, fill=False, edgecolor="white", linewidth=0.6))
+        _sparse_ticks(ax.set_xticks, seconds)
+        _sparse_ticks(ax.set_yticks, firsts)
+        ax.set_xlabel("second operand's digits")
+        ax.set_ylabel("first operand's digits")
+        ax.set_title(f"{figures.wrap(label)}\n{rows[0]['n_trials']} trials", fontsize=8)
+    fig.subplots_adjust(wspace=0.45, hspace=0.6)
+    fig.colorbar(image, ax=axes, shrink=0.8, label="exact match (mean over trials)")
+    return figures.save(fig, path)
+
+
+def _sparse_ticks(set_ticks, lengths: list[int], most: int = 12) -> None:
+    """At most `most` labelled ticks: a 100-length axis would print 100 labels."""
+    every = max(1, math.ceil(len(lengths) / most))
+    set_ticks(range(0, len(lengths), every), [str(n) for n in lengths[::every]])
 
 
 COMPONENT_PARTS = (("weight", "weight seed", "tab:blue"), ("data", "data seed", "tab:orange"),

@@ -34,7 +34,12 @@ from analysis.quantiles import register_quantiles
 from analysis.questions import reads_table
 from analysis.share_intervals import register_share_intervals
 
-#: defined in views.sql over the tables, in this order
+#: views.sql's views that read a table's files besides the table's own view: the eval
+#: files hold eval.grid's rows too, which grid_eval shows and eval leaves out
+FILE_VIEWS = {"eval": ("grid_eval",)}
+#: the files that continue one views file, read after it (views.sql grew past 300 lines)
+VIEW_PARTS = {"views.sql": ("checkpoints.sql",)}
+#: defined in views.sql (and its VIEW_PARTS) over the tables, in this order
 DERIVED_VIEWS = ("finished_trials", "groups", "last_eval", "final_eval", "finished_eval", "finished_samples", "final_samples")
 ROOT_VARIABLE = "results_glob_root"  # the DuckDB variable views.sql reads
 MACROS = "macros"  # _statements_by_view's key for a file's statements that define no view
@@ -44,7 +49,7 @@ MACRO_FILES = ("macros.sql", "seed_grid.sql", "seed_subgrid.sql", "seed_componen
                "seed_bootstrap.sql", "seed_concordance.sql", "seed_statistics.sql", "group_pairs.sql",
                "compare_accuracy.sql", "compare_success.sql", "errors_carry.sql")
 #: the files that define views, macros or functions rather than answer a question
-DEFINITION_FILES = ("empty_tables.sql", "views.sql", "formulas.sql", *MACRO_FILES)
+DEFINITION_FILES = ("empty_tables.sql", "views.sql", "checkpoints.sql", "formulas.sql", *MACRO_FILES)
 
 # duckdb 2.0.1 keeps the comments before a statement in its extracted text; 2.0.0 drops them.
 _VIEW_NAME = re.compile(
@@ -111,12 +116,13 @@ def open_results(root: Path, study: str | None = None) -> duckdb.DuckDBPyConnect
             good = [path for path, footer in footers.items() if footer is not None]
             if table == "trials":
                 _refuse_rows_without_groups(root, [p for p in good if "group_id" not in footers[p].schema.names])
-            if not good:
-                con.execute(empties[table])
-            elif len(good) == len(files):
-                con.execute(views[table])  # the glob: later files show up too
-            else:  # the good files by name, fixed for this connection
-                con.execute(_view_over_files(views[table], table, good))
+            for view in (table, *FILE_VIEWS.get(table, ())):
+                if not good:
+                    con.execute(empties[view])
+                elif len(good) == len(files):
+                    con.execute(views[view])  # the glob: later files show up too
+                else:  # the good files by name, fixed for this connection
+                    con.execute(_view_over_files(views[view], table, good))
         for name in DERIVED_VIEWS:  # views over the tables, e.g. groups
             con.execute(views[name])
     except MigrationNeeded:
@@ -299,8 +305,9 @@ def prepare_connection(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _statements_by_view(con: duckdb.DuckDBPyConnection, name: str) -> dict:
-    """View name -> its statement, and MACROS -> the file's other statements."""
-    text = sql_file(name).read_text()
+    """View name -> its statement, and MACROS -> the file's other statements (views.sql's
+    with those of the files that continue it, VIEW_PARTS)."""
+    text = "\n".join(sql_file(part).read_text() for part in (name, *VIEW_PARTS.get(name, ())))
     statements: dict = {MACROS: []}
     for statement in con.extract_statements(text):
         match = _VIEW_NAME.match(statement.query)

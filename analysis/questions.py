@@ -77,6 +77,25 @@ VARIANCE = Question(
               collapsed=True),
     ))
 
+GRID = Question(
+    "grid", "1b. Pairs of operand lengths (McLeish et al. 2024, Fig. 1)", (SqlFile("grid"),),
+    nav="operand-length pairs", parts=(
+        Prose("<p class='empty'>No trial of this study was tested on a grid of operand lengths "
+              "(eval.grid: the first operand's lengths by the second's).</p>", when=lambda t: not t["grid"]),
+        Plot("grid.png", "Accuracy over pairs of operand lengths",
+             "Exact match on the questions of every cell of eval.grid (the first operand's digits down, "
+             "the second's across; eval.grid_samples questions per cell, the same for every trial), at "
+             "each trial's final evaluation, mean over the group's trials; outlined: both lengths inside "
+             "the training range (McLeish et al. 2024 draw this grid to 100 x 100 digits).",
+             ("grid.sql",), "plots.grid_heatmaps", lambda t: (q.first(t, "grid"),), when=lambda t: bool(t["grid"])),
+        Table(q.rows("grid"),
+              (("group_label", "group"), ("first_digits", "first operand"), ("second_digits", "second operand"),
+               ("in_distribution", "trained"), ("n_trials", "trials"), ("questions", "questions"),
+               ("mean_accuracy", "mean"), ("min_accuracy", "min"), ("max_accuracy", "max")),
+              "Per group and cell of eval.grid (grid.sql): exact match, mean over trials, with its range.",
+              collapsed=True, when=lambda t: bool(t["grid"])),
+    ))
+
 LUCKY_TICKETS = Question(
     "lucky", "2. Weight seeds × data seeds: lucky tickets (001 Fig. 11, F.9)",
     (SqlFile("lucky_tickets", (ACCURACIES,)), SqlFile("replicates", (ACCURACIES,))),
@@ -349,7 +368,7 @@ ENVIRONMENTS = Question(
 STATUS_COUNTS = Question("status", None, (SqlFile("status_counts"),))
 
 QUESTIONS: tuple[Question, ...] = (
-    STATUS_COUNTS, COVERAGE, VARIANCE, LUCKY_TICKETS, SUCCESS, COMPARE, CASCADE, ERRORS,
+    STATUS_COUNTS, COVERAGE, VARIANCE, GRID, LUCKY_TICKETS, SUCCESS, COMPARE, CASCADE, ERRORS,
     TRAINING, FAILURES, ENVIRONMENTS,
 )
 

@@ -1,7 +1,8 @@
 -- The results views `trials`, `train`, `eval` and `samples` over one study's Parquet
 -- files, or over every study's, and the derived views `finished_trials` (the trials
 -- the analysis compares), `groups` (configuration groups: trials that differ only by
--- their seeds) and `final_eval` (defined at the end).
+-- their seeds); analysis/checkpoints.sql, read after it, defines the evaluation each trial
+-- reports (`final_eval`).
 --
 -- Set the root first, then run this file. In the DuckDB command-line client:
 --
@@ -67,16 +68,42 @@ select
     * exclude (filename)
 from results_files(getvariable('results_glob_root') || '/train/**/*.parquet');
 
--- long_loss came later (eval.select best_long_loss): files written before it lack the
--- column, which then reads as null.
+-- long_loss, first_digits and second_digits came later (eval.select best_long_loss,
+-- eval.grid): files written before them lack the columns, which then read as null. The
+-- rows of an eval.grid cell (first_digits set) are grid_eval's, not eval's: every file
+-- that reads eval means the lengths of eval.digits. (analysis/query.py points both views
+-- at the same files.)
 create or replace view eval as
-select
-    study_folder(filename) as study,
-    * exclude (filename)
-from results_files(getvariable('results_glob_root') || '/eval/**/*.parquet')
-union all by name
-select null::double as long_loss
-where false;
+select * exclude (first_digits, second_digits)
+from (
+    select
+        study_folder(filename) as study,
+        * exclude (filename)
+    from results_files(getvariable('results_glob_root') || '/eval/**/*.parquet')
+    union all by name
+    select
+        null::double as long_loss,
+        null::bigint as first_digits,
+        null::bigint as second_digits
+    where false
+)
+where first_digits is null;
+
+create or replace view grid_eval as
+select *
+from (
+    select
+        study_folder(filename) as study,
+        * exclude (filename)
+    from results_files(getvariable('results_glob_root') || '/eval/**/*.parquet')
+    union all by name
+    select
+        null::double as long_loss,
+        null::bigint as first_digits,
+        null::bigint as second_digits
+    where false
+)
+where first_digits is not null;
 
 -- carry_in and wrong_places came later (issue 17): files written before them lack the
 -- columns, which then read as null (the empty relation below adds them by name).
@@ -160,125 +187,6 @@ final as (
 
 select *
 from final;
-
-
--- final_eval: each trial's evaluation rows at the step it reports, the rows that
--- variance, lucky_tickets, final_accuracy and summary compare across trials: its last
--- evaluated step, or, for a trial with eval.select best_long_loss (its rows carry
--- long_loss), the evaluated step with the lowest loss on the long-length validation set,
--- the earliest of equals (Cho et al. 2024 report that checkpoint). `checkpoint` says
--- which (final, or lowest long-length loss) and `last_step` is the trial's last
--- evaluated step, whose rows last_eval holds, so a chosen checkpoint is always shown
--- beside the final one. An accuracy of NaN (a length with no question) reads as null:
--- DuckDB sorts NaN above every number, so it would otherwise win a maximum or pass any
--- threshold. (The test is `not isfinite`: DuckDB 2.0 folds isnan() on a Parquet column
--- to false from the file's statistics, which leave NaN out.)
-
-create or replace view last_eval as
-with
-
-last_steps as (
-    select
-        study,
-        trial_id,
-        max(step) as step
-    from eval
-    group by study, trial_id
-),
-
-final as (
-    select eval.* replace (
-        case when isfinite(eval.accuracy) then eval.accuracy end as accuracy
-    )
-    from eval
-    inner join last_steps using (study, trial_id, step)
-)
-
-select * from final;
-
-create or replace view final_eval as
-with
-
-step_losses as (
-    select distinct
-        study,
-        trial_id,
-        step,
-        long_loss
-    from eval
-    where long_loss is not null
-),
-
-lowest as (
-    select
-        study,
-        trial_id,
-        min(long_loss) as long_loss
-    from step_losses
-    group by study, trial_id
-),
-
-selected_steps as (
-    select
-        study,
-        trial_id,
-        min(step) as step
-    from step_losses
-    inner join lowest using (study, trial_id, long_loss)
-    group by study, trial_id
-),
-
-last_steps as (
-    select
-        study,
-        trial_id,
-        max(step) as last_step
-    from eval
-    group by study, trial_id
-),
-
-reported_steps as (
-    select
-        last_steps.study,
-        last_steps.trial_id,
-        coalesce(selected_steps.step, last_steps.last_step) as step,
-        last_steps.last_step,
-        case when selected_steps.step is null then 'final' else 'lowest long-length loss' end as checkpoint
-    from last_steps
-    left join selected_steps using (study, trial_id)
-),
-
-final as (
-    select
-        eval.* replace (
-            case when isfinite(eval.accuracy) then eval.accuracy end as accuracy
-        ),
-        reported_steps.checkpoint,
-        reported_steps.last_step
-    from eval
-    inner join reported_steps using (study, trial_id, step)
-)
-
-select * from final;
-
-
-
--- finished_eval: the final_eval rows of the finished trials, with each trial's group
--- and seeds: what variance, success, compare, final_accuracy, replicates and
--- lucky_tickets measure.
-
-create or replace view finished_eval as
-select
-    groups.group_id,
-    groups.group_label,
-    groups.weight_seed,
-    groups.data_seed,
-    groups.perturb_seed,
-    finished_trials.status,
-    final_eval.*
-from final_eval
-inner join finished_trials using (study, trial_id)
-inner join groups using (study, trial_id);
 
 
 -- finished_samples: the samples rows of the finished trials, with each trial's group

@@ -316,6 +316,11 @@ class EvalConfig:
     #: training (lengthgen.validation), and the questions per length
     validation_digits: tuple[int, ...] = ()
     validation_samples: int = 1000
+    #: lengths of the first and of the second operand, crossed: at the final evaluation
+    #: every cell (i, j) gets grid_samples questions of exactly i and j digits (McLeish
+    #: et al. 2024's 100 x 100 grid); empty: none
+    grid: tuple[tuple[int, ...], tuple[int, ...]] | tuple[()] = ()
+    grid_samples: int = 100
 
     def __post_init__(self) -> None:
         if not self.digits or min(self.digits) < 1:
@@ -324,8 +329,12 @@ class EvalConfig:
             raise ValueError(f"eval.digits has duplicates: {self.digits}")
         if self.samples < 1 or self.every < 0 or self.batch_size < 1:
             raise ValueError("eval.samples and eval.batch_size must be >= 1, eval.every >= 0")
-        if self.validation_samples < 1:
-            raise ValueError(f"eval.validation_samples must be >= 1, got {self.validation_samples}")
+        if self.validation_samples < 1 or self.grid_samples < 1:
+            raise ValueError(f"eval.validation_samples and eval.grid_samples must be >= 1, got "
+                             f"{self.validation_samples} and {self.grid_samples}")
+        if self.grid and (len(self.grid) != 2 or not all(self.grid) or min(min(side) for side in self.grid) < 1):
+            raise ValueError(f"eval.grid must be two non-empty lists of lengths >= 1 (the first operand's, "
+                             f"the second's), got {[list(side) for side in self.grid]}")
         self._check_selection()
 
     def _check_selection(self) -> None:
@@ -345,7 +354,7 @@ class EvalConfig:
     @property
     def longest_digits(self) -> int:
         """The longest question evaluated, test or validation."""
-        return max((*self.digits, *self.validation_digits))
+        return max((*self.digits, *self.validation_digits, *(n for side in self.grid for n in side)))
 
 
 @dataclass(frozen=True)
@@ -384,6 +393,11 @@ class TrialConfig:
         task, distribution, longest_digits, layout = derive(self)
         distribution.check(task, self)
         TEST_QUESTIONS[self.eval.questions]().check(task, self)
+        if self.eval.grid and sum(task.scales) != 2:
+            raise ValueError(
+                f"eval.grid crosses the lengths of two operands; task.name {self.task.name} has "
+                f"{sum(task.scales)} operand(s) of the question's length: remove eval.grid"
+            )
         if self.eval.validation_digits and min(self.eval.validation_digits) <= self.task.train_digits[1]:
             raise ValueError(
                 f"eval.validation_digits {list(self.eval.validation_digits)}: a long-length validation set "

@@ -280,7 +280,7 @@ class UniformOperands(Distribution):
                 raise ValueError(f"eval.digits: {error}; remove {n}") from None
 
 
-def _exact_length_digits(
+def exact_length_digits(
     rng: np.random.Generator, lengths: np.ndarray, width: int, base: int, zero_is_one_digit: bool
 ) -> np.ndarray:
     """(Q, width) LSD-first operands, row q uniform among the numbers of exactly
@@ -304,7 +304,7 @@ def _by_longest(task: Task, rng: np.random.Generator, lengths: np.ndarray, zero_
     groups = {}
     for n in np.unique(longest):
         rows = lengths[longest == n]
-        scaled = [_exact_length_digits(rng, rows[:, i], int(n), task.base, zero_is_one_digit)
+        scaled = [exact_length_digits(rng, rows[:, i], int(n), task.base, zero_is_one_digit)
                   for i in range(rows.shape[1])]
         groups[int(n)] = task.assemble(scaled, rng)
     return groups

@@ -25,6 +25,7 @@ from lengthgen.config import TrialConfig, derive
 from lengthgen.determinism import deterministic
 from lengthgen.evaluation import LengthResult, SampleRecord, build_eval_sets, evaluate, summarize
 from lengthgen.formats import answer_width
+from lengthgen.grid import GridResult, build_grid, evaluate_grid
 from lengthgen.model import build_model, count_parameters
 from lengthgen.model.base import Architecture
 from lengthgen.model.position.attention_bias import ATTENTION_BIASES
@@ -67,6 +68,8 @@ class Report:
     #: at evaluation steps, eval.select best_long_loss: the loss on the long-length
     #: validation set (lengthgen.validation)
     long_loss: float | None = None
+    #: on the final report, eval.grid: the accuracy of every cell (lengthgen.grid)
+    grid: list[GridResult] = field(default_factory=list)
 
 
 @dataclass
@@ -91,6 +94,8 @@ class TrialResult:
     #: evaluated step with the lowest loss (the earliest of equals), which a study reports
     long_loss: list[tuple[int, float]] = field(default_factory=list)
     selected_step: int | None = None
+    #: eval.grid: every cell's accuracy at the final evaluation
+    grid: list[GridResult] = field(default_factory=list)
 
 
 def selected_step(long_loss: list[tuple[int, float]]) -> int | None:
@@ -129,6 +134,7 @@ def _train(
     positions = build_position_sampler(config.model)
     eval_sets = build_eval_sets(config, task, tokenizer)
     validation = validation_batch(config, tokenizer)
+    grid_cells = build_grid(config, tokenizer)
     phase_steps = config.train.steps
     phases = 2 if ATTENTION_BIASES[config.model.attention_bias].calibrated else 1
 
@@ -142,7 +148,7 @@ def _train(
     }
     #: {site: Ā}, the averaged attention logits of the first phase (abc)
     extracted: dict[str, torch.Tensor] | None = state.get("extracted")
-    last_finite_loss, final_samples = None, []  # float | None, list[SampleRecord]
+    last_finite_loss, final_samples, final_grid = None, [], []  # float | None, SampleRecords, GridResults
     for phase in range(state.get("phase", 0), phases):
         model, training_step = _phase_model(config, phase, extracted, state, target_device)
         model.train()
@@ -170,6 +176,8 @@ def _train(
                     if validation is not None:
                         report.long_loss = validation_loss(model, validation, config, positions, target_device)
                         history["long_loss"].append((step, report.long_loss))
+                    if final and grid_cells:
+                        report.grid = evaluate_grid(model, grid_cells, config, tokenizer, positions, target_device)
                 report.summary = summarize(report.eval)
                 history["eval"] += [(step, r) for r in report.eval]
                 report.checkpoint = partial(
@@ -179,7 +187,7 @@ def _train(
             if final:
                 report.final, report.status = True, "done"
                 report.attention_biases = _attention_biases(model, extracted, eval_sets)
-                final_samples = report.samples
+                final_samples, final_grid = report.samples, report.grid
             if report.train or report.eval:
                 on_report(report)
         if phase + 1 < phases:
@@ -192,7 +200,7 @@ def _train(
         train=history["train"], eval=history["eval"], samples=final_samples,
         summary=summarize(final_eval) if final_eval else {},
         attention_biases=_attention_biases(model, extracted, eval_sets),
-        long_loss=history["long_loss"], selected_step=selected_step(history["long_loss"]),
+        long_loss=history["long_loss"], selected_step=selected_step(history["long_loss"]), grid=final_grid,
     )
 
 

@@ -55,7 +55,8 @@ def trial_id(cfg: dict) -> str:
 
 def write_trial(root: Path, study: str, cfg: dict, final: dict[int, float] | None,
                 status: str = "done", early_factor: float = 0.5,
-                samples: list[dict] | None = None, group_label: str | None = None) -> str:
+                samples: list[dict] | None = None, group_label: str | None = None,
+                grid: dict[tuple[int, int], float] | None = None) -> str:
     """One trial's trials row and, unless ``final`` is None, its train and eval rows:
     accuracy ``final[d]`` at step FINAL and ``early_factor * final[d]`` at step EARLY.
     The row's group is that of its stored config (these configs are no TrialConfig),
@@ -83,6 +84,10 @@ def write_trial(root: Path, study: str, cfg: dict, final: dict[int, float] | Non
          "correct": 0 if np.isnan(acc) else round(100 * acc * factor),
          "accuracy": acc * factor, "in_distribution": d <= 4}
         for step, factor in ((EARLY, early_factor), (FINAL, 1.0)) for d, acc in final.items()
+    ] + [  # eval.grid's cells, at the final step (grid_eval's rows; eval leaves them out)
+        {"step": FINAL, "digits": max(cell), "n": 10, "correct": round(10 * acc), "accuracy": acc,
+         "in_distribution": max(cell) <= 4, "first_digits": cell[0], "second_digits": cell[1]}
+        for cell, acc in (grid or {}).items()
     ])
     if samples is not None:
         write_trial_table(root, study, "samples", tid, samples)
@@ -143,6 +148,7 @@ def build_study(root: Path) -> Truth:
     truth = Truth()
     cross_label, lr_label = (f"addition/fire/tiny/uniform_length train.lr={lr}" for lr in ("0.00001", "0.0003"))
     weight_effect, data_effect = [0.7, 0.3, 0.5], [0.1, -0.1, 0.05, -0.05]
+    grid_rng = np.random.default_rng(11)  # its own draws: the other numbers stay as they were
     for w in range(3):
         for d in range(4):
             cfg = config("fire", w, d)
@@ -150,7 +156,8 @@ def build_study(root: Path) -> Truth:
             final.update({n: float(np.clip(weight_effect[w] + data_effect[d]
                                            + rng.normal(0, 0.08), 0, 1)) for n in OOD})
             samples = random_samples(rng)
-            write_trial(root, STUDY, cfg, final, samples=samples, group_label=cross_label)
+            grid = {(i, j): float(grid_rng.uniform(0, 1 if max(i, j) <= 4 else 0.5)) for i in (2, 6) for j in (2, 4, 6)}
+            write_trial(root, STUDY, cfg, final, samples=samples, group_label=cross_label, grid=grid)
             truth.add("cross", cfg, final, samples)
     for w, level in enumerate([0.95, 0.5, 0.1]):
         for d in range(2):
@@ -247,6 +254,7 @@ def test_views_sql_with_groups_loads_as_the_cli_client_runs_it(study) -> None:
     con = duckdb.connect()
     con.execute(f"SET VARIABLE results_glob_root = '{root / STUDY}';")
     con.execute((SQL / "views.sql").read_text())
+    con.execute((SQL / "checkpoints.sql").read_text())
     assert con.sql("select count(distinct group_id) from groups").fetchall() == [(4,)]
     # and an analysis file runs there too, after the plain-SQL formulas, with its
     # parameter set as the CLI client would

@@ -67,6 +67,7 @@ class Study:
         empties = _statements_by_view(con, "empty_tables.sql")
         views = _statements_by_view(con, "views.sql")
         con.execute(empties["train"])
+        con.execute(empties["grid_eval"])
         if not self.samples:
             con.execute(empties["samples"])
         tables = (("trials", self.grouped_trials()), ("eval", self.evals), ("samples", self.samples))

@@ -43,6 +43,10 @@ EVAL_SCHEMA = pa.schema(
         # eval.select best_long_loss: the loss on the long-length validation set at this
         # step, the same on every row of the step (null without a validation set)
         ("long_loss", pa.float64()),
+        # eval.grid: the two operands' lengths of a grid cell's row (digits is the longer);
+        # null on the rows of eval.digits (analysis/views.sql keeps the two apart)
+        ("first_digits", pa.int64()),
+        ("second_digits", pa.int64()),
     ]
 )
 SAMPLES_SCHEMA = pa.schema(

@@ -112,7 +112,11 @@ def result_rows(result: TrialResult) -> dict[str, list[dict[str, Any]]]:
     long_loss = dict(result.long_loss)
     return {
         "train": [asdict(log) for log in result.train],
-        "eval": [{"step": step, **asdict(r), "long_loss": long_loss.get(step)} for step, r in result.eval],
+        "eval": [{"step": step, **asdict(r), "long_loss": long_loss.get(step)} for step, r in result.eval]
+        + [{"step": final_step, "digits": max(g.first, g.second), "n": g.n, "correct": g.correct,
+            "accuracy": g.accuracy, "in_distribution": g.in_distribution, "first_digits": g.first,
+            "second_digits": g.second}
+           for g in result.grid],
         "samples": [{"step": final_step, **asdict(s)} for s in result.samples],
     }
 
@@ -132,8 +136,9 @@ def rows_history(train: list[dict[str, Any]], eval: list[dict[str, Any]], step: 
     """The trainer's history from a trial's train and eval rows, up to ``step``
     (history_rows reversed)."""
     train_columns = [c for c in TRAIN_SCHEMA.names if c != "trial_id"]
-    eval_columns = [c for c in EVAL_SCHEMA.names if c not in ("trial_id", "step", "long_loss")]
-    kept = [row for row in eval if row["step"] <= step]
+    eval_columns = [c for c in EVAL_SCHEMA.names
+                    if c not in ("trial_id", "step", "long_loss", "first_digits", "second_digits")]
+    kept = [row for row in eval if row["step"] <= step and row.get("first_digits") is None]  # no grid cells
     return {
         "train": [{c: row[c] for c in train_columns} for row in train if row["step"] <= step],
         "eval": [(row["step"], {c: row[c] for c in eval_columns}) for row in kept],
