@@ -1,4 +1,5 @@
--- How accurate is each trial at each test length at its last evaluation, with its
+-- How accurate is each trial at each test length at the evaluation it reports (its
+-- last, or with eval.select best_long_loss the one chosen: `checkpoint`), with its
 -- status? The rows behind the table `lg-study run` prints when a study ends
 -- (orchestrator.console.run_table), which keeps the trials of the run's own grid and lays
 -- them out by configuration group. A trial that diverged before its first evaluation
@@ -12,7 +13,8 @@ final as (
         trials.status,
         final_eval.digits,
         final_eval.in_distribution,
-        final_eval.accuracy
+        final_eval.accuracy,
+        final_eval.checkpoint
     from trials
     left join final_eval using (study, trial_id)
 )

@@ -322,3 +322,18 @@ def test_a_seeds_until_study_shows_every_seed_trained_and_why_it_stopped(tmp_pat
     by_file = runner.invoke(app, ["status", str(path), "--results", str(root)])
     assert by_file.exit_code == 0, by_file.output
     assert "6 (4 added)" in by_file.output and "w5" in by_file.output and "target held" in by_file.output
+
+
+def test_trials_at_a_checkpoint_chosen_on_long_lengths_are_said_so_under_the_table():
+    from orchestrator.console.run_table import Layout, _caption, measured
+
+    listed = [{"trial_id": t, "group_id": "g", "status": "done"} for t in ("a", "b")]
+    rows = [{"trial_id": "a", "digits": 5, "in_distribution": False, "accuracy": 0.5, "checkpoint": "final"},
+            {"trial_id": "b", "digits": 5, "in_distribution": False, "accuracy": 0.7,
+             "checkpoint": "lowest long-length loss"}]
+    results = measured(listed, rows, [], [])
+    assert results.chosen == {"b"}
+    layout = Layout("t", [], {}, {}, {(1, 3)})
+    assert "1 trials show the checkpoint of their lowest long-length validation loss" in _caption(
+        layout, {3}, results, [], False)
+    assert "long-length" not in _caption(layout, {3}, measured(listed, rows[:1], [], []), [], False)

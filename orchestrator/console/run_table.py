@@ -115,6 +115,8 @@ class Measured:
     group_of: dict[str, str]
     variance: dict[tuple[str, int], dict[str, Any]]
     success: dict[tuple[str, int], dict[str, Any]]
+    #: trials shown at a checkpoint chosen on long lengths (eval.select best_long_loss)
+    chosen: set[str] = field(default_factory=set)
 
 
 def measured(listed: list[dict], accuracies: list[dict], variance: list[dict], success: list[dict]) -> Measured:
@@ -128,8 +130,9 @@ def measured(listed: list[dict], accuracies: list[dict], variance: list[dict], s
         if r["trial_id"] in shown and r["digits"] is not None:
             accuracy[r["trial_id"]][r["digits"]] = r["accuracy"]
             out_of_range[r["digits"]].add(not r["in_distribution"])
+    chosen = {r["trial_id"] for r in accuracies if r["trial_id"] in shown and r.get("checkpoint") not in (None, "final")}
     return Measured(status, accuracy, out_of_range, shown, {(r["group_id"], r["digits"]): r for r in variance},
-                    {(r["group_id"], r["digits"]): r for r in success})
+                    {(r["group_id"], r["digits"]): r for r in success}, chosen)
 
 
 # --- the table -----------------------------------------------------------------------------
@@ -238,6 +241,10 @@ def _caption(layout: Layout, longest: set[int], results: Measured, shown: list[s
     if any(len(group.trials) >= 2 for group in layout.groups.values()) and results.variance:
         parts.append("mean over the trials, CI low - high its interval over seeds (variance.sql); >= T: trials "
                      "whose accuracy reaches T, of those measured (success.sql)")
+    if results.chosen:
+        parts.append(f"{len(results.chosen)} trials show the checkpoint of their lowest long-length validation "
+                     "loss, chosen on long lengths (eval.select best_long_loss), not their last step "
+                     "(final_accuracy.sql shows both)")
     if summarised:
         parts.append(f"a group of more than {LISTED_AT_MOST} trials is summarised (--all lists them): min and max "
                      "over its trials, best = the seed pair with the highest mean over the lengths")
