@@ -36,15 +36,21 @@ class UiServer:
     log: Path | None  # the server's own output
 
     def stop(self, timeout: float = 15.0) -> None:
-        """Stop the server and the workers it started (its own process group)."""
-        if self.process is None or self.process.poll() is not None:
+        """Stop the server and the workers it started (its own process group), and return
+        once the whole group is gone: the workers outlive the server by a moment, and a
+        caller that checks (or reuses the port) right after would find them."""
+        if self.process is None:
             return
-        _signal_group(self.process, signal.SIGTERM)
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
+        if self.process.poll() is None:
+            _signal_group(self.process, signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                _signal_group(self.process, signal.SIGKILL)
+                self.process.wait(timeout)
+        if not _group_gone(self.process.pid, timeout):
             _signal_group(self.process, signal.SIGKILL)
-            self.process.wait(timeout)
+            _group_gone(self.process.pid, timeout)
 
 
 def default_store_uri(results_root: Path) -> str:
@@ -196,6 +202,18 @@ def _post_json(url: str, body: dict) -> dict:
     )
     with urllib.request.urlopen(request, timeout=30) as reply:
         return json.load(reply)
+
+
+def _group_gone(group: int, timeout: float) -> bool:
+    """Whether process group ``group`` has no process left within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def _signal_group(process: subprocess.Popen, sig: int) -> None:

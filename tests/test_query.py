@@ -182,14 +182,14 @@ def test_run_table_sql_gives_each_trial_its_final_step_accuracy(root: Path) -> N
     con = open_results(root, "alpha")
     table = run_sql_file(con, Path(str(SQL_DIR / "run_table.sql")))
 
-    assert table.column_names == ["trial_id", "status", "digits", "in_distribution", "accuracy"]
+    assert table.column_names == ["trial_id", "status", "digits", "in_distribution", "accuracy", "checkpoint"]
     assert [tuple(r.values()) for r in table.to_pylist()] == [
-        ("00001234", "done", 5, True, 1.0),
-        ("00001234", "done", 10, False, 0.5),
-        ("b2", "done", 5, True, 1.0),
-        ("b2", "done", 10, False, 0.0),
-        ("c3", "done", 5, True, 0.75),
-        ("c3", "done", 10, False, 0.25),
+        ("00001234", "done", 5, True, 1.0, "final"),
+        ("00001234", "done", 10, False, 0.5, "final"),
+        ("b2", "done", 5, True, 1.0, "final"),
+        ("b2", "done", 10, False, 0.0, "final"),
+        ("c3", "done", 5, True, 0.75, "final"),
+        ("c3", "done", 10, False, 0.25, "final"),
     ]
 
 
