@@ -66,20 +66,13 @@ select
     null::double as long_loss
 where false;
 
+-- (eval, above, with the two columns of a grid cell)
 create or replace view grid_eval as
 select
-    null::varchar as study,
-    null::varchar as trial_id,
-    null::bigint as step,
-    null::bigint as digits,
-    null::bigint as n,
-    null::bigint as correct,
-    null::double as accuracy,
-    null::boolean as in_distribution,
-    null::double as long_loss,
+    *,
     null::bigint as first_digits,
     null::bigint as second_digits
-where false;
+from eval;
 
 create or replace view samples as
 select

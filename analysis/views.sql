@@ -41,6 +41,21 @@ from read_parquet(
 create or replace macro study_folder(filename) as
     regexp_extract(filename, '([^/]+)/[^/]+/[^/]+/[^/]+$', 1);
 
+-- An eval table's rows with their study. long_loss, first_digits and second_digits came
+-- later (eval.select best_long_loss, eval.grid): files written before them lack the
+-- columns, which then read as null.
+create or replace macro eval_rows(table_files) as table
+select
+    study_folder(filename) as study,
+    * exclude (filename)
+from results_files(table_files)
+union all by name
+select
+    null::double as long_loss,
+    null::bigint as first_digits,
+    null::bigint as second_digits
+where false;
+
 -- group_id and group_label came later (issue 13): analysis/query.py refuses files
 -- written before them until `lg-study migrate` adds them (the empty relation below
 -- types them for a study without trials). So did perturb_seed (null: no perturbation) and the provenance columns, among them
@@ -68,41 +83,17 @@ select
     * exclude (filename)
 from results_files(getvariable('results_glob_root') || '/train/**/*.parquet');
 
--- long_loss, first_digits and second_digits came later (eval.select best_long_loss,
--- eval.grid): files written before them lack the columns, which then read as null. The
--- rows of an eval.grid cell (first_digits set) are grid_eval's, not eval's: every file
--- that reads eval means the lengths of eval.digits. (analysis/query.py points both views
--- at the same files.)
+-- The rows of eval.grid's cells (first_digits set) are grid_eval's, not eval's: every
+-- file that reads eval means the lengths of eval.digits. (analysis/query.py points both
+-- views at the same files.)
 create or replace view eval as
 select * exclude (first_digits, second_digits)
-from (
-    select
-        study_folder(filename) as study,
-        * exclude (filename)
-    from results_files(getvariable('results_glob_root') || '/eval/**/*.parquet')
-    union all by name
-    select
-        null::double as long_loss,
-        null::bigint as first_digits,
-        null::bigint as second_digits
-    where false
-)
+from eval_rows(getvariable('results_glob_root') || '/eval/**/*.parquet')
 where first_digits is null;
 
 create or replace view grid_eval as
 select *
-from (
-    select
-        study_folder(filename) as study,
-        * exclude (filename)
-    from results_files(getvariable('results_glob_root') || '/eval/**/*.parquet')
-    union all by name
-    select
-        null::double as long_loss,
-        null::bigint as first_digits,
-        null::bigint as second_digits
-    where false
-)
+from eval_rows(getvariable('results_glob_root') || '/eval/**/*.parquet')
 where first_digits is not null;
 
 -- carry_in and wrong_places came later (issue 17): files written before them lack the

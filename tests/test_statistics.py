@@ -67,7 +67,6 @@ class Study:
         empties = _statements_by_view(con, "empty_tables.sql")
         views = _statements_by_view(con, "views.sql")
         con.execute(empties["train"])
-        con.execute(empties["grid_eval"])
         if not self.samples:
             con.execute(empties["samples"])
         tables = (("trials", self.grouped_trials()), ("eval", self.evals), ("samples", self.samples))
@@ -76,6 +75,7 @@ class Study:
             con.register(f"new_{table}", pa.Table.from_pylist(rows))
             con.execute(f"create table {table} as select * from empty_{table} "
                         f"union all by name select * from new_{table}")
+        con.execute(empties["grid_eval"])  # no grid cells: over the eval table above
         for view in DERIVED_VIEWS:  # the same views, in the same order, as a real study
             con.execute(views[view])
         return con
