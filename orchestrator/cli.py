@@ -26,8 +26,11 @@ from orchestrator.cli_support import (
     bad_input,
     err,
     load_study_file,
+    migrate_profile_of,
     out,
     parse_params,
+    print_summary,
+    refuse_all_for_a_search,
     results_warnings,
     study_argument,
 )
@@ -100,7 +103,7 @@ def run(
 
     study = dataclasses.replace(load_study_file(study_file, profile), reuse=reuse and not restart, retrain_stale=retrain_stale)
     if study.spec.search:
-        _refuse_all_for_a_search(show_all, study)
+        refuse_all_for_a_search(show_all, study)
     root = study.results_root(results)
     uri = tracking_uri or default_store_uri(results)
     if restart and not yes and not typer.confirm(
@@ -205,26 +208,7 @@ def migrate(
         if not upgraded:
             out.print(f"every trials row under {results} has its configuration group already", highlight=False)
         return
-    _migrate_profile(study_file, profile, results, uri)
-
-
-def _migrate_profile(study_file: Path, profile: str, results: Path, uri: str) -> None:
-    from orchestrator.running.migrate import migrate_profile
-    from orchestrator.running.recovery import StudyBusy
-    from orchestrator.studies.study import StudyError
-
-    profiled, unprofiled = load_study_file(study_file, profile), load_study_file(study_file, None)
-    try:
-        done = migrate_profile(profiled, unprofiled, results, uri)
-    except (StudyError, StudyBusy) as error:
-        raise bad_input(str(error)) from None
-    target = profiled.results_root(results) / profiled.name
-    out.print(f"{len(done.moved)} trials moved and {len(done.copied)} copied (the unprofiled design has them "
-              f"too) to {target}; {len(done.dropped)} already there removed from {results / profiled.name}; "
-              f"{done.deleted_runs} MLflow runs deleted from experiment {unprofiled.experiment!r}", highlight=False)
-    if done.moved or done.copied:
-        out.print(f"next: lg-study run {study_file} --profile {profile} --results {results} makes their runs in "
-                  f"experiment {profiled.experiment!r} and trains only the unfinished ones", highlight=False)
+    migrate_profile_of(study_file, profile, results, uri)
 
 
 @app.command()
@@ -256,7 +240,7 @@ def status(
     study, spec = study_argument(study, profile)
     if spec is not None:
         if spec.spec.search:
-            _refuse_all_for_a_search(show_all, spec)
+            refuse_all_for_a_search(show_all, spec)
             only, points, total = search_name(spec), spec.spec.search.points, spec.trial_count
         elif spec.spec.seeds.until:  # its design, and the seeds added so far
             planned = [t.trial_id for t in planned_trials(spec, root)]
@@ -283,33 +267,7 @@ def status(
         for state in searched:
             say.print(search_points(state, top, points))
         if not searched or output_format is not SummaryFormat.table:
-            _print_summary(root, study, spec, show_all, output_format, con)
-
-
-def _refuse_all_for_a_search(show_all: bool, spec) -> None:
-    if show_all:
-        raise bad_input(f"--all lists the seed pairs of a grid study's table; {spec.file} is a search "
-                         "(its best points are listed instead: --top N)")
-
-
-def _print_summary(root: Path, study: str, spec, show_all: bool, output_format: SummaryFormat, con=None) -> None:
-    """`status`'s table of the study's trials (orchestrator.console.run_table), or its summary's
-    rows as csv, json or markdown on stdout."""
-    from analysis.query import QueryError
-    from orchestrator.console.run_table import read_summary
-
-    try:
-        with results_warnings():
-            summary = read_summary(root, study, spec, con)
-    except (QueryError, LookupError) as error:
-        raise bad_input(str(error)) from None
-    if output_format is SummaryFormat.table:
-        for table in summary.tables(show_all):
-            out.print(table)
-        return
-    for table in summary.tables()[1:]:  # a seeds-until study's groups, beside the rows
-        err.print(table)
-    sys.stdout.write(summary.text(output_format.value))
+            print_summary(root, study, spec, show_all, output_format, con)
 
 
 @app.command()

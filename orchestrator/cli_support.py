@@ -114,3 +114,52 @@ def parse_params(items: list[str] | None) -> dict[str, str]:
             raise bad_input(f"--param {item!r}: expected NAME=VALUE")
         params[name] = value
     return params
+
+
+# --- what migrate and status print ----------------------------------------------------------
+
+
+def migrate_profile_of(study_file: Path, profile: str, results: Path, uri: str) -> None:
+    """`lg-study migrate STUDY.yaml --profile P`: move the profile's trials, and say what moved."""
+    from orchestrator.running.migrate import migrate_profile
+    from orchestrator.running.recovery import StudyBusy
+    from orchestrator.studies.study import StudyError
+
+    profiled, unprofiled = load_study_file(study_file, profile), load_study_file(study_file, None)
+    try:
+        done = migrate_profile(profiled, unprofiled, results, uri)
+    except (StudyError, StudyBusy) as error:
+        raise bad_input(str(error)) from None
+    target = profiled.results_root(results) / profiled.name
+    out.print(f"{len(done.moved)} trials moved and {len(done.copied)} copied (the unprofiled design has them "
+              f"too) to {target}; {len(done.dropped)} already there removed from {results / profiled.name}; "
+              f"{done.deleted_runs} MLflow runs deleted from experiment {unprofiled.experiment!r}", highlight=False)
+    if done.moved or done.copied:
+        out.print(f"next: lg-study run {study_file} --profile {profile} --results {results} makes their runs in "
+                  f"experiment {profiled.experiment!r} and trains only the unfinished ones", highlight=False)
+
+
+def refuse_all_for_a_search(show_all: bool, spec) -> None:
+    if show_all:
+        raise bad_input(f"--all lists the seed pairs of a grid study's table; {spec.file} is a search "
+                         "(its best points are listed instead: --top N)")
+
+
+def print_summary(root: Path, study: str, spec, show_all: bool, output_format: SummaryFormat, con=None) -> None:
+    """`status`'s table of the study's trials (orchestrator.console.run_table), or its summary's
+    rows as csv, json or markdown on stdout."""
+    from analysis.query import QueryError
+    from orchestrator.console.run_table import read_summary
+
+    try:
+        with results_warnings():
+            summary = read_summary(root, study, spec, con)
+    except (QueryError, LookupError) as error:
+        raise bad_input(str(error)) from None
+    if output_format is SummaryFormat.table:
+        for table in summary.tables(show_all):
+            out.print(table)
+        return
+    for table in summary.tables()[1:]:  # a seeds-until study's groups, beside the rows
+        err.print(table)
+    sys.stdout.write(summary.text(output_format.value))
