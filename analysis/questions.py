@@ -53,15 +53,14 @@ VARIANCE = Question(
         Table(q.with_intervals("variance"),
               (("group_label", "group"), ("digits", "length"), ("in_distribution", "trained"),
                ("n_trials", "N trials"), ("mean_ci", "mean [interval]"),
-               ("mean_method", "interval"), ("mean_coverage", "interval's coverage"),
-               ("sd", "sd"), ("best_of_n", "best of N")),
+               ("mean_coverage", "interval's coverage"), ("sd", "sd"), ("best_of_n", "best of N")),
               lambda t: f"Per group and test length (variance.sql). Interval of the mean over seeds "
               f"({rendering.level(t['variance'])}, "
               "clipped to [0, 1]): for crossed weight × data seeds, mean ± t·√((MS_w + MS_d − MS_e)/(ab)) with "
               "Satterthwaite's degrees of freedom; else a t interval over the seed pairs. Coverage measured by "
               "simulation (docs/analysis.md): 0.95 inside (0, 1), 0.87–0.94 for groups near 1. The percentile "
               "bootstrap over trials, which covered only 0.33–0.53 in crossed studies, is in the appendix.",
-              more=(("min", "min"), ("median", "median"), ("max", "max"))),
+              more=(("mean_method", "interval"), ("min", "min"), ("median", "median"), ("max", "max"))),
         Prose(q.chosen_checkpoints_words, when=q.chosen_checkpoints),
         Table(q.with_intervals("final_accuracy"),
               (("group_label", "group"), ("weight_seed", "weight seed"), ("data_seed", "data seed"),

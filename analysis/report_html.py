@@ -38,6 +38,7 @@ details > summary { cursor: pointer; color: #444; font-size: 0.9em; }
 th, td { border: 1px solid #ddd; padding: 2px 6px; text-align: right; }
 th { background: #f4f4f4; }
 td.text { text-align: left; }
+td.ci { white-space: nowrap; }
 caption { text-align: left; font-size: 0.9em; color: #444; padding-bottom: 4px; }
 code { background: #f4f4f4; padding: 0 3px; }
 .empty { color: #666; font-style: italic; }
@@ -191,7 +192,13 @@ def cell(value: Any, full: str | None = None) -> str:
     if isinstance(value, (list, tuple)):
         text = ", ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in value)
         return f"<td class='text'>{html.escape(text)}</td>"
+    if INTERVAL_CELL.fullmatch(str(value)):
+        return f"<td class='text ci'>{html.escape(str(value))}</td>"  # one line: estimate [low, high]
     return f"<td class='text'>{html.escape(str(value))}</td>"
+
+
+#: a cell of `with_intervals`: "0.964 [0.929, 0.998]"
+INTERVAL_CELL = re.compile(r"-?[\d.]+ \[-?[\d.]+, -?[\d.]+\]")
 
 
 def level(rows: list[dict]) -> str:

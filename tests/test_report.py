@@ -72,7 +72,8 @@ def test_key_numbers_are_html_tables(built) -> None:
     cells = re.findall(r"<td>([^<]*)</td>", rope_row.group(1))
     assert cells[1:] == ["1.000", "0.135", "1.000", "0.000", "0.000", "4.000", "", ""]  # W, p, SS, χ²
     # the component shares with their generalized intervals, as "estimate [low, high]"
-    texts = re.findall(r"<td class='text'>([^<]*)</td>", rope_row.group(1))
+    texts = re.findall(r"<td class='text(?: ci)?'>([^<]*)</td>", rope_row.group(1))
+    assert "<td class='text ci'>1.000 [1.000, 1.000]</td>" in rope_row.group(1)  # kept on one line
     assert texts[2:5] == ["1.000 [1.000, 1.000]", "0.000 [0.000, 0.000]", "0.000 [0.000, 0.000]"]
     assert "<th>best of N</th>" in html and "<th>mean [interval]</th>" in html
     assert "<th>accuracy [Wilson]</th>" in html and "<th>N trials</th>" in html
