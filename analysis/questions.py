@@ -83,7 +83,8 @@ GRID = Question(
              "the second's across; eval.grid_samples questions per cell, the same for every trial), at "
              "each trial's final evaluation, mean over the group's trials; outlined: both lengths inside "
              "the training range (McLeish et al. 2024 draw this grid to 100 x 100 digits).",
-             ("grid.sql",), "plots.grid_heatmaps", lambda t: (q.first(t, "grid"),), when=lambda t: bool(t["grid"])),
+             ("grid.sql",), "plots.grid_heatmaps", lambda t: (q.first(t, "grid"),), when=lambda t: bool(t["grid"]),
+             lacking=q.lacking("grid", lambda r: True, "their trials were not tested on eval.grid")),
         Table(q.rows("grid"),
               (("group_label", "group"), ("first_digits", "first operand"), ("second_digits", "second operand"),
                ("in_distribution", "trained"), ("n_trials", "trials"), ("questions", "questions"),

@@ -119,11 +119,13 @@ def label_key(key: dict[str, str]) -> str:
 def figure_html(path: Path, fig: Figure, note: str) -> str:
     data = base64.b64encode(path.read_bytes()).decode("ascii")
     sources = " and ".join(f"<code>analysis/{name}</code>" for name in fig.sql)
+    svg = path.with_suffix(".svg")
+    vector = f" <a href='{html.escape(svg.name)}'>SVG</a> for print." if svg.exists() else ""
     return (
         f"<figure><a href='{html.escape(path.name)}'>"
         f"<img src='data:image/png;base64,{data}' alt='{html.escape(fig.title)}'></a>"
         f"<figcaption><b>{html.escape(fig.title)}.</b> {html.escape(fig.caption)}{note} "
-        f"Computed by {sources}.</figcaption></figure>"
+        f"Computed by {sources}.{vector}</figcaption></figure>"
     )
 
 

@@ -116,6 +116,7 @@ def test_panel_titles_are_short_labels_and_figures_have_svg_twins(drawn) -> None
     for name, _ in saved:
         svg = (page.parent / name).with_suffix(".svg")
         assert svg.read_text().lstrip().startswith("<?xml") and "<svg" in svg.read_text()[:2000]
+        assert f"<a href='{svg.name}'>SVG</a>" in page.read_text()
 
 
 def test_a_quantity_a_group_lacks_is_said_not_drawn(drawn) -> None:
