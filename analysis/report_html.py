@@ -153,7 +153,8 @@ def table(
                 if len(shown) > 1 and key not in LABEL_COLUMNS and isinstance(shown[0].get(key), str)
                 and len({row.get(key) for row in shown}) == 1]
     varying = [c for c in columns if c not in constant]
-    said = "".join(f" {title}: {_text(shown[0].get(key))} on every row." for key, title in constant)
+    said = "".join(f" {title[:1].upper()}{title[1:]}: {_text(shown[0].get(key))} on every row."
+                   for key, title in constant)
     main = _html_table(shown, varying[:MAX_COLUMNS], caption + said + cut)
     rest = ""
     if len(varying) > MAX_COLUMNS or list(more):
