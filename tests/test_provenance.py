@@ -86,8 +86,9 @@ def test_mlflow_runs_carry_the_same_provenance(ran):
         assert run.data.tags["environment"] == row["environment"]
         assert run.data.tags["science_version"] == str(SCIENCE_VERSION)
         assert run.data.tags["perturb_seed"] == str(row["perturb_seed"])
-    assert {run.info.run_name for run in runs(results)} == {"alibi-tiny-successor-w0-d0",
-                                                             "alibi-tiny-successor-w0-d0-p1"}
+    # one group: its short label is its base label, then the seeds
+    assert {run.info.run_name for run in runs(results)} == {"successor/alibi/tiny/uniform_length · w0 d0",
+                                                             "successor/alibi/tiny/uniform_length · w0 d0 p1"}
 
 
 def test_a_group_that_ran_in_two_environments_is_named(ran):

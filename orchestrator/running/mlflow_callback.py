@@ -51,4 +51,5 @@ class MlflowTuneCallback(Callback):
         params = trial.config["trial"]
         if not live:
             self._attached.discard(params["trial_id"])
-        return sync_trial(self.tracker, Path(params["results_root"]), params["study"], params["trial_id"], live)
+        return sync_trial(self.tracker, Path(params["results_root"]), params["study"], params["trial_id"], live,
+                          params.get("run_name"))

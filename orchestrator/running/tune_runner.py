@@ -32,6 +32,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from analysis.groups import run_name
 from analysis.layout import TUNE
 from lengthgen import TrialConfig
 from orchestrator.mlflow_tracking.mlflow_sync import sync_study
@@ -319,6 +320,8 @@ def trial_params(config: TrialConfig, study: Study, results_root: Path) -> dict[
         "config": config.to_dict(),
         # the worker writes it into `trials` (with group_id), whence the MLflow tags
         "group_label": study.group_label(config),
+        # its MLflow run's name: the group's short label among the study's, and its seeds
+        "run_name": run_name(config.to_dict(), study.short_label(config)),
         "results_root": str(results_root),
         "threads": max(1, int(resources.cpus_per_trial)),
         "device": "cuda" if resources.gpus_per_trial > 0 else "cpu",
