@@ -249,7 +249,8 @@ class TrainConfig:
     grad_clip: float = 1.0
     #: report the training loss every this many steps
     log_every: int = 50
-    #: fp32, or bf16 autocast (lengthgen.precision)
+    #: fp32; tf32 (float32 storage, TF32 CUDA matmuls); or bf16 autocast
+    #: (lengthgen.precision). Part of the trial's identity at tf32 or bf16
     precision: PrecisionName = "fp32"
     #: compile the model with torch.compile (slower start, faster steps on GPUs)
     compile: bool = False
