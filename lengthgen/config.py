@@ -252,7 +252,8 @@ class TrainConfig:
     #: fp32; tf32 (float32 storage, TF32 CUDA matmuls); or bf16 autocast
     #: (lengthgen.precision). Part of the trial's identity at tf32 or bf16
     precision: PrecisionName = "fp32"
-    #: compile the model with torch.compile (slower start, faster steps on GPUs)
+    #: compile the model's forward with torch.compile, whole (no graph break) and with a
+    #: symbolic batch width (lengthgen.compiled_step): slower start, faster steps on GPUs
     compile: bool = False
     #: torch's deterministic algorithms (and cuDNN's, cuBLAS's fixed workspace): two runs
     #: on one GPU give the same numbers bit for bit, at some cost in speed; on a CPU
@@ -264,7 +265,7 @@ class TrainConfig:
     #: rounding), less compute on padding (lengthgen.batches.length_buckets). 1: one
     #: padded batch. A no-op with format.fixed_length (aligned rows all have one width).
     #: With model.dropout > 0 the dropout masks differ from the padded batch's; with
-    #: train.compile each new group width may cost a recompilation
+    #: train.compile the group widths share the graph of a symbolic width
     length_buckets: int = 1
     #: looped models (model.loops >= 2): McLeish et al. 2024's objective, the progressive
     #: loss of Bansal et al. 2022 with this alpha (1 in every run of theirs): each step's

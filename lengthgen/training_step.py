@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from lengthgen.batches import TrainingBatch, batch_parts, batch_tensors
+from lengthgen.compiled_step import CompiledForward
 from lengthgen.config import TrainConfig, TrialConfig
 from lengthgen.model.base import Architecture, Batch, Positions
 from lengthgen.model.position.samplers import build_position_sampler
@@ -98,7 +99,7 @@ class TrainingStep:
         self.optimizer = build_optimizer(model, config.train)
         if forward_batch is None:
             # the compiled step shares its parameters with `model`; evaluation runs uncompiled
-            forward_batch = torch.compile(model.forward_batch) if config.train.compile else model.forward_batch
+            forward_batch = CompiledForward(model) if config.train.compile else model.forward_batch
         self.forward_batch = forward_batch
         self.sampler = build_position_sampler(config.model)
 

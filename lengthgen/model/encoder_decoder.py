@@ -26,7 +26,7 @@ from torch import nn
 
 from lengthgen.layout import InputLayout
 from lengthgen.model.attention import CrossAttention, KVCache, SelfAttention, padding_mask
-from lengthgen.model.base import Architecture, Batch, Positions, combine
+from lengthgen.model.base import Architecture, Batch, Positions, TrainingInputs, combine
 from lengthgen.model.block import Block
 from lengthgen.model.layers import FEED_FORWARDS, NORMS, Residual
 from lengthgen.model.position.abacus import Abacus
@@ -166,12 +166,11 @@ class EncoderDecoder(Architecture):
         own = torch.cat([start, written[:, :-1]], dim=1)  # decoder input i is answer token i - 1
         return question_places(tokens, prompt_lengths, self.layout)[:, 1 : 1 + question], own
 
-    def forward_batch(self, batch: Batch, positions: Positions):
+    def training_inputs(self, batch: Batch, positions: Positions) -> TrainingInputs:
         source, source_lengths, decoder_input, target, supervised = _split(batch.tokens, batch.prompt_lengths,
                                                                           batch.answer_mask)
-        logits = self(source, positions[0], source_lengths, decoder_input, positions[1], supervised.sum(1),
-                      self.abacus_of(positions, 0), self.abacus_of(positions, 1))
-        return logits[supervised], target[supervised]
+        return TrainingInputs((source, positions[0], source_lengths, decoder_input, positions[1], supervised.sum(1),
+                               self.abacus_of(positions, 0), self.abacus_of(positions, 1)), {}, target, supervised)
 
     @torch.no_grad()
     def teacher_forced_argmax(self, tokens, positions, answer_start):

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from lengthgen.batches import training_batch
+from lengthgen.compiled_step import CompiledForward
 from lengthgen.config import (
     EvalConfig,
     FormatConfig,
@@ -117,9 +118,7 @@ def _step_rate(config: TrialConfig, target: torch.device, mode: str | None, back
     tokenizer, task = CharTokenizer(), build_task(config.task)
     distribution = DISTRIBUTIONS[config.data.distribution]()
     model = build_model(config.model, len(tokenizer), 0, config.input_layout).to(target)
-    forward = model.forward_batch
-    if mode is not None:
-        forward = torch.compile(forward, backend=backend, mode=mode if backend == "inductor" else None)
+    forward = model.forward_batch if mode is None else CompiledForward(model, backend, mode)
     step = TrainingStep(config, model, target, forward)
     prepared, real = [], 0
     for s in range(batches):

@@ -49,6 +49,9 @@ class StackPositionalEncoding(nn.Module):
         self.qk_transform = parts.qk_transform
         self.layer_keys = parts.relative_keys
         self.causal = causal
+        #: whether every row of the batch has the same positions, decided before a
+        #: compiled step (`Architecture.rows_decided`); None: `shared_rows` reads the data
+        self.rows_shared: bool | None = None
 
     def relative_keys(self) -> nn.Module | None:
         """A new relative-key table for one attention layer (shaw, upe), or None."""
@@ -64,7 +67,11 @@ class StackPositionalEncoding(nn.Module):
         tokens only."""
         if self.attention_bias is None:
             return None
-        bias = self.attention_bias(*shared_rows(positions, key_positions))
+        if self.rows_shared is None:
+            positions, key_positions = shared_rows(positions, key_positions)
+        elif self.rows_shared:
+            positions, key_positions = positions[:1], key_positions[:1]
+        bias = self.attention_bias(positions, key_positions)
         return causal_mask_with(bias) if self.causal else bias
 
     def rotation(self, positions: torch.Tensor) -> Rotation | None:
@@ -75,11 +82,15 @@ class StackPositionalEncoding(nn.Module):
         return None if self.qk_transform is None else self.qk_transform(positions)
 
 
+def rows_agree(*positions: torch.Tensor) -> bool:
+    """Whether every row of each tensor equals its first row (a host synchronisation)."""
+    return all(bool((p == p[:1]).all()) for p in positions)
+
+
 def shared_rows(q_positions: torch.Tensor, k_positions: torch.Tensor):
     """When every row has the same positions (plain and cyclic samplers), one row is
-    enough: a positional bias is computed once and broadcast over the batch."""
-    if bool((q_positions == q_positions[:1]).all()) and bool(
-        (k_positions == k_positions[:1]).all()
-    ):
+    enough: a positional bias is computed once and broadcast over the batch. Reads the
+    data: a compiled step decides it before the forward instead (`rows_shared`)."""
+    if rows_agree(q_positions, k_positions):
         return q_positions[:1], k_positions[:1]
     return q_positions, k_positions
