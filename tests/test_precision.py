@@ -11,6 +11,7 @@ from lengthgen.config import EvalConfig, TaskConfig, TrainConfig
 from lengthgen.model.layers import RMSNorm
 from lengthgen.precision import PRECISIONS, autocast, precision_mode
 from lengthgen.training import resolve_device
+from lengthgen.training_step import adamw_options, build_optimizer
 
 CONFIG = TrialConfig(
     task=TaskConfig(name="successor", train_digits=(1, 2)),
@@ -108,3 +109,11 @@ def test_a_bf16_step_of_an_rmsnorm_model_runs_every_norm_fused():
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message="Mismatch dtype")
         assert train(config).status == "done"
+
+
+def test_adamw_is_fused_on_cuda_only():
+    assert adamw_options(torch.device("cuda", 0)) == {"fused": True}
+    assert adamw_options(torch.device("cpu")) == {}
+    model = torch.nn.Linear(3, 2)
+    optimizer = build_optimizer(model, CONFIG.train, torch.device("cpu"))
+    assert not optimizer.defaults["fused"]  # the CPU keeps the implementation its pins were trained with
