@@ -108,6 +108,9 @@ class TrainingStep:
         """`forward_batch`: another form of model.forward_batch (a benchmark's compile
         mode, a reference model); by default the trial's, compiled with train.compile."""
         self.config, self.model, self.device = config, model, device
+        if config.model.attention_kernel == "flex" and device.type != "cuda":
+            raise ValueError(f"model.attention_kernel flex trains on CUDA only: torch {torch.__version__} has no "
+                             f"FlexAttention backward on {device.type!r}; use model.attention_kernel: sdpa there")
         self.optimizer = build_optimizer(model, config.train, device)
         if forward_batch is None:
             # the compiled step shares its parameters with `model`; evaluation runs uncompiled
