@@ -87,7 +87,7 @@ def study_rows(name: str, config: TrialConfig, device: torch.device, steps: int,
         rows.append(Measurement(
             f"GPU {name}: {label} speed vs fp32", baseline / median, "report",
             f"{median * 1e3:.1f} ms/step (runs {min(seconds) * 1e3:.1f}-{max(seconds) * 1e3:.1f}, {runs} x {steps} "
-            f"steps after {warmup}), {tokens / median:,.0f} tokens/s, {flops_per_step / median / 1e12:.1f} TFLOP/s "
+            f"steps after {warmup}), {tokens / median:,.0f} tokens/s, {flops_per_step / median / 1e12:.3g} TFLOP/s "
             f"of model FLOPs on {gpu}"))
         if results_root is not None and (precision, compile_) == (config.train.precision, config.train.compile):
             record_rate(results_root, gpu, rate_key(name, None), MeasuredRate(
