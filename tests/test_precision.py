@@ -117,3 +117,20 @@ def test_adamw_is_fused_on_cuda_only():
     model = torch.nn.Linear(3, 2)
     optimizer = build_optimizer(model, CONFIG.train, torch.device("cpu"))
     assert not optimizer.defaults["fused"]  # the CPU keeps the implementation its pins were trained with
+
+
+def test_evaluation_runs_in_the_trials_precision(monkeypatch):
+    """Greedy decoding and the teacher-forced pass run under the trial's autocast."""
+    import lengthgen.training as training
+
+    seen = []
+    evaluate = training.evaluate
+
+    def recording(*args, **kwargs):
+        seen.append(torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16)
+        return evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(training, "evaluate", recording)
+    train(replace(CONFIG, train=replace(CONFIG.train, precision="bf16")))
+    train(CONFIG)
+    assert seen == [True, False]
