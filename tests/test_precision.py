@@ -50,20 +50,25 @@ def test_compiled_training_equals_eager_training_closely():
     assert compiled_losses == pytest.approx(eager_losses, rel=1e-3)
 
 
-def _fp32_settings() -> list[str]:
-    return [b.fp32_precision for b in (torch.backends.cuda.matmul, torch.backends.cudnn.conv, torch.backends.cudnn.rnn)]
+def _fp32_settings() -> list:
+    """Both APIs' view of the TF32 switches (reading the legacy flags raises after an
+    inconsistent use of the new strings)."""
+    return [torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
+            torch.backends.cuda.matmul.fp32_precision, torch.backends.cudnn.conv.fp32_precision,
+            torch.backends.cudnn.rnn.fp32_precision]
 
 
 def test_tf32_is_set_for_the_trial_and_restored_after_even_on_error():
     before = _fp32_settings()
     with precision_mode("tf32"):
-        assert _fp32_settings() == ["tf32"] * 3
-    with pytest.raises(RuntimeError), precision_mode("tf32"):
+        assert _fp32_settings() == [True, True, "tf32", "tf32", "tf32"]
+    with pytest.raises(RuntimeError, match="a failing trial"), precision_mode("tf32"):
         raise RuntimeError("a failing trial")
-    assert _fp32_settings() == before
-    with precision_mode("fp32"):
-        assert _fp32_settings() == ["ieee"] * 3
-    assert _fp32_settings() == before
+    assert _fp32_settings()[:2] == before[:2]
+    for precision in ("fp32", "bf16"):
+        with precision_mode(precision):
+            assert _fp32_settings()[:3] == [False, False, "ieee"]
+    assert _fp32_settings()[:2] == before[:2]
 
 
 def test_tf32_on_the_cpu_trains_the_fp32_numbers_bit_for_bit_and_leaves_the_setting_as_it_was():
