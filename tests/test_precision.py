@@ -126,7 +126,7 @@ def test_adamw_is_fused_on_cuda_only():
 
 def test_evaluation_runs_in_the_trials_precision(monkeypatch):
     """Greedy decoding and the teacher-forced pass run under the trial's autocast."""
-    import lengthgen.training as training
+    from lengthgen import training
 
     seen = []
     evaluate = training.evaluate
