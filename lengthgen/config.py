@@ -21,6 +21,7 @@ from lengthgen.eval_config import STRICT, EvalConfig
 from lengthgen.formats import check_format, input_layout, sequence_length
 from lengthgen.layout import InputLayout
 from lengthgen.model import ARCHITECTURES
+from lengthgen.model.attention_kernels import ATTENTION_KERNELS
 from lengthgen.model.layers import FEED_FORWARDS, NORM_PLACEMENTS, NORMS
 from lengthgen.model.position.abacus import Abacus
 from lengthgen.model.position.attention_bias import ATTENTION_BIASES, WINDOW_CENTRES
@@ -46,6 +47,7 @@ NormPlacementName = Literal[tuple(NORM_PLACEMENTS)]
 AttentionBiasName = Literal[tuple(ATTENTION_BIASES)]
 WindowCentreName = Literal[WINDOW_CENTRES]
 InputInjectionName = Literal[tuple(INPUT_INJECTIONS)]
+AttentionKernelName = Literal[tuple(ATTENTION_KERNELS)]
 
 _STRICT = STRICT
 
@@ -135,6 +137,10 @@ class ModelConfig:
     #: are drawn from [0, max_positions); coupled start IDs stay below it)
     max_positions: int = 512
     dropout: float = 0.0
+    #: how attention is computed (lengthgen.model.attention_kernels): sdpa, the reference
+    #: (the bias as a tensor), or flex (FlexAttention, the bias inside the kernel; GPU
+    #: training only, no dropout). The same function up to float rounding
+    attention_kernel: AttentionKernelName = "sdpa"
     #: feed-forward variant (lengthgen.model.layers): gelu MLP, or geglu as in 001 E.2
     ffn: FeedForwardName = "gelu"
     #: normalisation (layernorm, or rmsnorm as in 001 E.2) and where it sits:
@@ -197,6 +203,9 @@ class ModelConfig:
             raise ValueError(f"model.max_positions must be >= 1, got {self.max_positions}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"model.dropout must be in [0, 1), got {self.dropout}")
+        if self.attention_kernel == "flex" and self.dropout:
+            raise ValueError("model.attention_kernel flex has no attention dropout: set model.dropout: 0, "
+                             "or model.attention_kernel: sdpa")
         if self.cyclic_period < 1 or self.shaw_clip < 1:
             raise ValueError("model.cyclic_period and model.shaw_clip must be >= 1")
         if self.t5_buckets < 2 or self.t5_buckets % 2 or self.t5_max_distance <= self.t5_buckets // 2:
@@ -249,9 +258,11 @@ class TrainConfig:
     grad_clip: float = 1.0
     #: report the training loss every this many steps
     log_every: int = 50
-    #: fp32, or bf16 autocast (lengthgen.precision)
+    #: fp32; tf32 (float32 storage, TF32 CUDA matmuls); or bf16 autocast
+    #: (lengthgen.precision). Part of the trial's identity at tf32 or bf16
     precision: PrecisionName = "fp32"
-    #: compile the model with torch.compile (slower start, faster steps on GPUs)
+    #: compile the model's forward with torch.compile, whole (no graph break) and with a
+    #: symbolic batch width (lengthgen.compiled_step): slower start, faster steps on GPUs
     compile: bool = False
     #: torch's deterministic algorithms (and cuDNN's, cuBLAS's fixed workspace): two runs
     #: on one GPU give the same numbers bit for bit, at some cost in speed; on a CPU
@@ -263,7 +274,7 @@ class TrainConfig:
     #: rounding), less compute on padding (lengthgen.batches.length_buckets). 1: one
     #: padded batch. A no-op with format.fixed_length (aligned rows all have one width).
     #: With model.dropout > 0 the dropout masks differ from the padded batch's; with
-    #: train.compile each new group width may cost a recompilation
+    #: train.compile the group widths share the graph of a symbolic width
     length_buckets: int = 1
     #: looped models (model.loops >= 2): McLeish et al. 2024's objective, the progressive
     #: loss of Bansal et al. 2022 with this alpha (1 in every run of theirs): each step's

@@ -43,6 +43,10 @@ def _every_config(config: TrialConfig) -> bool:
     return True
 
 
+def _bf16_rmsnorm(config: TrialConfig) -> bool:
+    return config.train.precision == "bf16" and config.model.norm == "rmsnorm"
+
+
 def _parity_fixed_length(config: TrialConfig) -> bool:
     return config.task.name == "parity" and config.format.fixed_length and config.format.pad
 
@@ -55,6 +59,8 @@ CHANGES = (
     Change(2, "parity under format.fixed_length with pad: the scratchpad runs on through the zero "
               "cells left of the question (it restarted at 0 there, so one input had several targets)",
            _parity_fixed_length),
+    Change(3, "RMSNorm under train.precision bf16 runs torch's fused kernel in bfloat16 with its gain "
+              "cast to bfloat16 (it ran unfused with a float32 gain)", _bf16_rmsnorm),
 )
 SCIENCE_VERSION = CHANGES[-1].version
 

@@ -30,7 +30,7 @@ from lengthgen.model import build_model, count_parameters
 from lengthgen.model.base import Architecture
 from lengthgen.model.position.attention_bias import ATTENTION_BIASES
 from lengthgen.model.position.samplers import build_position_sampler
-from lengthgen.precision import autocast
+from lengthgen.precision import autocast, precision_mode
 from lengthgen.science import SCIENCE_VERSION
 from lengthgen.tokenizer import CharTokenizer
 from lengthgen.training_step import TrainingStep, learning_rate
@@ -120,9 +120,10 @@ def train(
     phases of train.steps each (000 §5): train to interpolation (steps 1 .. S, evaluated
     at S), read and calibrate its attention, then train a fresh model from the same
     weight seed on the same batches with the calibrated bias (steps S + 1 .. 2 S).
-    With train.deterministic, under torch's deterministic algorithms (lengthgen.determinism)."""
+    With train.deterministic, under torch's deterministic algorithms (lengthgen.determinism);
+    in train.precision's TF32 setting (lengthgen.precision), restored after."""
     target_device = resolve_device(device)
-    with deterministic(config.train.deterministic, target_device):
+    with deterministic(config.train.deterministic, target_device), precision_mode(config.train.precision):
         return _train(config, on_report or (lambda report: None), resume_state, target_device)
 
 

@@ -49,8 +49,11 @@ def validate(
     study_file: Annotated[Path, typer.Argument(help="Study YAML file.")],
     profile: ProfileOption = None,
     trials: Annotated[bool, typer.Option("--trials", help="List every trial: index, trial id, axis values.")] = False,
+    results: ResultsOption = DEFAULT_RESULTS,
 ):
-    """Check a study file; print the number of trials and what varies."""
+    """Check a study file; print the number of trials and what varies, and for a study
+    on GPUs its size in GPU-hours (at the rate `lg-study bench --only gpu` measured
+    into the results folder, else an estimate)."""
     study = load_study_file(study_file, profile)
     search = study.spec.search
     count = f"{study.trial_count} trials"
@@ -69,6 +72,10 @@ def validate(
             out.print(f"  {key}: {param}", highlight=False)
         for key, values in search.repeat.items():
             out.print(f"  {key} (at every point): {', '.join(map(str, values))}", highlight=False)
+    if study.spec.resources.gpus_per_trial > 0:
+        from orchestrator.studies.study_scale import study_size_words
+
+        out.print(f"size: {study_size_words(study, results)}", highlight=False)
     if trials:
         from orchestrator.console.render import trial_list
 

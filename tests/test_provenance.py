@@ -68,7 +68,7 @@ def test_every_row_names_its_environment_and_code(ran):
     for row in rows:
         assert set(PROVENANCE_COLUMNS) <= set(row)
         assert row["science_version"] == SCIENCE_VERSION
-        assert row["torch_threads"] == 1 and row["deterministic"] is False and row["device_type"] == "cpu"
+        assert row["torch_threads"] == 1 and row["deterministic"] is False and row["precision"] == "fp32" and row["device_type"] == "cpu"
         assert cpu_model() in row["environment"] and row["torch_version"] in row["environment"]
         assert row["environment"] == environment_label(row)
         assert row["host"] and row["python_version"] and row["lgstudy_version"]

@@ -15,14 +15,16 @@ input position). Token rows are always the ones lengthgen.formats writes:
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
 from collections import OrderedDict
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 import torch
 from torch import nn
 
-from lengthgen.model.attention import causal_mask_with
+from lengthgen.model.attention_kernels import causal_mask_with, dense
 
 if TYPE_CHECKING:
     from lengthgen.config import TrialConfig
@@ -54,6 +56,25 @@ class Batch(NamedTuple):
     targets: torch.Tensor | None
     #: (B,) prompt length P of each row (the whole row in the aligned layout)
     prompt_lengths: torch.Tensor
+
+
+class TrainingInputs(NamedTuple):
+    """A training batch as the model's forward takes it, prepared outside the forward
+    (`Architecture.training_inputs`): the widths and masks that depend on the data are
+    decided here, so that the forward has no host synchronisation and compiles whole."""
+
+    #: positional and keyword arguments of the architecture's `forward`
+    args: tuple
+    kwargs: dict
+    #: (B, T') the target of every output the forward gives, and True where supervised
+    targets: torch.Tensor
+    supervised: torch.Tensor
+
+
+def supervised_outputs(logits: torch.Tensor, inputs: TrainingInputs) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N, vocab) logits and (N,) targets of the supervised outputs (a data-dependent
+    shape: selected outside a compiled forward)."""
+    return logits[inputs.supervised], inputs.targets[inputs.supervised]
 
 
 class Architecture(nn.Module, ABC):
@@ -155,8 +176,54 @@ class Architecture(nn.Module, ABC):
         return tuple(p[:, :length] for p, length in zip(positions, lengths, strict=True))
 
     @abstractmethod
-    def forward_batch(self, batch: Batch, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
-        """Training: (N, vocab) logits and (N,) targets of every supervised token."""
+    def training_inputs(self, batch: Batch, positions: Positions) -> TrainingInputs:
+        """A training batch as `forward`'s arguments, with the targets and the supervised mask."""
+
+    def forward_batch(self, batch: Batch, positions: Positions, **options) -> tuple[torch.Tensor, torch.Tensor]:
+        """Training: (N, vocab) logits and (N,) targets of every supervised token.
+        `options`: more keyword arguments of `forward` (a decoder's `loops`)."""
+        inputs = self.training_inputs(batch, positions)
+        return supervised_outputs(self(*inputs.args, **inputs.kwargs, **options), inputs)
+
+    @contextlib.contextmanager
+    def rows_decided(self, positions: Positions) -> Iterator[None]:
+        """Within the block, every stack's positional bias knows whether the rows of
+        `positions` share their positions (`StackPositionalEncoding.rows_shared`),
+        decided here, on the host, rather than inside the forward: a compiled forward
+        then has no host synchronisation. Set only when every sequence's rows agree,
+        every stack then shares them as the uncompiled forward would; otherwise every
+        stack computes its bias per row (the same values, where the uncompiled forward
+        may share the rows of a stack whose own sequence agrees)."""
+        from lengthgen.model.position.stack import StackPositionalEncoding, rows_agree
+
+        stacks = [m for m in self.modules() if isinstance(m, StackPositionalEncoding)]
+        shared = rows_agree(*self.sequence_positions(positions))
+        for stack in stacks:
+            stack.rows_shared = shared
+        try:
+            yield
+        finally:
+            for stack in stacks:
+                stack.rows_shared = None
+
+    def check_positions(self, positions: Positions) -> None:
+        """Refuse positions past a learned table (model.max_positions, the Abacus rows),
+        as the uncompiled forward does: a compiled forward skips that check, which reads
+        the data."""
+        for module in self.modules():
+            check = getattr(module, "check_indices", None)
+            if check is not None:
+                kind = self.abacus_indices if module is self.abacus else self.sequence_positions
+                for indices in kind(positions):
+                    check(indices)
+
+    def sequence_positions(self, positions: Positions) -> Positions:
+        """The position tensors of `positions` without the Abacus indices."""
+        return positions if self.abacus is None else positions[: len(positions) // 2]
+
+    def abacus_indices(self, positions: Positions) -> Positions:
+        """The Abacus index tensors of `positions` (none without model.abacus)."""
+        return () if self.abacus is None else positions[len(positions) // 2 :]
 
     @abstractmethod
     def teacher_forced_argmax(self, tokens: torch.Tensor, positions: Positions, answer_start: int) -> torch.Tensor:
@@ -188,7 +255,7 @@ def combine(
     mask; a causal attention's mask then closes the future too."""
     if structural_bias is None:
         return mask
-    mask = structural_bias if mask is None else mask + structural_bias
+    mask = structural_bias if mask is None else dense(mask) + structural_bias
     return causal_mask_with(mask) if causal else mask
 
 

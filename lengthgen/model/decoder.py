@@ -19,7 +19,7 @@ from torch import nn
 
 from lengthgen.layout import InputLayout
 from lengthgen.model.attention import KVCache
-from lengthgen.model.base import Architecture, Batch, Positions, combine
+from lengthgen.model.base import Architecture, Batch, Positions, TrainingInputs, combine
 from lengthgen.model.block import Block
 from lengthgen.model.layers import NORMS
 from lengthgen.model.position.abacus import Abacus
@@ -155,13 +155,14 @@ class DecoderLM(Architecture):
         answer = answer_places(tokens, prompt_lengths, self.layout, tokens.shape[1] - int(prompt_lengths.min()))
         return (along_rows(question, answer, prompt_lengths, lead=0)[:, :length],)
 
-    def forward_batch(self, batch: Batch, positions: Positions, loops: tuple[int, int] | None = None):
-        """`loops`: (frozen, trained) loops, for the progressive loss (`forward`)."""
+    def training_inputs(self, batch: Batch, positions: Positions) -> TrainingInputs:
+        """`forward_batch` also takes `loops`: (frozen, trained) loops, for the progressive loss."""
         supervised = batch.answer_mask[:, 1:]  # position t predicts token t + 1
         lengths = batch.prompt_lengths + supervised.sum(1) - 1  # tokens fed: prompt and answer
-        logits = self(batch.tokens[:, :-1], positions[0], prompt_lengths=batch.prompt_lengths, lengths=lengths,
-                      abacus=self.abacus_of(positions, 0), loops=loops)
-        return logits[supervised], batch.tokens[:, 1:][supervised]
+        return TrainingInputs((batch.tokens[:, :-1], positions[0]),
+                              {"prompt_lengths": batch.prompt_lengths, "lengths": lengths,
+                               "abacus": self.abacus_of(positions, 0)},
+                              batch.tokens[:, 1:], supervised)
 
     @torch.no_grad()
     def teacher_forced_argmax(self, tokens, positions, answer_start):

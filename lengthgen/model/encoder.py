@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from lengthgen.layout import InputLayout
-from lengthgen.model.base import Architecture, Batch, Positions
+from lengthgen.model.base import Architecture, Batch, Positions, TrainingInputs
 from lengthgen.model.block import Block
 from lengthgen.model.layers import NORMS
 from lengthgen.model.position.abacus import Abacus
@@ -81,9 +81,9 @@ class EncoderLM(Architecture):
     def digit_places(self, tokens, prompt_lengths, lengths):
         return (question_places(tokens, prompt_lengths, self.layout),)  # the row is the question
 
-    def forward_batch(self, batch: Batch, positions: Positions):
-        logits = self(batch.tokens, positions[0], self.abacus_of(positions, 0))
-        return logits[batch.answer_mask], batch.targets[batch.answer_mask]
+    def training_inputs(self, batch: Batch, positions: Positions) -> TrainingInputs:
+        return TrainingInputs((batch.tokens, positions[0], self.abacus_of(positions, 0)), {}, batch.targets,
+                              batch.answer_mask)
 
     @torch.no_grad()
     def teacher_forced_argmax(self, tokens, positions, answer_start):

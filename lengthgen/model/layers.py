@@ -49,9 +49,23 @@ FEED_FORWARDS: dict[str, Callable[[Dimensions, float], nn.Module]] = {
     "geglu": GeGLUFeedForward,
 }
 
+class RMSNorm(nn.RMSNorm):
+    """nn.RMSNorm whose gain follows its input's dtype: under bf16 autocast the input
+    arrives in bfloat16 and a float32 gain would send torch.rms_norm to its unfused
+    path ("Mismatch dtype between input and weight"). The fused kernel accumulates in
+    float32; eps stays float32's machine epsilon (nn.RMSNorm's default, eps=None, would
+    take the input dtype's, 2^-7 in bfloat16). In float32 this is nn.RMSNorm bit for bit
+    (tests/test_precision.py)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        weight = self.weight if self.weight is None or self.weight.dtype == x.dtype else self.weight.to(x.dtype)
+        eps = torch.finfo(torch.float32).eps if self.eps is None else self.eps
+        return F.rms_norm(x, self.normalized_shape, weight, eps)
+
+
 NORMS: dict[str, Callable[[int], nn.Module]] = {
     "layernorm": nn.LayerNorm,
-    "rmsnorm": nn.RMSNorm,
+    "rmsnorm": RMSNorm,
 }
 
 

@@ -45,7 +45,7 @@ from lengthgen.model.sizes import SIZES, Dimensions
 from lengthgen.tasks import TASKS
 from lengthgen.tokenizer import CharTokenizer
 from lengthgen.training_step import TrainingStep
-from orchestrator.benchmarks.bench_gpu import gpu
+from orchestrator.benchmarks.bench_gpu import gpu_rows
 from orchestrator.benchmarks.bench_scale import scale
 from orchestrator.benchmarks.bench_study_run import study_run_scale
 from orchestrator.benchmarks.measurement import Measurement, best_seconds
@@ -336,7 +336,7 @@ BENCHMARKS: dict[str, Callable[[], list[Measurement] | Measurement]] = {
     "report": report_speed,
     "scale": scale,
     "scale_run": study_run_scale,
-    "gpu": gpu,
+    "gpu": gpu_rows,
 }
 
 

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from lengthgen.batches import training_batch
+from lengthgen.compiled_step import CompiledForward
 from lengthgen.config import (
     EvalConfig,
     FormatConfig,
@@ -117,9 +118,7 @@ def _step_rate(config: TrialConfig, target: torch.device, mode: str | None, back
     tokenizer, task = CharTokenizer(), build_task(config.task)
     distribution = DISTRIBUTIONS[config.data.distribution]()
     model = build_model(config.model, len(tokenizer), 0, config.input_layout).to(target)
-    forward = model.forward_batch
-    if mode is not None:
-        forward = torch.compile(forward, backend=backend, mode=mode if backend == "inductor" else None)
+    forward = model.forward_batch if mode is None else CompiledForward(model, backend, mode)
     step = TrainingStep(config, model, target, forward)
     prepared, real = [], 0
     for s in range(batches):
@@ -203,3 +202,11 @@ def _cudagraph_skips() -> int:
     from torch._dynamo.utils import counters
 
     return int(counters["inductor"]["cudagraph_skips"])
+
+
+def gpu_rows() -> list[Measurement]:
+    """`lg-study bench --only gpu`: the small-trial rows, then the paper-scale studies'
+    (orchestrator.benchmarks.bench_gpu_studies), which record their rates under ./results."""
+    from orchestrator.benchmarks.bench_gpu_studies import paper_scale
+
+    return gpu() + paper_scale()

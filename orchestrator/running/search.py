@@ -90,7 +90,7 @@ def run_search(study: Study, context: RunContext) -> SearchSummary:
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the run prints its own lines
     check_not_busy(results_root, study.name, SEARCH_LOCK)
     start_ray(context.address)
-    check_resources(study)  # refused before anything is written
+    check_resources(study, results_root)  # refused before anything is written
     with study_lock(results_root, study.name, SEARCH_LOCK):
         if context.restart:  # deletes the results folder (optuna.db with it) and the study's MLflow runs
             run_trials(dataclasses.replace(study, trials=[], axis_values=[]), context)

@@ -167,7 +167,7 @@ def run_trial(tune_config: dict[str, Any]) -> None:
             write_history(root, study, config.trial_id, resume_state["history"])  # cut back to it
     attempt = {
         **where_it_runs(),
-        **provenance(device, config.train.deterministic),
+        **provenance(device, config.train.deterministic, config.train.precision),
         "resumed_from_step": resume_state["step"] if resume_state else None,
     }
 

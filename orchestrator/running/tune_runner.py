@@ -204,16 +204,16 @@ class ResourceError(ValueError):
     """The cluster can never hold one trial of the study."""
 
 
-def check_resources(study: Study) -> None:
+def check_resources(study: Study, results_root: Path | None = None) -> None:
     """Refuse a study whose trials need more of a resource than the whole cluster has
     (Tune would otherwise leave them pending forever), saying why in the user's terms:
-    orchestrator.studies.study_scale."""
+    orchestrator.studies.study_scale (with the GPU rates measured under `results_root`)."""
     available = ray.cluster_resources()
     resources = study.spec.resources
     if resources.cpus_per_trial > available.get("CPU", 0) or resources.gpus_per_trial > available.get("GPU", 0):
         from orchestrator.studies.study_scale import cannot_run_words
 
-        raise ResourceError(cannot_run_words(study, available))
+        raise ResourceError(cannot_run_words(study, available, results_root))
 
 
 def run_trials(study: Study, context: RunContext) -> RunSummary:
@@ -239,7 +239,7 @@ def run_trials(study: Study, context: RunContext) -> RunSummary:
         # a failed attempt is one line from ProgressCallback, its error goes to `trials.error`
         os.environ.setdefault("TUNE_PRINT_ALL_TRIAL_ERRORS", "0")
         start_ray(context.address)
-        check_resources(study)  # refused before anything is written
+        check_resources(study, results_root)  # refused before anything is written
     elif not reusable and not (results_root / study.name).is_dir():
         return RunSummary(total=len(study.trials), skipped=len(study.trials))
 

@@ -76,11 +76,15 @@ class Abacus(nn.Module):
         """tokens, indices (B, T) -> (B, T, d): E[index] on the digits, 0 elsewhere."""
         if indices is None:
             raise ValueError("model.abacus needs the Abacus index of every token (Architecture.sample_positions)")
+        if not torch.compiler.is_compiling():  # a compiled step checks before (Architecture.check_positions)
+            self.check_indices(indices)
+        used = is_digit(tokens) & (indices > 0)
+        vectors = self.table((indices - 1).clamp(min=0))  # (B, T, d)
+        return torch.where(used[..., None], vectors, 0.0)
+
+    def check_indices(self, indices: torch.Tensor) -> None:
         if indices.numel() and int(indices.max()) > self.table.num_embeddings:
             raise ValueError(
                 f"Abacus index {int(indices.max())} is past the table's {self.table.num_embeddings} rows "
                 f"(model.max_positions + model.abacus_max_offset)"
             )
-        used = is_digit(tokens) & (indices > 0)
-        vectors = self.table((indices - 1).clamp(min=0))  # (B, T, d)
-        return torch.where(used[..., None], vectors, 0.0)

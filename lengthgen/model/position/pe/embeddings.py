@@ -36,9 +36,13 @@ class LearnedEmbedding(nn.Module):
         self.max_positions = max_positions
 
     def forward(self, positions: torch.Tensor) -> torch.Tensor:
+        if not torch.compiler.is_compiling():  # a compiled step checks before (Architecture.check_positions)
+            self.check_indices(positions)
+        return self.table(positions)
+
+    def check_indices(self, positions: torch.Tensor) -> None:
         if int(positions.max()) >= self.max_positions:
             raise ValueError(
                 f"position {int(positions.max())} is past model.max_positions = {self.max_positions}"
             )
-        return self.table(positions)
 

@@ -46,14 +46,17 @@ class UniformRelativeKeys(ShawRelativeKeys):
 
     def __init__(self, head_dim: int, clip: int, uniform_columns: tuple[int, ...]) -> None:
         super().__init__(head_dim, clip)
-        self.register_buffer("uniform_columns", torch.tensor(uniform_columns, dtype=torch.long), persistent=False)
+        # a tuple, not a tensor: which columns fall inside the keys is decided on the
+        # host, from the keys' width (no data-dependent shape in a compiled forward)
+        self.uniform_columns = tuple(uniform_columns)
         self.uniform = nn.Embedding(max(1, len(uniform_columns)), head_dim)
 
     def scores(self, q, q_positions, k_positions):
         scores = super().scores(q, q_positions, k_positions)  # (B, H, Tq, Tk)
-        columns = self.uniform_columns[self.uniform_columns < k_positions.shape[1]]
-        if len(columns) == 0:
+        inside = [column for column in self.uniform_columns if column < k_positions.shape[1]]
+        if not inside:
             return scores
-        uniform = self.uniform.weight[: len(columns)]  # (m, hd)
+        columns = torch.tensor(inside, dtype=torch.long, device=q.device)
+        uniform = self.uniform.weight[: len(inside)]  # (m, hd)
         per_key = torch.einsum("bhqd,md->bhqm", q, uniform) * self.scale  # (B, H, Tq, m)
         return scores.index_copy(-1, columns, per_key)

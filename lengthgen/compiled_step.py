@@ -1,0 +1,55 @@
+"""train.compile: the model's forward compiled whole, with what depends on the data
+decided on the host before it.
+
+A compiled forward breaks into pieces wherever the code reads a tensor's value on the
+host (`.item()`, `bool(tensor)`, `int(tensor.max())`) or makes a shape that depends on
+the data (boolean indexing): each break is a return to Python and a synchronisation
+with the GPU. So the training step is cut in three: `Architecture.training_inputs`
+(eager: the widths and masks of the batch), the forward (compiled, no host read), and
+the selection of the supervised outputs (eager: a data-dependent shape). Whether the
+batch's rows share their positions, which the uncompiled forward reads from the data
+(`lengthgen.model.position.stack.shared_rows`), is decided before the forward
+(`Architecture.rows_decided`); the checks of learned tables run before it too
+(`Architecture.check_positions`). tests/test_compiled_step.py asks torch._dynamo for
+zero graph breaks on every architecture and positional encoding.
+
+How many graphs a trial compiles: the batch width changes from batch to batch (the
+longest question of each), so the forward is compiled with torch's automatic dynamic
+shapes: the first width gives a static graph, the second a graph whose widths are
+symbolic, which every later width reuses. Each value of the shared-rows decision, and
+each (frozen, trained) loop count of the progressive loss, is a graph of its own:
+`MAX_GRAPHS` per such value. Batches are not padded to width buckets: a symbolic width
+bounds the graphs without training on padding, and leaves the batches (and so the
+numbers of an uncompiled trial) as they are.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from lengthgen.model.base import Architecture, Batch, Positions, supervised_outputs
+
+#: graphs compiled per value of the host decisions (rows shared or not, loop counts):
+#: one static at the first width, one with a symbolic width after
+MAX_GRAPHS = 2
+#: torch._dynamo's recompile limit must leave room for every graph of a trial (both
+#: values of the shared-rows decision, the loop counts of a looped model up to 16);
+#: past the limit it would run the forward uncompiled, silently
+RECOMPILE_LIMIT = 64
+
+
+class CompiledForward:
+    """`model.forward_batch` with `model.forward` compiled by torch.compile (`backend`,
+    `mode`: "reduce-overhead" adds CUDA graphs). Shares its parameters with `model`."""
+
+    def __init__(self, model: Architecture, backend: str = "inductor", mode: str | None = None) -> None:
+        self.model = model
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
+        self.forward = torch.compile(model.forward, backend=backend, mode=mode if backend == "inductor" else None)
+
+    def __call__(self, batch: Batch, positions: Positions, **options) -> tuple[torch.Tensor, torch.Tensor]:
+        inputs = self.model.training_inputs(batch, positions)
+        self.model.check_positions(positions)
+        with self.model.rows_decided(positions):
+            logits = self.forward(*inputs.args, **inputs.kwargs, **options)
+        return supervised_outputs(logits, inputs)
