@@ -1,0 +1,89 @@
+"""`lg-study bench --only seeds`: K seeds trained as one seed batch (lengthgen.seed_batch)
+vs the same K trials trained one after the other, in one process, evaluation included.
+
+The CPU row trains the quickstart's tiny model (K = 4). The GPU rows (2m and mini at
+K = 4 and 15, the 25 M recipe's size at K = 4) run the same code on CUDA; on a machine
+without it each says why it was skipped. Neither row counts Ray, MLflow or the worker's
+start-up, which a seed batch also pays once instead of K times."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import torch
+
+from lengthgen import train
+from lengthgen.config import EvalConfig, FormatConfig, ModelConfig, SeedConfig, TaskConfig, TrainConfig, TrialConfig
+from lengthgen.seed_batch import train_seed_batch
+from orchestrator.benchmarks.bench_gpu import NO_CUDA, cuda_available
+from orchestrator.benchmarks.measurement import Measurement
+
+#: (size, K) of the GPU rows: 2m and mini as the small-trial rows, and the 25 M recipe's size
+GPU_BATCHES = (("2m", 4), ("2m", 15), ("mini", 4), ("mini", 15), ("25m", 4))
+
+
+def quickstart_trial(size: str = "tiny", steps: int = 40) -> TrialConfig:
+    """The quickstart's base trial (studies/quickstart.yaml), `steps` steps, one evaluation."""
+    return TrialConfig(
+        task=TaskConfig(name="successor", train_digits=(1, 4)), format=FormatConfig(reverse=True, pad=True),
+        model=ModelConfig(arch="decoder", size=size, pe="rope", positions="plain", max_positions=64),
+        train=TrainConfig(steps=steps, batch_size=64, lr=3.0e-3, warmup=min(100, steps // 2), weight_decay=0.1,
+                          log_every=max(1, steps // 4)),
+        eval=EvalConfig(digits=(2, 4, 8, 16), samples=200, every=0),
+    )
+
+
+def seeds_of(config: TrialConfig, k: int) -> list[TrialConfig]:
+    """K trials of `config` at weight seeds 0 .. K-1 and data seeds 0, 1, 0, 1, ..."""
+    return [replace(config, seeds=SeedConfig(weight=w, data=w % 2)) for w in range(k)]
+
+
+def batch_vs_separate(config: TrialConfig, k: int, device: str) -> tuple[float, float, int]:
+    """(seconds as one seed batch, seconds as K trials one after the other, tokens trained
+    in all): whole trials, evaluation included, each mode after a one-step warm-up."""
+    configs = seeds_of(config, k)
+    warm = [replace(c, train=replace(c.train, steps=1, warmup=1)) for c in configs]
+    train_seed_batch(warm, device=device), train(warm[0], device=device)
+
+    def timed(work) -> float:
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        started = time.perf_counter()
+        work()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        return time.perf_counter() - started
+
+    results: list = []
+    batch_s = timed(lambda: results.extend(train_seed_batch(configs, device=device)))
+    separate_s = timed(lambda: [train(c, device=device) for c in configs])
+    return batch_s, separate_s, sum(result.train[-1].tokens for result in results)
+
+
+def _row(name: str, config: TrialConfig, k: int, device: str, threads: int) -> Measurement:
+    batch_s, separate_s, tokens = batch_vs_separate(config, k, device)
+    return Measurement(name, separate_s / batch_s, "report",
+                       f"{tokens / batch_s:,.0f} vs {tokens / separate_s:,.0f} tokens/s ({batch_s:.1f} s vs "
+                       f"{separate_s:.1f} s), {config.train.steps} steps of batch {config.train.batch_size} each "
+                       f"and one evaluation, {threads} thread(s), one process, no Ray or MLflow")
+
+
+def seed_batch_rows(cpu_steps: int = 40, gpu_steps: int = 200, threads: int = 1,
+                    gpu_batches: tuple[tuple[str, int], ...] = GPU_BATCHES) -> list[Measurement]:
+    """The CPU row (quickstart tiny, K = 4, `threads` torch threads as a trial has), then
+    the GPU rows, skipped without CUDA."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        rows = [_row("seed batch tokens/s: 4 seeds as one batch vs 4 trials (CPU, quickstart tiny)",
+                     quickstart_trial("tiny", cpu_steps), 4, "cpu", threads)]
+    finally:
+        torch.set_num_threads(previous)
+    for size, k in gpu_batches:
+        name = f"GPU seed batch tokens/s: {k} seeds as one batch vs {k} trials ({size})"
+        if not cuda_available():
+            rows.append(Measurement(name, None, "report", NO_CUDA))
+            continue
+        rows.append(_row(name, quickstart_trial(size, gpu_steps), k, "cuda", torch.get_num_threads()))
+    return rows
