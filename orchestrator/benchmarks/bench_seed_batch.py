@@ -14,7 +14,15 @@ from dataclasses import replace
 import torch
 
 from lengthgen import train
-from lengthgen.config import EvalConfig, FormatConfig, ModelConfig, SeedConfig, TaskConfig, TrainConfig, TrialConfig
+from lengthgen.config import (
+    EvalConfig,
+    FormatConfig,
+    ModelConfig,
+    SeedConfig,
+    TaskConfig,
+    TrainConfig,
+    TrialConfig,
+)
 from lengthgen.seed_batch import train_seed_batch
 from orchestrator.benchmarks.bench_gpu import NO_CUDA, cuda_available
 from orchestrator.benchmarks.measurement import Measurement
@@ -87,3 +95,43 @@ def seed_batch_rows(cpu_steps: int = 40, gpu_steps: int = 200, threads: int = 1,
             continue
         rows.append(_row(name, quickstart_trial(size, gpu_steps), k, "cuda", torch.get_num_threads()))
     return rows
+
+
+def windowed_trial(steps: int = 2000) -> TrialConfig:
+    """The quickstart's windowed NoPE trial, the model whose accuracy beyond training
+    depends most on its seeds."""
+    config = quickstart_trial("tiny", steps)
+    return replace(config, model=replace(config.model, pe="nope", attention_bias="windowed", window=1))
+
+
+def accuracy_moves(steps: int = 2000, k: int = 4) -> tuple[list[float], list[float]]:
+    """Per weight seed 0 .. k-1 and test length: |accuracy batched - alone| and
+    |accuracy with one initial weight moved by one ulp (seeds.perturb 1) - alone|."""
+    configs = seeds_of(windowed_trial(steps), k)
+    configs = [replace(c, seeds=replace(c.seeds, data=0)) for c in configs]
+
+    def accuracies(result) -> list[float]:
+        return [r.accuracy for step, r in sorted(result.eval, key=lambda pair: pair[1].digits) if step == steps]
+
+    batched = [accuracies(r) for r in train_seed_batch(configs)]
+    alone = [accuracies(train(c)) for c in configs]
+    moved = [accuracies(train(replace(c, seeds=replace(c.seeds, perturb=1)))) for c in configs]
+    by_batch = [abs(a - b) for seed_a, seed_b in zip(alone, batched) for a, b in zip(seed_a, seed_b)]
+    by_ulp = [abs(a - m) for seed_a, seed_m in zip(alone, moved) for a, m in zip(seed_a, seed_m)]
+    return by_batch, by_ulp
+
+
+def batching_vs_ulp(steps: int = 2000, k: int = 4) -> Measurement:
+    """`lg-study bench --only seed_numbers`: does training in a seed batch move a trial's
+    accuracies more than a one-ulp perturbation of its initial weights does? The ratio is
+    the mean move by one ulp over the mean move by batching (>= 1: batching moves them
+    no more than floating-point noise does)."""
+    torch.set_num_threads(1)
+    by_batch, by_ulp = accuracy_moves(steps, k)
+    mean_batch, mean_ulp = sum(by_batch) / len(by_batch), sum(by_ulp) / len(by_ulp)
+    return Measurement(
+        "seed batch vs one-ulp replicate: mean accuracy move by one ulp / by batching (quickstart windowed NoPE)",
+        mean_ulp / mean_batch if mean_batch else None, "report",
+        f"{k} weight seeds x test lengths, {steps} steps: batching moves accuracy by {mean_batch:.3f} on average "
+        f"(at most {max(by_batch):.3f}), one ulp by {mean_ulp:.3f} (at most {max(by_ulp):.3f})",
+    )
