@@ -62,7 +62,7 @@ AllOption = Annotated[bool, typer.Option(
 #: lists them without loading torch
 Benchmark = Enum("Benchmark", {name: name for name in (
     "evaluation", "training", "bucketing", "flops", "data", "overhead", "report", "scale", "scale_run",
-    "gpu", "seeds", "seed_numbers")}, type=str)
+    "gpu", "seeds", "seed_numbers", "seeds_run")}, type=str)
 
 
 def bad_input(message: str) -> typer.Exit:

@@ -69,3 +69,14 @@ def test_a_study_that_a_seed_batch_cannot_train_is_refused_naming_the_fields(tmp
     path.write_text(STUDY.replace("SEEDS", "0"))
     with pytest.raises(StudyError, match=r"resources\.seeds_per_trial"):
         load_study(path)
+
+
+def test_the_quickstart_bench_runs_the_quickstart_in_batches_of_four_at_fewer_steps(tmp_path):
+    from orchestrator.benchmarks.bench_seed_batch import quickstart_text
+
+    path = tmp_path / "quickstart.yaml"
+    path.write_text(quickstart_text(4, 20))
+    study = load_study(path)
+    assert study.spec.resources.seeds_per_trial == 4 and {c.train.steps for c in study.trials} == {20}
+    units = seed_batches(params_of(study), 4)
+    assert sorted(len(members(unit)) for unit in units) == [2, 2, 4, 4, 4]

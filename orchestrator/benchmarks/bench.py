@@ -47,7 +47,11 @@ from lengthgen.tokenizer import CharTokenizer
 from lengthgen.training_step import TrainingStep
 from orchestrator.benchmarks.bench_gpu import gpu_rows
 from orchestrator.benchmarks.bench_scale import scale
-from orchestrator.benchmarks.bench_seed_batch import batching_vs_ulp, seed_batch_rows
+from orchestrator.benchmarks.bench_seed_batch import (
+    batching_vs_ulp,
+    quickstart_run,
+    seed_batch_rows,
+)
 from orchestrator.benchmarks.bench_study_run import study_run_scale
 from orchestrator.benchmarks.measurement import Measurement, best_seconds
 
@@ -340,6 +344,7 @@ BENCHMARKS: dict[str, Callable[[], list[Measurement] | Measurement]] = {
     "gpu": gpu_rows,
     "seeds": seed_batch_rows,
     "seed_numbers": batching_vs_ulp,
+    "seeds_run": quickstart_run,
 }
 
 

@@ -8,8 +8,13 @@ start-up, which a seed batch also pays once instead of K times."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import torch
 
@@ -27,6 +32,8 @@ from lengthgen.seed_batch import train_seed_batch
 from orchestrator.benchmarks.bench_gpu import NO_CUDA, cuda_available
 from orchestrator.benchmarks.measurement import Measurement
 
+#: the quickstart's study file, which `quickstart_run` runs at fewer steps
+QUICKSTART = Path(__file__).resolve().parents[2] / "studies" / "quickstart.yaml"
 #: (size, K) of the GPU rows: 2m and mini as the small-trial rows, and the 25 M recipe's size
 GPU_BATCHES = (("2m", 4), ("2m", 15), ("mini", 4), ("mini", 15), ("25m", 4))
 
@@ -135,3 +142,33 @@ def batching_vs_ulp(steps: int = 2000, k: int = 4) -> Measurement:
         f"{k} weight seeds x test lengths, {steps} steps: batching moves accuracy by {mean_batch:.3f} on average "
         f"(at most {max(by_batch):.3f}), one ulp by {mean_ulp:.3f} (at most {max(by_ulp):.3f})",
     )
+
+
+def quickstart_text(seeds_per_trial: int, steps: int) -> str:
+    """The quickstart's study file at `steps` steps with `resources.seeds_per_trial`."""
+    text = QUICKSTART.read_text().replace("train: {steps: 2000,", f"train: {{steps: {steps},")
+    return text.replace("resources: {cpus_per_trial: 1, gpus_per_trial: 0}",
+                        f"resources: {{cpus_per_trial: 1, gpus_per_trial: 0, seeds_per_trial: {seeds_per_trial}}}")
+
+
+def quickstart_run_seconds(seeds_per_trial: int, steps: int, folder: Path) -> float:
+    """Wall time of `lg-study run` on the quickstart's 16 trials at `steps` steps with
+    `resources.seeds_per_trial`, Ray's start included."""
+    study = folder / f"quickstart_{seeds_per_trial}.yaml"
+    study.write_text(quickstart_text(seeds_per_trial, steps))
+    command = [sys.executable, "-m", "orchestrator.cli", "run", str(study), "--results", str(folder / str(seeds_per_trial))]
+    started = time.perf_counter()
+    subprocess.run(command, check=True, capture_output=True, env={**os.environ, "RAY_ADDRESS": ""})
+    return time.perf_counter() - started
+
+
+def quickstart_run(steps: int = 200) -> Measurement:
+    """`lg-study bench --only seeds_run`: the quickstart's 16 trials end to end (Ray,
+    MLflow, Parquet, evaluation), its groups in seed batches of 4 vs one trial per Tune
+    trial, each at `steps` steps."""
+    with tempfile.TemporaryDirectory() as folder:
+        separate = quickstart_run_seconds(1, steps, Path(folder))
+        batched = quickstart_run_seconds(4, steps, Path(folder))
+    return Measurement("lg-study run of the quickstart: seeds_per_trial 4 vs 1, end to end", separate / batched,
+                       ">= 1.2", f"16 trials of {steps} steps: {batched:.1f} s in seed batches of 4 vs {separate:.1f} s "
+                       f"one trial per Tune trial, Ray start included")
