@@ -21,6 +21,7 @@ from lengthgen.eval_config import STRICT, EvalConfig
 from lengthgen.formats import check_format, input_layout, sequence_length
 from lengthgen.layout import InputLayout
 from lengthgen.model import ARCHITECTURES
+from lengthgen.model.init import ATTENTION_SCALES, INITIALIZATIONS
 from lengthgen.model.layers import FEED_FORWARDS, NORM_PLACEMENTS, NORMS
 from lengthgen.model.position.abacus import Abacus
 from lengthgen.model.position.attention_bias import ATTENTION_BIASES, WINDOW_CENTRES
@@ -46,6 +47,8 @@ NormPlacementName = Literal[tuple(NORM_PLACEMENTS)]
 AttentionBiasName = Literal[tuple(ATTENTION_BIASES)]
 WindowCentreName = Literal[WINDOW_CENTRES]
 InputInjectionName = Literal[tuple(INPUT_INJECTIONS)]
+InitializationName = Literal[tuple(INITIALIZATIONS)]
+AttentionScaleName = Literal[tuple(ATTENTION_SCALES)]
 
 _STRICT = STRICT
 
@@ -138,10 +141,20 @@ class ModelConfig:
     #: feed-forward variant (lengthgen.model.layers): gelu MLP, or geglu as in 001 E.2
     ffn: FeedForwardName = "gelu"
     #: normalisation (layernorm, or rmsnorm as in 001 E.2) and where it sits:
-    #: pre (before each sublayer), pre_post (also on each sublayer's output, 001 E.2) or
-    #: post (on the residual sum, post-LN, as McLeish et al. 2024) (lengthgen.model.layers)
+    #: pre (before each sublayer), pre_post (also on each sublayer's output, 001 E.2),
+    #: post (on the residual sum, post-LN, as McLeish et al. 2024) or pre_post_sum (before
+    #: each sublayer and on the residual sum, as Cho et al. 2024's code) (lengthgen.model.layers)
     norm: NormName = "layernorm"
     norm_placement: NormPlacementName = "pre"
+    #: the epsilon of every norm; null: each norm's own (layernorm 1e-5, rmsnorm float32's
+    #: machine epsilon). McLeish et al. 2024's code: 1e-12
+    norm_eps: float | None = None
+    #: decoder, encoder: initialisation scheme, gpt2 (N(0, 0.02)) or t5 (embeddings N(0, 1),
+    #: linear maps N(0, 1/fan-in), queries 1/sqrt(d_head) narrower, as Cho et al. 2024's
+    #: code) (lengthgen.model.init)
+    init: InitializationName = "gpt2"
+    #: decoder, encoder: attention scores q.k / sqrt(d_head) (inv_sqrt_d) or q.k (none, T5's)
+    attention_scale: AttentionScaleName = "inv_sqrt_d"
     #: randomized positions also at evaluation (default: plain positions at test time)
     randomized_at_eval: bool = False
     #: coupled positions: a random start ID at evaluation too (default: the lowest start at test time)
@@ -207,6 +220,8 @@ class ModelConfig:
             raise ValueError("model.window must be >= 0 and model.abc_samples >= 1")
         if self.abacus_max_offset < 0:
             raise ValueError(f"model.abacus_max_offset must be >= 0, got {self.abacus_max_offset}")
+        if self.norm_eps is not None and not self.norm_eps > 0:
+            raise ValueError(f"model.norm_eps must be > 0 (null: each norm's own), got {self.norm_eps}")
         refuse_unread_options("model", self, "arch", ARCHITECTURES)
         self._check_loops()
         refuse_unread_options("model", self, "pe", POSITIONAL_ENCODINGS)
@@ -245,6 +260,8 @@ class TrainConfig:
     #: Table E.1; Cho et al. 2024's recipe)
     min_lr_ratio: float = 0.0
     weight_decay: float = 0.1
+    #: AdamW's epsilon (torch's default 1e-8; McLeish et al. 2024's code: 1e-12)
+    adam_eps: float = 1e-8
     #: gradient norm clip (0 disables)
     grad_clip: float = 1.0
     #: report the training loss every this many steps
@@ -285,6 +302,8 @@ class TrainConfig:
                              f"train.lr), got {self.min_lr_ratio}")
         if not 0 <= self.progressive_loss_alpha <= 1:
             raise ValueError(f"train.progressive_loss_alpha must be in [0, 1] (0: off), got {self.progressive_loss_alpha}")
+        if not self.adam_eps > 0:
+            raise ValueError(f"train.adam_eps must be > 0, got {self.adam_eps}")
         if self.warmup < 0 or self.weight_decay < 0 or self.grad_clip < 0:
             raise ValueError("train.warmup, train.weight_decay and train.grad_clip must be >= 0")
         if self.deterministic and self.compile:

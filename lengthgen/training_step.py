@@ -78,7 +78,7 @@ def _decay_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
 
 def build_optimizer(model: torch.nn.Module, train: TrainConfig) -> torch.optim.AdamW:
     """AdamW over the decay groups, at train.lr until the schedule sets each step's rate."""
-    return torch.optim.AdamW(_decay_groups(model, train.weight_decay), lr=train.lr, betas=(0.9, 0.98))
+    return torch.optim.AdamW(_decay_groups(model, train.weight_decay), lr=train.lr, betas=(0.9, 0.98), eps=train.adam_eps)
 
 
 class TrainingStep:

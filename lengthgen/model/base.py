@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from lengthgen.model.attention import causal_mask_with
+from lengthgen.model.init import INITIALIZATIONS, narrow_queries
 
 if TYPE_CHECKING:
     from lengthgen.config import TrialConfig
@@ -260,11 +261,13 @@ def combine(
 
 
 @torch.no_grad()
-def initialize(model: nn.Module, generator: torch.Generator) -> None:
+def initialize(model: nn.Module, generator: torch.Generator, scheme: str = "gpt2") -> None:
     """Initialise every parameter from `generator` alone (the weight seed), in a fixed
     module order, so nothing else (data seed, global RNG) can change it. Linear and
-    embedding weights: N(0, 0.02), biases 0, norm gains 1 (GPT-2); a positional
+    embedding weights: N(0, 0.02), biases 0, norm gains 1 (GPT-2), or the standard
+    deviations of another `scheme` (model.init, lengthgen.model.init); a positional
     encoding with its own `initialize(generator)` draws its parameters itself."""
+    chosen = INITIALIZATIONS[scheme]
     self_initializing = [m for m in model.modules() if m is not model and hasattr(m, "initialize")]
     handled = {id(sub) for m in self_initializing for sub in m.modules()}
     for module in model.modules():
@@ -277,6 +280,8 @@ def initialize(model: nn.Module, generator: torch.Generator) -> None:
             if getattr(module, "bias", None) is not None:
                 nn.init.zeros_(module.bias)
         elif isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02, generator=generator)
+            nn.init.normal_(module.weight, mean=0.0, std=chosen.std(module), generator=generator)
             if getattr(module, "bias", None) is not None:
                 nn.init.zeros_(module.bias)
+    if chosen.narrow_queries:
+        narrow_queries(model)

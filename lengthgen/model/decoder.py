@@ -21,7 +21,7 @@ from lengthgen.layout import InputLayout
 from lengthgen.model.attention import KVCache
 from lengthgen.model.base import Architecture, Batch, Positions, TrainingInputs, combine
 from lengthgen.model.block import Block
-from lengthgen.model.layers import NORMS
+from lengthgen.model.layers import norm_of
 from lengthgen.model.position.abacus import Abacus
 from lengthgen.model.position.attention_bias import ATTENTION_BIASES, Geometry
 from lengthgen.model.position.places import (
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 class DecoderLM(Architecture):
     bias_sites = ("lm",)
-    options = ("loops", "input_injection", "embedding_norm")
+    options = ("loops", "input_injection", "embedding_norm", "init", "attention_scale")
     #: checkpoints written before model.pe moved into `pe` (Architecture.renamed_state)
     renamed_state: ClassVar[dict[str, str]] = {
         "input_position.": "pe.input_embedding.", "attention_bias.": "pe.attention_bias.",
@@ -59,7 +59,7 @@ class DecoderLM(Architecture):
         self.token_embedding = nn.Embedding(vocab_size, dims.d_model)
         self.pe = StackPositionalEncoding(dims, cfg, self.layout, causal=True)
         self.blocks = nn.ModuleList(Block(dims, cfg, self.pe.relative_keys()) for _ in range(dims.n_layers))
-        self.final_norm = NORMS[cfg.norm](dims.d_model)
+        self.final_norm = norm_of(cfg.norm, dims.d_model, cfg.norm_eps)
         self.lm_head = nn.Linear(dims.d_model, vocab_size, bias=False)
         self.structural_bias = ATTENTION_BIASES[cfg.attention_bias](cfg, self.layout, dims.n_heads)
         # registered last, so that every other weight is drawn as without it
@@ -67,7 +67,7 @@ class DecoderLM(Architecture):
         # McLeish et al. 2024's EmbeddingComponent normalises the summed embeddings
         # (cramming/architectures/components.py, `normalization: True`); a norm draws no
         # weights from the seed
-        self.embedding_norm = NORMS[cfg.norm](dims.d_model) if cfg.embedding_norm else nn.Identity()
+        self.embedding_norm = norm_of(cfg.norm, dims.d_model, cfg.norm_eps) if cfg.embedding_norm else nn.Identity()
         self.loops = cfg.loops
         self.injection = INPUT_INJECTIONS[cfg.input_injection]
 
