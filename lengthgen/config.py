@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, fields
 from functools import lru_cache
 from typing import Literal, NamedTuple
 
-from lengthgen.distributions import DISTRIBUTIONS, TEST_QUESTIONS, Distribution
+from lengthgen.distributions import DISTRIBUTIONS, PAIR_BALANCES, TEST_QUESTIONS, Distribution
 from lengthgen.eval_config import STRICT, EvalConfig
 from lengthgen.formats import check_format, input_layout, sequence_length
 from lengthgen.layout import InputLayout
@@ -47,6 +47,7 @@ NormPlacementName = Literal[tuple(NORM_PLACEMENTS)]
 AttentionBiasName = Literal[tuple(ATTENTION_BIASES)]
 WindowCentreName = Literal[WINDOW_CENTRES]
 InputInjectionName = Literal[tuple(INPUT_INJECTIONS)]
+BalanceName = Literal[tuple(PAIR_BALANCES)]
 InitializationName = Literal[tuple(INITIALIZATIONS)]
 AttentionScaleName = Literal[tuple(ATTENTION_SCALES)]
 
@@ -121,6 +122,13 @@ class DataConfig:
     __pydantic_config__ = _STRICT
     #: training distribution of questions (lengthgen.distributions)
     distribution: DistributionName = "uniform_length"
+    #: length_pairs: every batch balanced over the length pairs to within one question
+    #: (batch), or each question's pair drawn on its own, as a batch of the authors'
+    #: shuffled set (shuffle) (lengthgen.distributions.LengthPairs)
+    balance: BalanceName = "batch"
+
+    def __post_init__(self) -> None:
+        refuse_unread_options("data", self, "distribution", DISTRIBUTIONS)
 
 
 @dataclass(frozen=True)
@@ -453,7 +461,8 @@ def derive(config: TrialConfig) -> Derived:
     config is frozen, so it is its own cache key): the trainer reads the longest length
     at every step and the layout at every model it builds."""
     task = build_task(config.task)
-    distribution = DISTRIBUTIONS[config.data.distribution]()
+    chosen = DISTRIBUTIONS[config.data.distribution]
+    distribution = chosen(**{option: getattr(config.data, option) for option in chosen.options})
     longest = max(config.eval.longest_digits, distribution.longest_digits(task, config.task.train_digits))
     return Derived(task, distribution, longest, input_layout(task, config.format, longest))
 

@@ -8,13 +8,15 @@ default building the model exactly as before it existed."""
 from __future__ import annotations
 
 import math
+import random
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
 
 from lengthgen import TrialConfig
-from lengthgen.config import ModelConfig, TrainConfig
+from lengthgen.config import DataConfig, ModelConfig, TaskConfig, TrainConfig
 from lengthgen.model import build_model
 from lengthgen.model.attention import SelfAttention
 from lengthgen.model.block import Block
@@ -170,3 +172,52 @@ def test_block_takes_the_scale_of_the_config():
 def test_new_fields_at_their_defaults_keep_the_trial_id():
     assert TrialConfig(model=ModelConfig(init="gpt2", attention_scale="inv_sqrt_d", norm_eps=None),
                        train=TrainConfig(adam_eps=1e-8)).trial_id == TrialConfig().trial_id
+
+
+def release_bucket_lengths(n: int, m: int, limit: int, start: int = 1) -> list[tuple[int, int]]:
+    """mcleish7/arithmetic create_data_split.py, bucket_method_gen: the operand lengths
+    (i, j) of its questions, every pair in turn until `limit` rows, transcribed; then
+    bucket_method_main's random.shuffle of the whole set."""
+    dataset = []
+    while True:
+        for i in range(start, n + 1):
+            for j in range(start, m + 1):
+                dataset.append((i, j))
+                if len(dataset) == limit:
+                    random.shuffle(dataset)
+                    return dataset
+
+
+def pair_spreads(batches: list[list[tuple[int, int]]], n: int) -> list[int]:
+    """Per batch, the most minus the fewest questions of any of the n x n pairs."""
+    return [max(c) - min(c) for c in
+            ([sum(1 for row in b if row == (i, j)) for i in range(1, n + 1) for j in range(1, n + 1)] for b in batches)]
+
+
+def test_shuffle_balance_gives_the_batches_of_the_release_shuffled_set():
+    """The release's 512-row batches of 1-5 x 1-5 pairs vary by about 12-20 questions
+    across the 25 pairs; `shuffle` gives the same spread, `batch` at most one."""
+    from lengthgen.distributions import PAIR_BALANCES, LengthPairs
+    from lengthgen.tasks import build_task
+
+    random.seed(0)
+    theirs = release_bucket_lengths(5, 5, 512 * 40)
+    release = pair_spreads([theirs[k : k + 512] for k in range(0, len(theirs), 512)], 5)
+    rng = np.random.default_rng(0)
+
+    def ours(balance):
+        pairs = [PAIR_BALANCES[balance](rng, 512, 25) for _ in range(40)]
+        return pair_spreads([[(1 + p // 5, 1 + p % 5) for p in batch] for batch in pairs], 5)
+
+    shuffled, balanced = ours("shuffle"), ours("batch")
+    assert max(balanced) <= 1
+    assert abs(np.mean(shuffled) - np.mean(release)) < 2.5 and min(shuffled) > 5 and min(release) > 5
+    # the distribution draws its batches so
+    groups = LengthPairs("shuffle").sample(build_task(TaskConfig()), np.random.default_rng(1), 512, (1, 5))
+    assert sum(len(next(iter(g))) if isinstance(g, tuple) else len(g) for g in groups.values()) == 512
+
+
+def test_balance_is_refused_without_length_pairs_and_keeps_the_trial_id():
+    with pytest.raises(ValueError, match=r"data\.balance"):
+        DataConfig(distribution="uniform_length", balance="shuffle")
+    assert TrialConfig(data=DataConfig(balance="batch")).trial_id == TrialConfig().trial_id
