@@ -27,7 +27,7 @@ from lengthgen.model.position.abacus import Abacus
 from lengthgen.model.position.attention_bias import ATTENTION_BIASES, WINDOW_CENTRES
 from lengthgen.model.position.pe import POSITIONAL_ENCODINGS
 from lengthgen.model.position.samplers import COUPLED_ANSWERS, COUPLED_EQUALS, POSITION_SAMPLERS
-from lengthgen.model.recurrence import INPUT_INJECTIONS
+from lengthgen.model.recurrence import INPUT_INJECTIONS, STATE_INITS
 from lengthgen.model.sizes import SIZES
 from lengthgen.precision import PRECISIONS
 from lengthgen.tasks import TASKS, Task, build_task
@@ -47,6 +47,7 @@ NormPlacementName = Literal[tuple(NORM_PLACEMENTS)]
 AttentionBiasName = Literal[tuple(ATTENTION_BIASES)]
 WindowCentreName = Literal[WINDOW_CENTRES]
 InputInjectionName = Literal[tuple(INPUT_INJECTIONS)]
+StateInitName = Literal[tuple(STATE_INITS)]
 BalanceName = Literal[tuple(PAIR_BALANCES)]
 InitializationName = Literal[tuple(INITIALIZATIONS)]
 AttentionScaleName = Literal[tuple(ATTENTION_SCALES)]
@@ -209,6 +210,10 @@ class ModelConfig:
     #: first (loop) or before every layer after the first (layer), as McLeish et al.
     #: 2024's code (lengthgen.model.recurrence); none: never
     input_injection: InputInjectionName = "none"
+    #: decoder with an injection: the first state is the embedded input (embed) or the
+    #: embedded input plus N(0, 0.02^2) noise drawn anew at every forward pass from the
+    #: trial's own stream (noise, as McLeish et al. 2024's code) (lengthgen.model.recurrence)
+    state_init: StateInitName = "embed"
     #: decoder: normalise the embedded input (tokens, model.pe's input embedding, Abacus)
     #: with model.norm before the first layer, as McLeish et al. 2024's code
     embedding_norm: bool = False
@@ -245,6 +250,13 @@ class ModelConfig:
             raise ValueError(f"model.loops must be an integer >= 1 (1: no loop), got {self.loops!r}")
         n_layers = SIZES[self.size].n_layers
         injection = INPUT_INJECTIONS[self.input_injection]
+        if STATE_INITS[self.state_init] and not injection.adds:
+            raise ValueError(
+                f"model.state_init {self.state_init} starts the recurrent state from noise that the input "
+                f"injection adds the embedded input to; model.input_injection {self.input_injection} adds "
+                f"nothing (the authors' code would then discard the input): choose loop or layer, or "
+                f"model.state_init embed"
+            )
         if injection.adds and not injection.adds_anything(n_layers, self.loops):
             choices = [name for name, kind in INPUT_INJECTIONS.items() if kind.adds_anything(n_layers, self.loops)]
             raise ValueError(

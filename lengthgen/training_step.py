@@ -62,7 +62,8 @@ def accumulate_gradients(
 
 def _step_generator(config: TrialConfig, step: int, stream: int = 1) -> torch.Generator:
     """Torch randomness of training step `step`, from the data seed only: stream 1 the
-    position sampling, stream 2 the loop counts of the progressive loss."""
+    position sampling, stream 2 the loop counts of the progressive loss, stream 3 the
+    noise of model.state_init noise."""
     seed = np.random.SeedSequence([config.seeds.data, step, stream]).generate_state(1)[0]
     return torch.Generator().manual_seed(int(seed))
 
@@ -122,7 +123,8 @@ class TrainingStep:
             # resumed trial drops the units an uninterrupted one would
             torch.manual_seed(int(np.random.SeedSequence([config.seeds.data, step]).generate_state(1)[0]))
         self.optimizer.zero_grad(set_to_none=True)
-        loss = self.gradients(step, parts)
+        with self.model.noise_from(_step_generator(config, step, stream=3)):
+            loss = self.gradients(step, parts)
         if torch.isfinite(loss):
             if config.train.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.train.grad_clip)

@@ -15,8 +15,8 @@ import pytest
 import torch
 from torch import nn
 
-from lengthgen import TrialConfig
-from lengthgen.config import DataConfig, ModelConfig, TaskConfig, TrainConfig
+from lengthgen import TrialConfig, train
+from lengthgen.config import DataConfig, EvalConfig, ModelConfig, TaskConfig, TrainConfig
 from lengthgen.model import build_model
 from lengthgen.model.attention import SelfAttention
 from lengthgen.model.block import Block
@@ -221,3 +221,81 @@ def test_balance_is_refused_without_length_pairs_and_keeps_the_trial_id():
     with pytest.raises(ValueError, match=r"data\.balance"):
         DataConfig(distribution="uniform_length", balance="shuffle")
     assert TrialConfig(data=DataConfig(balance="batch")).trial_id == TrialConfig().trial_id
+
+
+def release_recurrent_forward(model, tokens, positions, noise, maximal_recurrence):
+    """mcleish7/arithmetic cramming/architectures/crammed_depthrecurrent.py,
+    ScriptableRecurrentLM.forward with initial_hidden_randomized and state_init embed
+    (initialize_state: randn_like(hidden).mul(0.02), here `noise`) and
+    TransformerBlock.forward's `states = states + injected_state` before the block's
+    layers, every recurrence; transcribed around this model's own layers (NoPE, no mask)."""
+    hidden_states = model.embedding_norm(model.embed(tokens, positions, model.pe, None))
+    injected_state = hidden_states.clone()
+    hidden_states = noise
+    for _ in range(maximal_recurrence):
+        states = hidden_states + injected_state
+        for layer in model.blocks:
+            states = layer(states, positions, positions, None)
+        hidden_states = states
+    return model.lm_head(model.final_norm(hidden_states))
+
+
+def looped(**options) -> ModelConfig:
+    return ModelConfig(size="tiny_1l", pe="nope", loops=3, input_injection="loop", norm_placement="post",
+                       embedding_norm=True, **options)
+
+
+def test_noise_start_is_the_release_initial_state():
+    model = build_model(looped(state_init="noise"), 16, weight_seed=0).eval()
+    tokens = torch.randint(3, 16, (2, 9), generator=torch.Generator().manual_seed(0))
+    positions = torch.arange(9).expand(2, 9)
+    noise = torch.randn(2, 9, model.token_embedding.embedding_dim, generator=torch.Generator().manual_seed(1)) * 0.02
+    expected = release_recurrent_forward(model, tokens, positions, noise, 3)
+    torch.testing.assert_close(model(tokens, positions, noise=noise), expected, rtol=1e-6, atol=1e-6)
+    # drawn in the forward from the trial's stream: the same stream, the same noise
+    with model.noise_from(torch.Generator().manual_seed(1)):
+        torch.testing.assert_close(model(tokens, positions), expected, rtol=1e-6, atol=1e-6)
+        assert not torch.equal(model(tokens, positions), expected)  # a second pass draws anew
+    with pytest.raises(RuntimeError, match="model.state_init noise"):
+        model(tokens, positions)  # never from torch's global generator
+
+
+def test_noise_generation_reruns_the_row_with_fresh_noise():
+    """The release's _generate has no KV cache: every new token re-runs the whole row
+    with fresh noise. Greedy decoding does so whatever use_cache says."""
+    model = build_model(looped(state_init="noise"), 16, weight_seed=0).eval()
+    prompts = torch.randint(3, 16, (2, 5), generator=torch.Generator().manual_seed(0))
+    positions = (torch.arange(9).expand(2, 9),)
+    generator = torch.Generator().manual_seed(5)
+    with model.noise_from(generator):
+        decoded = model.greedy_decode(prompts, 4, positions, use_cache=True)
+    generator = torch.Generator().manual_seed(5)
+    tokens = prompts
+    with torch.no_grad():
+        for _ in range(4):
+            width = tokens.shape[1]
+            noise = torch.randn(2, width, model.token_embedding.embedding_dim, generator=generator) * 0.02
+            logits = model(tokens, positions[0][:, :width], noise=noise, **model._rows(2, 5, 8, "cpu"))[:, -1]
+            tokens = torch.cat([tokens, logits.argmax(-1, keepdim=True)], dim=1)
+    assert torch.equal(decoded, tokens[:, 5:])
+
+
+def noise_trial(state_init: str) -> TrialConfig:
+    return TrialConfig(model=looped(state_init=state_init), task=TaskConfig(train_digits=(1, 3)),
+                       train=TrainConfig(steps=6, batch_size=8, warmup=1, log_every=2),
+                       eval=EvalConfig(digits=(2, 4), samples=10))
+
+
+def test_noise_trains_and_evaluates_reproducibly():
+    first, again, plain = (train(noise_trial(s)) for s in ("noise", "noise", "embed"))
+    losses = [[log.loss for log in r.train] for r in (first, again, plain)]
+    assert losses[0] == losses[1] and losses[0] != losses[2]
+    assert [r.correct for _, r in first.eval] == [r.correct for _, r in again.eval]
+
+
+def test_state_init_is_refused_where_it_means_nothing():
+    with pytest.raises(ValueError, match=r"model\.state_init noise .*model\.input_injection none"):
+        ModelConfig(loops=2, state_init="noise")
+    with pytest.raises(ValueError, match=r"model\.state_init"):
+        ModelConfig(arch="encoder", state_init="noise")
+    assert TrialConfig(model=ModelConfig(state_init="embed")).trial_id == TrialConfig().trial_id

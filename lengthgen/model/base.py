@@ -102,6 +102,9 @@ class Architecture(nn.Module, ABC):
     #: model.abacus: the Abacus embedding added to every digit (lengthgen.model.position.abacus), or
     #: None; every architecture sets it (a class-level default would hide the submodule)
     abacus: Abacus | None
+    #: the stream the forward pass draws its noise from (model.state_init noise), set by
+    #: `noise_from`; None outside it
+    noise_generator: torch.Generator | None = None
     #: state-dict prefixes that checkpoints written before a submodule moved still use,
     #: old -> new: `load_state_dict` reads them, so that such checkpoints resume
     renamed_state: ClassVar[dict[str, str]] = {}
@@ -114,6 +117,21 @@ class Architecture(nn.Module, ABC):
         the Abacus indices `abacus` (with model.abacus)."""
         x = pe.embed(self.token_embedding(tokens), positions)
         return x if self.abacus is None else x + self.abacus(tokens, abacus)
+
+    @property
+    def stochastic(self) -> bool:
+        """Whether a forward pass draws noise (model.state_init noise): a teacher-forced
+        pass then is not what greedy decoding would give, and evaluation decodes."""
+        return False
+
+    @contextlib.contextmanager
+    def noise_from(self, generator: torch.Generator) -> Iterator[None]:
+        """Within the block, the forward passes draw their noise from `generator`."""
+        previous, self.noise_generator = self.noise_generator, generator
+        try:
+            yield
+        finally:
+            self.noise_generator = previous
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """nn.Module's, also reading a checkpoint written before `renamed_state`'s moves."""
