@@ -25,6 +25,7 @@ from lengthgen.model.init import ATTENTION_SCALES, INITIALIZATIONS
 from lengthgen.model.layers import FEED_FORWARDS, NORM_PLACEMENTS, NORMS
 from lengthgen.model.position.abacus import Abacus
 from lengthgen.model.position.attention_bias import ATTENTION_BIASES, WINDOW_CENTRES
+from lengthgen.model.position.attention_bias.base import NoBias
 from lengthgen.model.position.pe import POSITIONAL_ENCODINGS
 from lengthgen.model.position.samplers import COUPLED_ANSWERS, COUPLED_EQUALS, POSITION_SAMPLERS
 from lengthgen.model.recurrence import INPUT_INJECTIONS, STATE_INITS
@@ -116,6 +117,9 @@ class FormatConfig:
     fixed_length: bool = False
     #: training only: append s ~ U{0..W-n} zeros to the scaled operands (003 A3, M3)
     shift_zeros: bool = False
+    #: sequential rows begin with the start token "<s>"; false: "question = answer </s>",
+    #: as McLeish et al. 2024's data (decoder without a structural bias only)
+    start_token: bool = True
 
 
 @dataclass(frozen=True)
@@ -380,6 +384,14 @@ class TrialConfig:
                 f"holds lengths beyond training, task.train_digits {list(self.task.train_digits)}"
             )
         check_format(self.format, task, longest_digits)
+        if not self.format.start_token and not (
+            ARCHITECTURES[self.model.arch].start_token_optional and ATTENTION_BIASES[self.model.attention_bias] is NoBias
+        ):
+            raise ValueError(
+                f"format.start_token: false is read by a decoder without a structural attention bias (whose "
+                f"geometry, like an encoder-decoder's decoder, starts at the start token); model.arch is "
+                f"{self.model.arch}, model.attention_bias {self.model.attention_bias}: remove format.start_token"
+            )
         architecture = ARCHITECTURES[self.model.arch]
         architecture.check(self, task)
         ATTENTION_BIASES[self.model.attention_bias].check(self, task, architecture)

@@ -8,6 +8,7 @@ default building the model exactly as before it existed."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 import random
 
 import numpy as np
@@ -299,3 +300,63 @@ def test_state_init_is_refused_where_it_means_nothing():
     with pytest.raises(ValueError, match=r"model\.state_init"):
         ModelConfig(arch="encoder", state_init="noise")
     assert TrialConfig(model=ModelConfig(state_init="embed")).trial_id == TrialConfig().trial_id
+
+
+def release_row(num1: int, num2: int) -> str:
+    """mcleish7/arithmetic create_data_split.py bucket_method_gen with reverse_all and
+    p = 0: f"{num1_str}{operation}{num2_str}={result}", every number written with str
+    and reversed; then pretraining_preparation.py's tokenize_batch appends the end token
+    and nothing before the row (the arithmetic tokenizer maps characters one to one)."""
+    num1_str, num2_str, result = str(num1)[::-1], str(num2)[::-1], str(num1 + num2)[::-1]
+    return f"{num1_str}+{num2_str}={result}" + "</s>"
+
+
+@pytest.mark.parametrize(("a", "b"), [(7, 5), (905, 38), (1, 99999), (12345, 67890)])
+def test_rows_without_start_token_are_the_release_rows(a, b):
+    from model_helpers import written
+
+    from lengthgen.config import FormatConfig
+    from lengthgen.tokenizer import CharTokenizer
+
+    trial = TrialConfig(format=FormatConfig(reverse=True, reverse_operands=True, pad=False, start_token=False),
+                        data=DataConfig(distribution="length_pairs"))
+    n = max(len(str(a)), len(str(b)))  # a question's operands zero-extended to its length, written at their own
+    tokens, prompt = written(trial, str(a).zfill(n), str(b).zfill(n))
+    text = CharTokenizer().decode(tokens[0].tolist(), keep_specials=True).replace("<pad>", "")
+    assert text == release_row(a, b)
+    assert prompt == len(str(a)) + len(str(b)) + 2
+    with_start, _ = written(replace(trial, format=replace(trial.format, start_token=True)), str(a).zfill(n),
+                            str(b).zfill(n))
+    assert CharTokenizer().decode(with_start[0].tolist(), keep_specials=True).startswith("<s>" + text[:3])
+
+
+def test_rows_without_start_token_train_and_decode():
+    """Training, coupled-free decoding and the longest row the config checks, without <s>."""
+    from lengthgen.config import FormatConfig
+
+    trial = TrialConfig(format=FormatConfig(reverse_operands=True, pad=False, start_token=False, random_spaces=True),
+                        data=DataConfig(distribution="length_pairs"), model=ModelConfig(pe="nope", abacus=True,
+                        abacus_max_offset=3, max_positions=32), task=TaskConfig(train_digits=(1, 3)),
+                        train=TrainConfig(steps=4, batch_size=8, warmup=1, log_every=2),
+                        eval=EvalConfig(digits=(2, 4), samples=10))
+    from model_helpers import batch_of
+
+    from lengthgen.tokenizer import SPACE, CharTokenizer
+
+    tokens = batch_of(trial).tokens
+    assert not (tokens == CharTokenizer().bos_id).any()
+    assert not (tokens[:, 0] == CharTokenizer().id(SPACE)).any()  # spaces only between symbols
+    assert (tokens == CharTokenizer().id(SPACE)).any()
+    result = train(trial)
+    assert result.status == "done" and [r.digits for _, r in result.eval] == [2, 4]
+
+
+@pytest.mark.parametrize(("changes", "field"), [
+    ({"model": ModelConfig(arch="encoder_decoder")}, "format.start_token"),
+    ({"model": ModelConfig(attention_bias="windowed")}, "format.start_token"),
+])
+def test_start_token_is_refused_where_the_start_is_read(changes, field):
+    from lengthgen.config import FormatConfig
+
+    with pytest.raises(ValueError, match=field.replace(".", r"\.")):
+        TrialConfig(format=FormatConfig(start_token=False, interleave=True), **changes)

@@ -84,6 +84,9 @@ class Architecture(nn.Module, ABC):
     #: the attention sites a structural bias (model.attention_bias) acts on, with the
     #: kind of attention each is (lengthgen.model.position.attention_bias)
     bias_sites: ClassVar[tuple[str, ...]] = ()
+    #: reads sequential rows without a start token (format.start_token: false): nothing in
+    #: it stands at the start token's column
+    start_token_optional: ClassVar[bool] = False
     #: ModelConfig fields only this architecture reads (refused on the others, naming
     #: the architectures that read them: lengthgen.config.refuse_unread_options)
     options: ClassVar[tuple[str, ...]] = ()

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
 class DecoderLM(Architecture):
     bias_sites = ("lm",)
+    start_token_optional = True
     options = ("loops", "input_injection", "embedding_norm", "init", "attention_scale", "state_init")
     #: checkpoints written before model.pe moved into `pe` (Architecture.renamed_state)
     renamed_state: ClassVar[dict[str, str]] = {
