@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, fields
 from functools import lru_cache
 from typing import Literal, NamedTuple
 
+from lengthgen.batch_ramp import BatchRamp
 from lengthgen.distributions import DISTRIBUTIONS, PAIR_BALANCES, TEST_QUESTIONS, Distribution
 from lengthgen.eval_config import STRICT, EvalConfig
 from lengthgen.formats import check_format, input_layout, sequence_length
@@ -214,9 +215,9 @@ class ModelConfig:
     #: first (loop) or before every layer after the first (layer), as McLeish et al.
     #: 2024's code (lengthgen.model.recurrence); none: never
     input_injection: InputInjectionName = "none"
-    #: decoder with an injection: the first state is the embedded input (embed) or the
-    #: embedded input plus N(0, 0.02^2) noise drawn anew at every forward pass from the
-    #: trial's own stream (noise, as McLeish et al. 2024's code) (lengthgen.model.recurrence)
+    #: decoder: the first layer reads the embedded input (embed) or the embedded input
+    #: plus N(0, 0.02^2) noise drawn anew at every forward pass from the trial's own
+    #: stream (noise, as McLeish et al. 2024's code) (lengthgen.model.recurrence)
     state_init: StateInitName = "embed"
     #: decoder: normalise the embedded input (tokens, model.pe's input embedding, Abacus)
     #: with model.norm before the first layer, as McLeish et al. 2024's code
@@ -254,13 +255,6 @@ class ModelConfig:
             raise ValueError(f"model.loops must be an integer >= 1 (1: no loop), got {self.loops!r}")
         n_layers = SIZES[self.size].n_layers
         injection = INPUT_INJECTIONS[self.input_injection]
-        if STATE_INITS[self.state_init] and not injection.adds:
-            raise ValueError(
-                f"model.state_init {self.state_init} starts the recurrent state from noise that the input "
-                f"injection adds the embedded input to; model.input_injection {self.input_injection} adds "
-                f"nothing (the authors' code would then discard the input): choose loop or layer, or "
-                f"model.state_init embed"
-            )
         if injection.adds and not injection.adds_anything(n_layers, self.loops):
             choices = [name for name, kind in INPUT_INJECTIONS.items() if kind.adds_anything(n_layers, self.loops)]
             raise ValueError(
@@ -275,7 +269,13 @@ class ModelConfig:
 class TrainConfig:
     __pydantic_config__ = _STRICT
     steps: int = 2000
+    #: rows of a batch (with batch_ramp: of a micro-batch)
     batch_size: int = 64
+    #: null: every optimiser step trains one batch of batch_size rows. {to: B, over: r}:
+    #: the optimiser batch grows from one micro-batch of batch_size rows to B rows over the
+    #: first r of the steps, by gradient accumulation, as McLeish et al. 2024's code
+    #: (lengthgen.batch_ramp); B a multiple of batch_size
+    batch_ramp: BatchRamp | None = None
     #: peak learning rate, reached after `warmup` steps, then cosine decay to
     #: `min_lr_ratio` x lr
     lr: float = 1e-3
@@ -326,6 +326,11 @@ class TrainConfig:
                              f"train.lr), got {self.min_lr_ratio}")
         if not 0 <= self.progressive_loss_alpha <= 1:
             raise ValueError(f"train.progressive_loss_alpha must be in [0, 1] (0: off), got {self.progressive_loss_alpha}")
+        if self.batch_ramp is not None and (self.batch_ramp.to % self.batch_size or self.batch_ramp.to <= self.batch_size):
+            raise ValueError(
+                f"train.batch_ramp.to ({self.batch_ramp.to}) is the optimiser batch the ramp reaches in micro-batches "
+                f"of train.batch_size ({self.batch_size}) rows: a multiple of it, larger than it"
+            )
         if not self.adam_eps > 0:
             raise ValueError(f"train.adam_eps must be > 0, got {self.adam_eps}")
         if self.warmup < 0 or self.weight_decay < 0 or self.grad_clip < 0:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -82,6 +83,15 @@ def build_optimizer(model: torch.nn.Module, train: TrainConfig) -> torch.optim.A
     return torch.optim.AdamW(_decay_groups(model, train.weight_decay), lr=train.lr, betas=(0.9, 0.98), eps=train.adam_eps)
 
 
+class MicroBatches(NamedTuple):
+    """The micro-batches of one optimiser step (train.batch_ramp)."""
+
+    #: each micro-batch's number in the trial's stream of batches (lengthgen.batch_ramp)
+    numbers: list[int]
+    #: each micro-batch's parts (TrainingStep.parts)
+    parts: list[list[tuple[Batch, Positions]]]
+
+
 class TrainingStep:
     """The one optimizer step of a trial: `train` takes it at every step, and `lg-study
     bench` times it, so that a benchmark measures the step trials take (decay groups,
@@ -131,18 +141,33 @@ class TrainingStep:
             self.optimizer.step()
         return loss
 
-    def gradients(self, step: int, parts: list[tuple[Batch, Positions]]) -> torch.Tensor:
+    def gradients(self, step: int, parts: list[tuple[Batch, Positions]] | MicroBatches) -> torch.Tensor:
         """Accumulate the gradient of the step's loss; the loss (detached). With
         train.progressive_loss_alpha, the sum of the progressive loss's terms, each a
-        pass of its own loop counts (lengthgen.model.recurrence.progressive_terms)."""
+        pass of its own loop counts (lengthgen.model.recurrence.progressive_terms).
+        MicroBatches (train.batch_ramp): the mean of their losses, each micro-batch with
+        its own progressive-loss draw (from its number), as the authors' accumulation."""
+        if not isinstance(parts, MicroBatches):
+            return self._micro_gradients(step, parts, 1.0)
+        share = 1.0 / len(parts.numbers)
+        losses = [self._micro_gradients(number, part, share) for number, part in zip(*parts, strict=True)]
+        return sum(losses[1:], losses[0])
+
+    def _micro_gradients(self, number: int, parts: list[tuple[Batch, Positions]], share: float) -> torch.Tensor:
         train = self.config.train
         if not train.progressive_loss_alpha:
-            return accumulate_gradients(self.forward_batch, parts, self.device, train.precision)
+            return accumulate_gradients(self.forward_batch, parts, self.device, train.precision, share)
         terms = progressive_terms(train.progressive_loss_alpha, self.config.model.loops,
-                                  _step_generator(self.config, step, stream=2))
+                                  _step_generator(self.config, number, stream=2))
         losses = [accumulate_gradients(partial(self.forward_batch, loops=loops), parts, self.device, train.precision,
-                                       weight) for weight, loops in terms]
+                                       weight * share) for weight, loops in terms]
         return sum(losses[1:], losses[0])
+
+    def ramped(self, step: int, batches: list[TrainingBatch], numbers: range) -> torch.Tensor:
+        """Optimiser step `step` on micro-batches `numbers` (train.batch_ramp), each
+        with the positions of its own number."""
+        return self.update(step, MicroBatches(list(numbers), [self.parts(n, b) for n, b in zip(numbers, batches,
+                                                                                                  strict=True)]))
 
     def __call__(self, step: int, batch: TrainingBatch) -> torch.Tensor:
         """The whole step on batch number `step`: `parts`, then `update`."""

@@ -295,8 +295,6 @@ def test_noise_trains_and_evaluates_reproducibly():
 
 
 def test_state_init_is_refused_where_it_means_nothing():
-    with pytest.raises(ValueError, match=r"model\.state_init noise .*model\.input_injection none"):
-        ModelConfig(loops=2, state_init="noise")
     with pytest.raises(ValueError, match=r"model\.state_init"):
         ModelConfig(arch="encoder", state_init="noise")
     assert TrialConfig(model=ModelConfig(state_init="embed")).trial_id == TrialConfig().trial_id
@@ -360,3 +358,101 @@ def test_start_token_is_refused_where_the_start_is_read(changes, field):
 
     with pytest.raises(ValueError, match=field.replace(".", r"\.")):
         TrialConfig(format=FormatConfig(start_token=False, interleave=True), **changes)
+
+
+def release_batch_sizes(batch_size: int, batch_size_ramp: float, microbatch_size: int, steps: int) -> list[int]:
+    """mcleish7/arithmetic cramming/backend/torch_default.py: the micro-batch loop's
+    counters (`accumulated_samples`, `optimizer_step`) and `schedule_batch_size` for
+    0 < batch_size_ramp < 1, transcribed, with the elapsed share of the budget read as
+    the share of optimiser steps done (fake_step = steps done, cfg_train.steps = steps).
+    The rows of every optimiser step."""
+    mbs = microbatch_size
+    current_batch_size = mbs  # batch_size_ramp != 0: start at one micro-batch
+    accumulated_samples, done, sizes = 0, 0, []
+    while done < steps:
+        accumulated_samples += mbs
+        if accumulated_samples >= current_batch_size:
+            sizes.append(current_batch_size)
+            accumulated_samples = 0
+            done += 1
+            fake_step = done
+            batch_size_step = batch_size / (steps * batch_size_ramp)
+            current_batch_size = min(int(fake_step * batch_size_step // mbs + 1) * mbs, batch_size)
+    return sizes
+
+
+@pytest.mark.parametrize(("to", "over", "micro", "steps"), [(8192, 0.6, 512, 1000), (8192, 0.6, 256, 700),
+                                                            (96, 0.25, 16, 50)])
+def test_batch_ramp_is_the_release_schedule(to, over, micro, steps):
+    from lengthgen.batch_ramp import BatchRamp, micro_batches, micro_range
+
+    ramp = BatchRamp(to=to, over=over)
+    ours = [micro_batches(ramp, micro, steps, s) * micro for s in range(steps)]
+    assert ours == release_batch_sizes(to, over, micro, steps)
+    assert ours[0] == micro and ours[-1] == to
+    assert [micro_range(ramp, micro, steps, s).start for s in range(3)] == [0, 1, 2]
+    assert micro_range(ramp, micro, steps, steps - 1).stop == sum(ours) // micro
+    assert micro_range(None, micro, steps, 7) == range(7, 8)
+
+
+def ramp_trial(**train) -> TrialConfig:
+    from lengthgen.batch_ramp import BatchRamp
+
+    return TrialConfig(task=TaskConfig(train_digits=(1, 3)), model=ModelConfig(size="tiny_1l"),
+                       train=TrainConfig(steps=8, batch_size=4, warmup=1, log_every=8,
+                                         batch_ramp=BatchRamp(to=12, over=0.5), **train),
+                       eval=EvalConfig(digits=(2,), samples=10))
+
+
+def test_a_ramped_step_is_the_mean_of_its_micro_batch_losses():
+    """`backward(loss / accumulation_steps_expected)` per micro-batch: the gradient of
+    the mean of the micro-batch means."""
+    from model_helpers import CPU, tokenizer
+
+    from lengthgen.batch_ramp import micro_range
+    from lengthgen.batches import training_batch
+    from lengthgen.config import derive
+    from lengthgen.training_step import MicroBatches, TrainingStep
+
+    trial = ramp_trial()
+    numbers = micro_range(trial.train.batch_ramp, 4, 8, 3)
+    assert len(numbers) == 3
+    model = build_model(trial.model, len(tokenizer), 0)
+    step = TrainingStep(trial, model, CPU)
+    batches = [training_batch(trial, derive(trial).task, derive(trial).distribution, tokenizer, n) for n in numbers]
+    micro = MicroBatches(list(numbers), [step.parts(n, b) for n, b in zip(numbers, batches, strict=True)])
+    loss = step.gradients(3, micro)
+    ours = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    by_hand = 0.0
+    for (part,) in micro.parts:
+        logits, targets = model.forward_batch(*part)
+        micro_loss = torch.nn.functional.cross_entropy(logits, targets) / len(numbers)
+        micro_loss.backward()
+        by_hand += micro_loss.item()
+    assert math.isclose(loss.item(), by_hand, rel_tol=1e-6)
+    for a, p in zip(ours, model.parameters(), strict=True):
+        torch.testing.assert_close(a, p.grad, rtol=1e-5, atol=1e-7)
+
+
+def test_a_ramped_trial_sees_the_micro_batches_tokens_and_repeats():
+    from model_helpers import batch_of, tokenizer
+
+    first, again = train(ramp_trial()), train(ramp_trial())
+    assert [t.loss for t in first.train] == [t.loss for t in again.train]
+    plain = replace(ramp_trial(), train=replace(ramp_trial().train, batch_ramp=None))
+    # 8 steps of 1, 1, 2, 3, 3, 3, 3, 3 micro-batches: batches 0 .. 18 of the plain trial's stream
+    seen = sum(int((batch_of(plain, n).tokens != tokenizer.pad_id).sum()) for n in range(19))
+    assert first.train[-1].tokens == seen
+
+
+def test_batch_ramp_is_refused_where_it_means_nothing():
+    from lengthgen.batch_ramp import BatchRamp
+
+    with pytest.raises(ValueError, match=r"train\.batch_ramp\.to"):
+        TrainConfig(batch_size=64, batch_ramp=BatchRamp(to=100, over=0.5))
+    with pytest.raises(ValueError, match=r"train\.batch_ramp\.to"):
+        TrainConfig(batch_size=64, batch_ramp=BatchRamp(to=64, over=0.5))
+    with pytest.raises(ValueError, match=r"train\.batch_ramp\.over"):
+        BatchRamp(to=128, over=1.0)
+    assert TrialConfig(train=TrainConfig(batch_ramp=None)).trial_id == TrialConfig().trial_id

@@ -23,9 +23,11 @@ decoder bit for bit. `noise` is the authors' start: the embedded input plus N(0,
 0.02^2) noise drawn anew at every forward pass from the trial's own stream (the data
 seed and the step at training, the eval seed and the length at evaluation), so a
 trial stays reproducible; generation then re-runs the whole sequence for every token
-with fresh noise, as their `_generate` does (no KV cache). With `none` the authors'
-code would discard the input (only noise enters); here `none` is the plain stack,
-and `noise` is refused with it. Their other injection types (`linear`, `ffn`: a
+with fresh noise, as their `_generate` does (no KV cache). Their plain 16-layer
+stack is one recurrence of `add` injection, so noise plus the input, then no further
+injection: here `state_init: noise` with `input_injection: none` and `loops: 1`.
+Their `input_injection_type: none` would discard the input (only noise enters); here
+`none` never does. Their other injection types (`linear`, `ffn`: a
 learned map of the state and the input concatenated) are not implemented.
 
 Looped models are trained, in the authors' recipe, with a progressive loss: the loss
