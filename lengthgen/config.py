@@ -121,6 +121,9 @@ class FormatConfig:
     #: sequential rows begin with the start token "<s>"; false: "question = answer </s>",
     #: as McLeish et al. 2024's data (decoder without a structural bias only)
     start_token: bool = True
+    #: with pad: every operand of the question's length n written with n + 1 digits (a
+    #: leading zero more), as Cho et al. 2024's paper-era code pads to max_len + 1
+    pad_overflow: bool = False
 
 
 @dataclass(frozen=True)
@@ -179,7 +182,9 @@ class ModelConfig:
     coupled_answer: CoupledAnswerName = "own_place"
     #: coupled positions, own_place, answers written most significant digit first: "=" shares
     #: the operators' ID (operators, the paper-era code) or gets the ID one past the answer's
-    #: most significant digit (past_answer, the current released code)
+    #: most significant digit (past_answer, the current released code); paper_era: the
+    #: paper-era code's own numbering, IDs counted down from the operators' over operands
+    #: padded to n + 1 digits (format.pad_overflow), in either answer order
     coupled_equals: CoupledEqualsName = "operators"
     #: period T of cyclic positions, i mod T (000 §4.1)
     cyclic_period: int = 3
@@ -422,7 +427,8 @@ class TrialConfig:
                 training=True, width=longest_digits,
             ),
         )
-        needed = sampler.from_config(self.model).indices_needed(longest, longest_digits)
+        # format.pad_overflow writes a question's top place one further
+        needed = sampler.from_config(self.model).indices_needed(longest, longest_digits + self.format.pad_overflow)
         if needed > self.model.max_positions:
             what = (
                 f"the longest sequence ({longest} tokens)" if needed == longest else

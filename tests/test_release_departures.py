@@ -456,3 +456,78 @@ def test_batch_ramp_is_refused_where_it_means_nothing():
     with pytest.raises(ValueError, match=r"train\.batch_ramp\.over"):
         BatchRamp(to=128, over=1.0)
     assert TrialConfig(train=TrainConfig(batch_ramp=None)).trial_id == TrialConfig().trial_id
+
+
+def paper_era_coupled_addition(a: int, b: int, reverse_input: bool, reverse_output: bool):
+    """HanseulJo/position-coupling at e050132, src/data/addition.py: AdditionDataset
+    with padding (every number 'P'-padded to overflow = max_len + 1, pad token '0') and
+    AdditionDatasetWithCoupledPositions.__getitem__'s coupled branch with randomize
+    False (start 1), transcribed: the question "a+b", its IDs (the last one "="'s), the
+    answer and its IDs."""
+    numbers, result = [a, b], a + b
+    overflow = max(len(str(a)), len(str(b))) + 1
+    inputs = [f"{'P' * (overflow - len(str(c)))}{c}" for c in numbers]
+    labels = f"{'P' * (overflow - len(str(result)))}{result}"
+    if reverse_input:
+        inputs = [x[::-1] for x in inputs]
+    if reverse_output:
+        labels = labels[::-1]
+    inputs = "+".join(inputs)
+    a_str, b_str = inputs.split("+")
+    max_len = max(len(a_str), len(b_str))
+    start = 1
+    end = start + max_len + 1
+    input_positions = list(range(end - len(a_str), end + 1)) + list(range(end - len(b_str), end + 1))
+    label_positions = list(range(end - len(labels), end))
+    if reverse_input:
+        input_positions[:-1] = input_positions[:-1][::-1]
+    if reverse_output:
+        label_positions = label_positions[::-1]
+    return inputs.replace("P", "0"), input_positions, labels.replace("P", "0"), label_positions
+
+
+@pytest.mark.parametrize(("reverse_operands", "reverse"), [(False, True), (False, False), (True, True)])
+def test_paper_era_numbering_is_the_paper_era_code(reverse_operands, reverse):
+    """Every row of 1- to 6-digit additions of independent operand lengths, at the
+    lowest start: the paper-era code's text and IDs, "<s>" and "</s>" 0."""
+    from model_helpers import tokenizer, written
+
+    from lengthgen.config import FormatConfig
+    from lengthgen.model.position.samplers import build_position_sampler
+
+    trial = TrialConfig(task=TaskConfig(train_digits=(1, 6)),
+                        format=FormatConfig(reverse=reverse, reverse_operands=reverse_operands, pad_overflow=True),
+                        model=ModelConfig(pe="learned", positions="coupled", max_positions=16,
+                                          coupled_equals="paper_era"), eval=EvalConfig(digits=(6,)))
+    model = build_model(trial.model, len(tokenizer), 0, trial.input_layout)
+    rng = np.random.default_rng(0)
+    for _ in range(60):
+        a, b = (int(rng.integers(0, 10 ** int(rng.integers(1, 7)))) for _ in range(2))
+        n = max(len(str(a)), len(str(b)))
+        tokens, prompt = written(trial, str(a).zfill(n), str(b).zfill(n))
+        (ids,) = model.sample_positions(torch.as_tensor(tokens), torch.tensor([prompt]),
+                                        build_position_sampler(trial.model), None, training=False)
+        question, question_ids, answer, answer_ids = paper_era_coupled_addition(a, b, reverse_operands, reverse)
+        text = tokenizer.decode(tokens[0].tolist(), keep_specials=True).replace("<pad>", "")
+        assert text == f"<s>{question}={answer}</s>"
+        assert ids[0].tolist()[: len(question) + len(answer) + 2] == [0, *question_ids, *answer_ids], text
+        assert ids[0, len(question) + len(answer) + 2] == 0  # </s>
+
+
+def test_paper_era_numbering_is_refused_without_its_padding_and_trains():
+    from lengthgen.config import FormatConfig
+
+    with pytest.raises(ValueError, match=r"format\.pad_overflow"):
+        TrialConfig(model=ModelConfig(pe="learned", positions="coupled", coupled_equals="paper_era"))
+    with pytest.raises(ValueError, match=r"format\.pad_overflow"):
+        TrialConfig(format=FormatConfig(pad=False, pad_overflow=True))
+    trial = TrialConfig(task=TaskConfig(train_digits=(1, 3)), format=FormatConfig(pad_overflow=True),
+                        model=ModelConfig(size="tiny_1l", pe="learned", positions="coupled", max_positions=8,
+                                          coupled_equals="paper_era"),
+                        train=TrainConfig(steps=4, batch_size=8, warmup=1, log_every=2),
+                        eval=EvalConfig(digits=(3,), samples=10))
+    with pytest.raises(ValueError, match=r"model\.max_positions = 6"):
+        replace(trial, model=replace(trial.model, max_positions=6))  # 3-digit rows: IDs 0 .. 6 (end = 1 + 4 + 1)
+    replace(trial, model=replace(trial.model, max_positions=7))
+    assert train(trial).status == "done"
+    assert TrialConfig(format=FormatConfig(pad_overflow=False)).trial_id == TrialConfig().trial_id
