@@ -8,8 +8,8 @@ default building the model exactly as before it existed."""
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
