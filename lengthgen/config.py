@@ -276,11 +276,6 @@ class TrainConfig:
     steps: int = 2000
     #: rows of a batch (with batch_ramp: of a micro-batch)
     batch_size: int = 64
-    #: null: every optimiser step trains one batch of batch_size rows. {to: B, over: r}:
-    #: the optimiser batch grows from one micro-batch of batch_size rows to B rows over the
-    #: first r of the steps, by gradient accumulation, as McLeish et al. 2024's code
-    #: (lengthgen.batch_ramp); B a multiple of batch_size
-    batch_ramp: BatchRamp | None = None
     #: peak learning rate, reached after `warmup` steps, then cosine decay to
     #: `min_lr_ratio` x lr
     lr: float = 1e-3
@@ -319,6 +314,11 @@ class TrainConfig:
     #: gradient + alpha x that of a random number of loops, the last of them trained
     #: (lengthgen.model.recurrence.progressive_terms). 0: off, the plain loss through every loop
     progressive_loss_alpha: float = 0.0
+    #: null: every optimiser step trains one batch of batch_size rows. {to: B, over: r}:
+    #: the optimiser batch grows from one micro-batch of batch_size rows to B rows over the
+    #: first r of the steps, by gradient accumulation, as McLeish et al. 2024's code
+    #: (lengthgen.batch_ramp); B a multiple of batch_size
+    batch_ramp: BatchRamp | None = None
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "log_every", "length_buckets"):
