@@ -3,6 +3,7 @@ takes it at every step and `lg-study bench` times it."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 from functools import partial
@@ -133,13 +134,21 @@ class TrainingStep:
             # resumed trial drops the units an uninterrupted one would
             torch.manual_seed(int(np.random.SeedSequence([config.seeds.data, step]).generate_state(1)[0]))
         self.optimizer.zero_grad(set_to_none=True)
-        with self.model.noise_from(_step_generator(config, step, stream=3)):
+        with self._noise(step):
             loss = self.gradients(step, parts)
         if torch.isfinite(loss):
             if config.train.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.train.grad_clip)
             self.optimizer.step()
         return loss
+
+    def _noise(self, step: int) -> contextlib.AbstractContextManager:
+        """The noise stream of step `step` for a model whose forward draws noise
+        (model.state_init noise); nothing for the others (a benchmark's reference model
+        among them, which is no Architecture)."""
+        if not getattr(self.model, "stochastic", False):
+            return contextlib.nullcontext()
+        return self.model.noise_from(_step_generator(self.config, step, stream=3))
 
     def gradients(self, step: int, parts: list[tuple[Batch, Positions]] | MicroBatches) -> torch.Tensor:
         """Accumulate the gradient of the step's loss; the loss (detached). With
