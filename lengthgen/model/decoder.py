@@ -123,7 +123,7 @@ class DecoderLM(Architecture):
 
     def _layers(self, injected, positions, key_positions, mask, cache, rotation, loops=None, x=None) -> torch.Tensor:
         """The blocks, model.loops times over with the same weights: compute depth
-        n_layers x loops. `x` is the embedded input; the injection adds it to the state
+        n_layers x loops. `injected` is the embedded input; the injection adds it to the state
         where McLeish et al. 2024's code does (lengthgen.model.recurrence). Every pass
         through a layer has its own slot in the cache: a loop's keys and values are not
         the previous loop's. `loops` (frozen, trained): see `forward`. `x`: the first
