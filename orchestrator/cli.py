@@ -1,7 +1,9 @@
 """The `lg-study` command line: parses options and calls library functions, nothing more.
 
 Exit codes: 0 success, 1 a study that ran but had failed trials, 2 bad input (nothing
-run), 130 a run stopped by Ctrl-C or SIGTERM.
+run), 74 a run stopped because its results could not be written (a full disk, a read-only
+or vanished results folder: orchestrator.store.storage_faults; nothing lost, run again once
+it is fixed), 130 a run stopped by Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from orchestrator.cli_support import (
     SummaryFormat,
     TrackingOption,
     bad_input,
+    continue_command,
     err,
     load_study_file,
     migrate_profile_of,
@@ -32,6 +35,7 @@ from orchestrator.cli_support import (
     print_summary,
     refuse_all_for_a_search,
     results_warnings,
+    storage_fault_exit,
     study_argument,
 )
 from orchestrator.running.run_context import RunContext
@@ -96,7 +100,8 @@ def run(
 ):
     """Run a study; re-running resumes it (finished trials are not run again, interrupted
     ones continue from their last checkpoint, trials finished in another study or profile
-    are reused). Ctrl-C or SIGTERM stops it cleanly (exit 130).
+    are reused). Ctrl-C or SIGTERM stops it cleanly (exit 130); so does a full disk, or a read-only
+    or vanished results folder (exit 74: no trial is retried on it; run again once it is fixed).
     Ray's, Tune's and MLflow's messages go to a log file under the study's results folder."""
     from analysis.mlflow_ui import default_store_uri  # the same URI, without importing MLflow
     from orchestrator.console.terminal import quiet_terminal, run_log_path
@@ -115,24 +120,26 @@ def run(
     err.print(f"study [bold]{study.name}[/bold]: {study.trial_count} trials -> {root / study.name}, "
               f"MLflow {uri} (experiment {study.experiment})", highlight=False)
     context = RunContext(root, uri, address=address, console=err, restart=restart)
+    again = continue_command(study_file, profile, results, tracking_uri, address)
     if verbose:
-        _run(study, study_file, context, log=None, show_all=show_all)
+        _run(study, study_file, context, log=None, show_all=show_all, again=again)
         return
     log = run_log_path(root, study.name)
     with quiet_terminal(log, [out, err], say_on=err) as quiet:
         err.print(f"Ray's, Tune's and MLflow's messages: {log} (--verbose prints them here)", highlight=False)
         try:
-            _run(study, study_file, context, log, show_all)
+            _run(study, study_file, context, log, show_all, again)
         except typer.Exit as stop:
             if stop.exit_code == 2:  # refused before anything ran
                 quiet.discard = True
             raise
 
 
-def _run(study, study_file: Path, context: RunContext, log: Path | None, show_all: bool = False) -> None:
+def _run(study, study_file: Path, context: RunContext, log: Path | None, show_all: bool = False,
+         again: str = "") -> None:
     """The body of `run`: the study's trials (or its search, or its seed rounds) under
     the context's results root (its profile's), what became of them, the table, and the
-    exit code."""
+    exit code. ``again`` is the command that continues the run."""
     from analysis.layout import list_studies
     from orchestrator.console.render import best_point, interrupted_line, run_summary, search_points
     from orchestrator.console.run_table import read_summary
@@ -153,6 +160,8 @@ def _run(study, study_file: Path, context: RunContext, log: Path | None, show_al
         err.print("[yellow]interrupted[/yellow]: run the same command again to resume "
                   "(unfinished trials continue from their last checkpoint)")
         raise typer.Exit(130) from None
+    except Exception as error:  # noqa: BLE001 (re-raised unless a storage fault: a full disk)
+        raise storage_fault_exit(error, context, study.name, again) from None
     for line in run_summary(summary):
         err.print(line, highlight=False)
     if isinstance(summary, SearchSummary):

@@ -163,3 +163,50 @@ def print_summary(root: Path, study: str, spec, show_all: bool, output_format: S
     for table in summary.tables()[1:]:  # a seeds-until study's groups, beside the rows
         err.print(table)
     sys.stdout.write(summary.text(output_format.value))
+
+
+# --- a run stopped by its storage (a full disk) ----------------------------------------------
+
+
+def continue_command(study_file: Path, profile: str | None, results: Path, tracking_uri: str | None,
+                     address: str | None) -> str:
+    """The `lg-study run` command that continues a stopped run (never with --restart)."""
+    import shlex
+
+    words = ["lg-study", "run", str(study_file), "--results", str(results)]
+    for option, value in (("--profile", profile), ("--tracking-uri", tracking_uri), ("--address", address)):
+        if value is not None:
+            words += [option, value]
+    return shlex.join(words)
+
+
+def storage_fault_exit(error: Exception, context, study: str, again: str) -> typer.Exit:
+    """`run`'s exit when ``error`` is a storage fault (orchestrator.store.storage_faults):
+    what failed and where, what was kept, the command that continues; else ``error``
+    is raised again."""
+    from orchestrator.mlflow_tracking.mlflow_store import sqlite_database
+    from orchestrator.store.storage_faults import EXIT_CODE, fault_of, words
+
+    fault = fault_of(error, context.results_root, sqlite_database(context.tracking_uri))
+    if fault is None:
+        raise error
+    first, *rest = words(fault, _kept(context.results_root, study), again)
+    err.print(f"[red]stopped:[/red] {first}", highlight=False)
+    for line in rest:
+        err.print(f"  {line}", highlight=False)
+    return typer.Exit(EXIT_CODE)
+
+
+def _kept(root: Path, study: str) -> str:
+    """What a run stopped by a storage fault left, in words."""
+    from orchestrator.store.results_store import read_trial_statuses
+    from orchestrator.store.trial_status import FINISHED, TrialStatus
+
+    try:
+        statuses = read_trial_statuses(root, study)
+    except OSError:
+        return "whatever the folder held when it went away (each file is whole: lg-study writes by rename)"
+    finished = sum(status in FINISHED for status in statuses.values())
+    stopped = sum(status == TrialStatus.RUNNING for status in statuses.values())
+    return (f"{finished} finished trials, and {stopped} interrupted ones with their rows up to their last "
+            "checkpoint; no half-written file is visible, and the MLflow runs catch up from the rows next time")
