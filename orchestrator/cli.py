@@ -32,9 +32,11 @@ from orchestrator.cli_support import (
     migrate_profile_of,
     out,
     parse_params,
+    print_drivers,
     print_summary,
     refuse_all_for_a_search,
     results_warnings,
+    say_if_moved,
     storage_fault_exit,
     study_argument,
 )
@@ -119,6 +121,7 @@ def run(
         raise typer.Exit(1)
     err.print(f"study [bold]{study.name}[/bold]: {study.trial_count} trials -> {root / study.name}, "
               f"MLflow {uri} (experiment {study.experiment})", highlight=False)
+    say_if_moved(uri)
     context = RunContext(root, uri, address=address, console=err, restart=restart)
     again = continue_command(study_file, profile, results, tracking_uri, address)
     if verbose:
@@ -207,6 +210,7 @@ def migrate(
     if profile is not None and study_file is None:
         raise bad_input("--profile moves the trials of a study's profile: name the study's YAML file")
     uri = tracking_uri or default_store_uri(results)
+    say_if_moved(uri)
     try:
         upgraded = migrate_group_columns(results, uri, load_study_file(study_file, None) if study_file else None)
     except StudyBusy as error:
@@ -239,6 +243,8 @@ def status(
     from orchestrator.console.render import problem_tables, progress_line, search_points
     from orchestrator.store.search_store import search_name, search_states
     from orchestrator.store.seed_plan import planned_trials
+    from orchestrator.store.study_locks import driver_of
+    from orchestrator.store.trial_status import TrialStatus, shown_status
 
     if show_all and output_format is not SummaryFormat.table:
         raise bad_input(f"--all lists every seed pair in the table; --format {output_format.value} writes one "
@@ -265,18 +271,23 @@ def status(
         counts = {r["status"]: r["trials"] for r in run_sql_file(con, sql_file("status_counts.sql")).to_pylist()}
         problems = problem_tables(run_sql_file(con, sql_file("failures.sql")), run_sql_file(con, sql_file("environments.sql")))
         statuses = dict(con.sql("select trial_id, status from trials").fetchall())
-        line = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "no trials yet"
+        # `running` rows whose driver died are shown as interrupted
+        driver = driver_of(root, study) if TrialStatus.RUNNING in statuses.values() else None
+        line = ", ".join(f"{shown_status(k, driver is not None)} {v}" for k, v in sorted(counts.items())) \
+            or "no trials yet"
         progress = progress_line(statuses, planned, total)
         where = f" (profile {profile})" if profile else ""
         say = out if output_format is SummaryFormat.table else err  # stdout keeps the rows alone
         say.print(f"study [bold]{study}[/bold]{where}: {line}{'; ' + progress if progress else ''}", highlight=False)
         for table in problems:
             say.print(table)
+        again = continue_command(spec.file if spec else Path("STUDY.yaml"), profile, results, None, None)
+        print_drivers(root, study, statuses, driver, again, say)
         searched = search_states(root, study, only)
         for state in searched:
             say.print(search_points(state, top, points))
         if not searched or output_format is not SummaryFormat.table:
-            print_summary(root, study, spec, show_all, output_format, con)
+            print_summary(root, study, spec, show_all, output_format, con, driven=driver is not None)
 
 
 @app.command()
@@ -440,6 +451,7 @@ def ui(
         raise bad_input("--profile names a study's experiment (STUDY/PROFILE): give --study too")
     experiment = experiment_name(study, profile) if study is not None else None
     uri = tracking_uri or default_store_uri(results)
+    say_if_moved(uri)
     try:
         server = start(uri, port, experiment)
     except UiError as error:

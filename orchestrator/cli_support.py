@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
 from orchestrator.console.run_table import LISTED_AT_MOST
 
@@ -87,6 +88,17 @@ def results_warnings() -> Iterator[None]:
                     warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
 
 
+def say_if_moved(tracking_uri: str) -> None:
+    """Re-point a moved local MLflow store's artifact locations at the folder it is in
+    now (orchestrator.mlflow_tracking.moved_store), and say so; silent when nothing moved."""
+    from orchestrator.mlflow_tracking.moved_store import repoint_moved_artifacts, sqlite_database
+
+    for moved in repoint_moved_artifacts(tracking_uri):
+        err.print(f"the MLflow store {sqlite_database(tracking_uri)} was moved: the artifacts of its experiment at "
+                  f"{moved.new} and of its {moved.runs} runs are now found there (they named {moved.old}); "
+                  "nothing else was changed", highlight=False)
+
+
 def load_study_file(study_file: Path, profile: str | None):
     from orchestrator.studies.study import StudyError, load_study
 
@@ -145,17 +157,61 @@ def refuse_all_for_a_search(show_all: bool, spec) -> None:
                          "(its best points are listed instead: --top N)")
 
 
-def print_summary(root: Path, study: str, spec, show_all: bool, output_format: SummaryFormat, con=None) -> None:
+def print_drivers(root: Path, study: str, statuses: dict[str, str], driver: str | None, again: str,
+                  say: Console) -> None:
+    """`status`'s word on the study's `running` trials: who runs them (``driver``,
+    recovery.driver_of), or (no driver holds the study's locks: it died) that they were
+    interrupted, when each last wrote, and the command that resumes them."""
+    from analysis.layout import table_path
+    from orchestrator.store.results_store import read_trial_row, read_trial_rows
+    from orchestrator.store.trial_status import TrialStatus
+
+    running = sorted(trial_id for trial_id, status in statuses.items() if status == TrialStatus.RUNNING)
+    if not running or driver is not None:
+        if driver is not None:
+            say.print(f"running: {len(running)} trials, driven by lg-study {driver}", highlight=False)
+        return
+    table = Table(title=f"interrupted: {len(running)} trials marked running, but no lg-study process holds "
+                        f"the study (its driver died or was killed)")
+    for column in ("trial", "started (UTC)", "last written (UTC)", "rows up to step"):
+        table.add_column(column)
+    for trial_id in running:
+        row = read_trial_row(root, study, trial_id) or {}
+        written = [table_path(root, study, name, trial_id) for name in ("trials", "train", "eval")]
+        last = max((path.stat().st_mtime for path in written if path.exists()), default=None)
+        steps = [r["step"] for r in read_trial_rows(root, study, "eval", trial_id)]
+        table.add_row(trial_id, _utc(row.get("started_at")), _utc(last), str(max(steps, default="-")))
+    say.print(table)
+    say.print(f"resume them (each from its last checkpoint): {again}", highlight=False)
+
+
+def _utc(moment) -> str:
+    """A timestamp (a datetime or seconds since the epoch) as `YYYY-MM-DD HH:MM:SS`."""
+    from datetime import datetime, timezone
+
+    if moment is None:
+        return "-"
+    if not isinstance(moment, datetime):
+        moment = datetime.fromtimestamp(moment, timezone.utc)
+    return f"{moment.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S}"
+
+
+def print_summary(root: Path, study: str, spec, show_all: bool, output_format: SummaryFormat, con=None,
+                  driven: bool = True) -> None:
     """`status`'s table of the study's trials (orchestrator.console.run_table), or its summary's
-    rows as csv, json or markdown on stdout."""
+    rows as csv, json or markdown on stdout. Not ``driven`` (no driver holds the study), its
+    `running` trials show as interrupted."""
     from analysis.query import QueryError
     from orchestrator.console.run_table import read_summary
+    from orchestrator.store.trial_status import shown_status
 
     try:
         with results_warnings():
             summary = read_summary(root, study, spec, con)
     except (QueryError, LookupError) as error:
         raise bad_input(str(error)) from None
+    shown = summary.results.status
+    shown.update({trial_id: shown_status(status, driven) for trial_id, status in shown.items()})
     if output_format is SummaryFormat.table:
         for table in summary.tables(show_all):
             out.print(table)

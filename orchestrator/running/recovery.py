@@ -7,8 +7,8 @@
   written to `trials` as `failed` by the driver (the worker cannot write it); a trial
   that met a storage fault (a full disk: orchestrator.store.storage_faults) stops the
   study through `StorageFaultStop` instead, not retried and left `running`.
-- `driver_of`: whether a driver holds the study now (`status` tells an interrupted
-  trial from a running one by it).
+- whether a driver holds the study now: orchestrator.store.study_locks.driver_of
+  (`status` tells an interrupted trial from a running one by it).
 - the MLflow runs are a function of the Parquet files (orchestrator.mlflow_tracking.mlflow_sync): at
   start-up the driver brings the run of every trial that a killed driver left behind
   its rows up to date (mlflow_sync.sync_study).
@@ -33,6 +33,7 @@ from ray import tune
 from analysis.layout import check_path_component
 from orchestrator.store.results_store import read_trial_row, write_trial_table
 from orchestrator.store.storage_faults import StorageFault, fault_from_text
+from orchestrator.store.study_locks import lock_path
 from orchestrator.store.trial_rows import trials_row
 from orchestrator.store.trial_status import TrialStatus
 from orchestrator.studies.config_paths import TRIAL_CONFIG
@@ -47,17 +48,12 @@ class StudyBusy(RuntimeError):
 def check_not_busy(root: Path, study: str, kind: str = "") -> None:
     """Raise StudyBusy now if another driver holds the study (before starting Ray);
     creates nothing."""
-    path = Path(root) / f".{study}{kind}.lock"
+    path = lock_path(root, study, kind)
     if path.exists():
         with study_lock(root, study, kind):
             pass
 
 
-#: the lock a search driver holds for its whole run, around the study locks that each
-#: batch of its trials takes (an flock cannot be taken twice by one process)
-SEARCH_LOCK = ".search"
-#: the lock a seed target's driver holds around its rounds (each takes the study lock)
-SEEDS_LOCK = ".seeds"
 
 
 @contextlib.contextmanager
@@ -71,7 +67,7 @@ def study_lock(root: Path, study: str, kind: str = "") -> Iterator[None]:
     check_path_component(study, "study")
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
-    path = root / f".{study}{kind}.lock"
+    path = lock_path(root, study, kind)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -90,30 +86,6 @@ def study_lock(root: Path, study: str, kind: str = "") -> Iterator[None]:
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
-
-
-#: the locks a driver of a study holds: a run's, a seed target's rounds', a search's
-DRIVER_LOCKS = ("", SEEDS_LOCK, SEARCH_LOCK)
-
-
-def driver_of(root: Path, study: str) -> str | None:
-    """Who drives the study now (the lock file's "pid ... on ... since ..."), or None
-    when no driver holds any of its locks (DRIVER_LOCKS): its `running` trials were
-    interrupted. Asks with a shared flock, which a driver's exclusive one refuses."""
-    check_path_component(study, "study")
-    for kind in DRIVER_LOCKS:
-        path = Path(root) / f".{study}{kind}.lock"
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
-            return os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown"
-        finally:
-            os.close(fd)  # closing drops a shared lock taken
-    return None
 
 
 def wipe_study(root: Path, study: str) -> None:
