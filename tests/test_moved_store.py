@@ -115,7 +115,7 @@ def test_a_moved_store_reached_through_a_symlink_is_repointed_to_where_it_is(mov
 
 
 def test_a_store_that_did_not_move_or_lost_its_artifacts_is_left_alone(moved, tmp_path: Path) -> None:
-    old, new, made, cells = moved
+    _, new, _, _ = moved
     shutil.rmtree(new / "mlartifacts" / "quickstart" / "laptop")  # brought without that experiment's files
     assert [r.new for r in repoint_moved_artifacts(default_tracking_uri(new))] == [
         (new / "mlartifacts" / "quickstart").as_uri()]
@@ -143,7 +143,7 @@ def test_a_new_run_in_a_moved_store_writes_its_artifacts_here(moved) -> None:
 def test_ui_and_run_say_once_that_the_store_was_repointed(moved, monkeypatch) -> None:
     """`lg-study migrate` opens the store as `run` and `ui` do (say_if_moved), without
     starting a server or Ray."""
-    old, new, made, _ = moved
+    _, new, made, _ = moved
     runner = CliRunner()
     first = runner.invoke(app, ["migrate", "--results", str(new)])
     assert first.exit_code == 0, first.output
