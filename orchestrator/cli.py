@@ -8,6 +8,7 @@ it is fixed), 130 a run stopped by Ctrl-C or SIGTERM.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
 from pathlib import Path
@@ -128,7 +129,11 @@ def run(
         _run(study, study_file, context, log=None, show_all=show_all, again=again)
         return
     log = run_log_path(root, study.name)
-    with quiet_terminal(log, [out, err], say_on=err) as quiet:
+    with contextlib.ExitStack() as stack:
+        try:
+            quiet = stack.enter_context(quiet_terminal(log, [out, err], say_on=err))
+        except OSError as error:  # no log file in a read-only, full or vanished results folder
+            raise storage_fault_exit(error, context, study.name, again) from None
         err.print(f"Ray's, Tune's and MLflow's messages: {log} (--verbose prints them here)", highlight=False)
         try:
             _run(study, study_file, context, log, show_all, again)

@@ -91,9 +91,18 @@ def results_warnings() -> Iterator[None]:
 def say_if_moved(tracking_uri: str) -> None:
     """Re-point a moved local MLflow store's artifact locations at the folder it is in
     now (orchestrator.mlflow_tracking.moved_store), and say so; silent when nothing moved."""
+    import sqlite3
+
     from orchestrator.mlflow_tracking.moved_store import repoint_moved_artifacts, sqlite_database
 
-    for moved in repoint_moved_artifacts(tracking_uri):
+    try:
+        repointed = repoint_moved_artifacts(tracking_uri)
+    except (OSError, sqlite3.Error) as error:  # a read-only copy: it can be read, not re-pointed
+        err.print(f"[yellow]warning:[/yellow] the MLflow store {sqlite_database(tracking_uri)} may have moved, and "
+                  f"its artifact locations could not be re-pointed here ({error}): its runs may list no artifacts",
+                  highlight=False)
+        return
+    for moved in repointed:
         err.print(f"the MLflow store {sqlite_database(tracking_uri)} was moved: the artifacts of its experiment at "
                   f"{moved.new} and of its {moved.runs} runs are now found there (they named {moved.old}); "
                   "nothing else was changed", highlight=False)
@@ -246,22 +255,25 @@ def storage_fault_exit(error: Exception, context, study: str, again: str) -> typ
     fault = fault_of(error, context.results_root, sqlite_database(context.tracking_uri))
     if fault is None:
         raise error
-    first, *rest = words(fault, _kept(context.results_root, study), again)
+    first, *rest = words(fault, _kept(context.results_root, study, fault.kind), again)
     err.print(f"[red]stopped:[/red] {first}", highlight=False)
     for line in rest:
         err.print(f"  {line}", highlight=False)
     return typer.Exit(EXIT_CODE)
 
 
-def _kept(root: Path, study: str) -> str:
-    """What a run stopped by a storage fault left, in words."""
+def _kept(root: Path, study: str, kind: str) -> str:
+    """What a run stopped by a storage fault of ``kind`` left, in words."""
     from orchestrator.store.results_store import read_trial_statuses
     from orchestrator.store.trial_status import FINISHED, TrialStatus
 
     try:
-        statuses = read_trial_statuses(root, study)
+        statuses = {} if kind == "gone" else read_trial_statuses(root, study)
     except OSError:
-        return "whatever the folder held when it went away (each file is whole: lg-study writes by rename)"
+        kind = "gone"
+    if kind == "gone":
+        return ("what the folder held when it went away: every file whole (lg-study writes by rename), each "
+                "trial's rows up to its last checkpoint")
     finished = sum(status in FINISHED for status in statuses.values())
     stopped = sum(status == TrialStatus.RUNNING for status in statuses.values())
     return (f"{finished} finished trials, and {stopped} interrupted ones with their rows up to their last "

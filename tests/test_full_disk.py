@@ -116,7 +116,7 @@ def test_a_full_disk_stops_the_run_with_one_message_and_its_exit_code(full_disk)
     assert full_disk["first.rc"].strip() == str(EXIT_CODE), err
     assert "Traceback" not in full_disk["first.err"] and "Traceback" not in full_disk["first.out"]
     assert "stopped: the disk holding the results is full:" in err
-    assert "free of" in err and "on the filesystem mounted at" in err  # its free space, named
+    assert "free now, of" in err and "on the filesystem mounted at" in err  # its free space, named
     assert "kept: " in err and "interrupted ones with their rows up to their last checkpoint" in err
     assert "to continue: free space there" in err and "lg-study run " in err and "--results" in err
 

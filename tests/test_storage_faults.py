@@ -81,9 +81,20 @@ def test_other_errors_are_not_storage_faults(tmp_path: Path) -> None:
     assert fault_of(ValueError("bad config"), tmp_path) is None
     assert fault_of(OSError(errno.EACCES, "Permission denied"), tmp_path) is None
     missing = FileNotFoundError(errno.ENOENT, "No such file or directory", str(tmp_path / "x"))
+    (tmp_path / ".s.lock").touch()
     assert fault_of(missing, tmp_path) is None  # the results root is there: another missing file
-    gone = tmp_path / "unmounted"
-    assert fault_of(missing, gone).kind == "gone"  # the results root itself vanished
+    assert fault_from_text("FileNotFoundError: [Errno 2] No such file or directory: 'x'", tmp_path) is None
+
+
+@pytest.mark.parametrize("error", [
+    FileNotFoundError(errno.ENOENT, "No such file or directory", "/gone/s/trials"),
+    sqlite3.OperationalError("unable to open database file"),
+])
+def test_a_missing_file_under_a_vanished_root_is_a_fault(error: Exception, tmp_path: Path) -> None:
+    assert fault_of(error, tmp_path / "removed").kind == "gone"
+    (tmp_path / "mount-point").mkdir()  # an unmounted filesystem leaves its empty mount point
+    assert fault_of(error, tmp_path / "mount-point").kind == "gone"
+    assert fault_from_text(f"{type(error).__name__}: {error}", tmp_path / "removed").kind == "gone"
 
 
 def test_a_workers_fault_survives_pickling_and_tunes_error_text(tmp_path: Path) -> None:
@@ -100,7 +111,8 @@ def test_the_message_names_the_place_its_free_space_what_was_kept_and_the_comman
     fault = StorageFault("full", str(tmp_path / "results" / "s" / "train"), "OSError: [Errno 28] No space left")
     first, kept, then = words(fault, "3 finished trials", "lg-study run s.yaml --results results")
     assert first.startswith(f"the disk holding the results is full: {fault.path} (")
-    assert free_space(tmp_path) in first and " free of " in first  # its nearest existing folder's filesystem
+    # the filesystem of its nearest existing folder (the free bytes may move meanwhile)
+    assert " free now, of " in first and free_space(tmp_path).partition(", on ")[2] in first
     assert kept == "kept: 3 finished trials"
     assert then == "to continue: free space there (or raise the quota), then run  lg-study run s.yaml --results results"
     assert "read-only" in words(StorageFault("read-only", "/r"), "", "x")[0]

@@ -52,6 +52,9 @@ FAULT_KINDS = {
         "bring it back at the same path (mount it again)"),
 }
 
+#: how a missing file shows; a fault ("gone") only when the results root itself is gone
+_MISSING = ("[Errno 2]", "No such file or directory", "unable to open database file")
+
 #: how a worker's StorageFault reads in Tune's error text: "storage fault (full): PATH: DETAIL"
 _MARK = re.compile(r"storage fault \((" + "|".join(map(re.escape, FAULT_KINDS)) + r")\): ([^:\n]+)(?:: ([^\n]*))?")
 
@@ -89,8 +92,9 @@ def fault_of(error: BaseException, root: Path, store: Path | None = None) -> Sto
         named = getattr(link, "filename", None)
         if isinstance(link, OSError):
             kind = next((k for k, f in FAULT_KINDS.items() if link.errno in f.errnos), kind)
-            if kind is None and link.errno == errno.ENOENT and not Path(root).is_dir():
-                kind = "gone"
+        missing = getattr(link, "errno", None) == errno.ENOENT or any(t in str(link) for t in _MISSING)
+        if kind is None and missing and root_gone(root):
+            kind = "gone"
         if kind is not None:
             path = named or (store if store is not None and "database" in str(link) else root)
             return StorageFault(kind, str(path), _first_line(link))
@@ -112,7 +116,19 @@ def fault_from_text(text: str, root: Path) -> StorageFault | None:
     if marked:
         return StorageFault(marked.group(1), marked.group(2).strip(), (marked.group(3) or "").strip())
     kind = fault_in_text(text)
+    if kind is None and any(t in text for t in _MISSING) and root_gone(root):
+        kind = "gone"
     return None if kind is None else StorageFault(kind, str(root))
+
+
+def root_gone(root: Path) -> bool:
+    """Whether the results root is gone: no folder, or an empty one (the mount point an
+    unmounted filesystem leaves; a study's root holds its lock files at least)."""
+    root = Path(root)
+    try:
+        return not root.is_dir() or not any(root.iterdir())
+    except OSError:
+        return True
 
 
 def _first_line(error: BaseException) -> str:
@@ -133,7 +149,8 @@ def free_space(path: Path) -> str:
     mount = path
     while not os.path.ismount(mount) and mount != mount.parent:
         mount = mount.parent
-    return f"{_size(usage.free)} free of {_size(usage.total)} on the filesystem mounted at {mount}"
+    # "now": the failed writes' temporary files are gone by the time this is said
+    return f"{_size(usage.free)} free now, of {_size(usage.total)}, on the filesystem mounted at {mount}"
 
 
 def _size(count: int) -> str:
