@@ -65,6 +65,7 @@ def sqlite_full() -> Exception:
     (sqlite3.OperationalError("attempt to write a readonly database"), "read-only"),
 ])
 def test_storage_faults_are_recognised_anywhere_in_the_chain(error: Exception, kind: str, tmp_path: Path) -> None:
+    (tmp_path / ".s.lock").touch()  # a results root in use (an empty one is a mount point left behind)
     assert fault_of(error, tmp_path).kind == kind
     try:
         try:
@@ -89,6 +90,7 @@ def test_other_errors_are_not_storage_faults(tmp_path: Path) -> None:
 @pytest.mark.parametrize("error", [
     FileNotFoundError(errno.ENOENT, "No such file or directory", "/gone/s/trials"),
     sqlite3.OperationalError("unable to open database file"),
+    sqlite3.OperationalError("attempt to write a readonly database"),  # SQLite's word for a deleted database
 ])
 def test_a_missing_file_under_a_vanished_root_is_a_fault(error: Exception, tmp_path: Path) -> None:
     assert fault_of(error, tmp_path / "removed").kind == "gone"
@@ -180,6 +182,8 @@ def test_run_stops_on_a_full_store_with_one_message_and_exit_74(tmp_path: Path, 
 
     monkeypatch.setattr(dispatch, "run_study", full)
     results = tmp_path / "results"
+    results.mkdir()
+    (results / f".{load_study(STUDY).name}.lock").touch()  # as the driver left it
     outcome = runner.invoke(app, ["run", str(STUDY), "--results", str(results), "--verbose"])
     said = " ".join(outcome.output.split())
     assert outcome.exit_code == EXIT_CODE == 74, outcome.output

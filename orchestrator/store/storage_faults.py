@@ -93,8 +93,8 @@ def fault_of(error: BaseException, root: Path, store: Path | None = None) -> Sto
         if isinstance(link, OSError):
             kind = next((k for k, f in FAULT_KINDS.items() if link.errno in f.errnos), kind)
         missing = getattr(link, "errno", None) == errno.ENOENT or any(t in str(link) for t in _MISSING)
-        if kind is None and missing and root_gone(root):
-            kind = "gone"
+        if (kind is not None or missing) and root_gone(root):
+            kind = "gone"  # SQLite calls a database whose folder was deleted "readonly"
         if kind is not None:
             path = named or (store if store is not None and "database" in str(link) else root)
             return StorageFault(kind, str(path), _first_line(link))
@@ -116,7 +116,7 @@ def fault_from_text(text: str, root: Path) -> StorageFault | None:
     if marked:
         return StorageFault(marked.group(1), marked.group(2).strip(), (marked.group(3) or "").strip())
     kind = fault_in_text(text)
-    if kind is None and any(t in text for t in _MISSING) and root_gone(root):
+    if (kind is not None or any(t in text for t in _MISSING)) and root_gone(root):
         kind = "gone"
     return None if kind is None else StorageFault(kind, str(root))
 
