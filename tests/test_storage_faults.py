@@ -66,6 +66,7 @@ def sqlite_full() -> Exception:
 ])
 def test_storage_faults_are_recognised_anywhere_in_the_chain(error: Exception, kind: str, tmp_path: Path) -> None:
     (tmp_path / ".s.lock").touch()  # a results root in use (an empty one is a mount point left behind)
+    (tmp_path / "mlflow.db").touch()  # and its store (SQLite calls a deleted one "readonly" too)
     assert fault_of(error, tmp_path).kind == kind
     try:
         try:
@@ -168,10 +169,22 @@ def test_the_worker_raises_a_storage_fault_and_writes_no_failed_row(tmp_path: Pa
 
     monkeypatch.setattr(trainable, "write_trial_table", write)
     monkeypatch.setattr(trainable.tune, "report", lambda metrics: None)
+    (tmp_path / study.name).mkdir()  # the driver makes it before any trial starts
     with pytest.raises(StorageFault) as raised:
         trainable.run_trial({"trial": params})
     assert raised.value.kind == kind
     assert read_trial_row(tmp_path, study.name, config.trial_id)["status"] == "running"
+
+
+def test_a_worker_whose_study_folder_vanished_writes_nothing(tmp_path: Path) -> None:
+    """Deleted, or its filesystem unmounted: the worker would make the folders again
+    (under the mount point) and its rows would land where no one looks."""
+    study = load_study(STUDY)
+    params = trial_params(study.trials[0], study, tmp_path / "results")
+    with pytest.raises(StorageFault) as raised:
+        trainable.run_trial({"trial": params})
+    assert raised.value.kind == "gone" and raised.value.path == str(tmp_path / "results" / study.name)
+    assert not (tmp_path / "results").exists()
 
 
 def test_run_stops_on_a_full_store_with_one_message_and_exit_74(tmp_path: Path, monkeypatch) -> None:
@@ -219,3 +232,13 @@ def test_status_shows_a_dead_drivers_trials_as_interrupted_with_the_resume_comma
     assert "no lg-study process holds the study" in said
     assert f"{config.trial_id} │ 2025-01-02 03:04:05 │" in said and "│ 40 │" in said
     assert f"resume them (each from its last checkpoint): lg-study run {STUDY} --results {tmp_path}" in said
+
+
+def test_a_deleted_store_is_gone_not_read_only(tmp_path: Path) -> None:
+    """SQLite keeps writing a deleted database through its open file, then calls it
+    "readonly"; the workers have meanwhile made the study's folders again."""
+    (tmp_path / "s" / "trials").mkdir(parents=True)
+    error = sqlite3.OperationalError("attempt to write a readonly database")
+    assert fault_of(error, tmp_path, tmp_path / "mlflow.db").kind == "gone"
+    (tmp_path / "mlflow.db").touch()
+    assert fault_of(error, tmp_path, tmp_path / "mlflow.db").kind == "read-only"

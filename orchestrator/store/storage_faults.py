@@ -93,8 +93,9 @@ def fault_of(error: BaseException, root: Path, store: Path | None = None) -> Sto
         if isinstance(link, OSError):
             kind = next((k for k, f in FAULT_KINDS.items() if link.errno in f.errnos), kind)
         missing = getattr(link, "errno", None) == errno.ENOENT or any(t in str(link) for t in _MISSING)
-        if (kind is not None or missing) and root_gone(root):
-            kind = "gone"  # SQLite calls a database whose folder was deleted "readonly"
+        deleted_store = "readonly database" in str(link) and store is not None and not Path(store).exists()
+        if (kind is not None or missing) and root_gone(root) or deleted_store:
+            kind = "gone"  # SQLite calls a database whose file was deleted "readonly"
         if kind is not None:
             path = named or (store if store is not None and "database" in str(link) else root)
             return StorageFault(kind, str(path), _first_line(link))

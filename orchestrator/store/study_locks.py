@@ -37,8 +37,10 @@ def driver_of(root: Path, study: str) -> str | None:
             continue
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
+        except BlockingIOError:
             return os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown"
+        except OSError:
+            continue  # no flock on this filesystem: the lock cannot tell
         finally:
             os.close(fd)  # closing drops a shared lock taken
     return None
