@@ -91,6 +91,7 @@ def test_other_errors_are_not_storage_faults(tmp_path: Path) -> None:
 @pytest.mark.parametrize("error", [
     FileNotFoundError(errno.ENOENT, "No such file or directory", "/gone/s/trials"),
     sqlite3.OperationalError("unable to open database file"),
+    sqlite3.OperationalError("no such table: runs"),  # a store made again, empty, in the deleted one's place
     sqlite3.OperationalError("attempt to write a readonly database"),  # SQLite's word for a deleted database
 ])
 def test_a_missing_file_under_a_vanished_root_is_a_fault(error: Exception, tmp_path: Path) -> None:
@@ -98,6 +99,12 @@ def test_a_missing_file_under_a_vanished_root_is_a_fault(error: Exception, tmp_p
     (tmp_path / "mount-point").mkdir()  # an unmounted filesystem leaves its empty mount point
     assert fault_of(error, tmp_path / "mount-point").kind == "gone"
     assert fault_from_text(f"{type(error).__name__}: {error}", tmp_path / "removed").kind == "gone"
+    remade = tmp_path / "remade"
+    (remade / "s" / "_tune").mkdir(parents=True)  # Tune's driver made its folders again
+    assert fault_of(error, remade).kind == "gone"
+    (remade / ".s.lock").touch()
+    in_use = fault_of(error, remade)  # the driver's lock is there: the root is in use
+    assert (in_use and in_use.kind) == ("read-only" if "readonly" in str(error) else None)
 
 
 def test_a_workers_fault_survives_pickling_and_tunes_error_text(tmp_path: Path) -> None:
@@ -169,7 +176,8 @@ def test_the_worker_raises_a_storage_fault_and_writes_no_failed_row(tmp_path: Pa
 
     monkeypatch.setattr(trainable, "write_trial_table", write)
     monkeypatch.setattr(trainable.tune, "report", lambda metrics: None)
-    (tmp_path / study.name).mkdir()  # the driver makes it before any trial starts
+    (tmp_path / study.name).mkdir()  # the driver makes it and its lock before any trial starts
+    (tmp_path / f".{study.name}.lock").touch()
     with pytest.raises(StorageFault) as raised:
         trainable.run_trial({"trial": params})
     assert raised.value.kind == kind
@@ -185,6 +193,10 @@ def test_a_worker_whose_study_folder_vanished_writes_nothing(tmp_path: Path) -> 
         trainable.run_trial({"trial": params})
     assert raised.value.kind == "gone" and raised.value.path == str(tmp_path / "results" / study.name)
     assert not (tmp_path / "results").exists()
+    (tmp_path / "results" / study.name / "_tune").mkdir(parents=True)  # made again by Tune's driver
+    with pytest.raises(StorageFault, match="gone"):
+        trainable.run_trial({"trial": params})
+    assert sorted(p.name for p in (tmp_path / "results" / study.name).iterdir()) == ["_tune"]
 
 
 def test_run_stops_on_a_full_store_with_one_message_and_exit_74(tmp_path: Path, monkeypatch) -> None:
@@ -239,6 +251,7 @@ def test_a_deleted_store_is_gone_not_read_only(tmp_path: Path) -> None:
     "readonly"; the workers have meanwhile made the study's folders again."""
     (tmp_path / "s" / "trials").mkdir(parents=True)
     error = sqlite3.OperationalError("attempt to write a readonly database")
+    (tmp_path / ".s.lock").touch()
     assert fault_of(error, tmp_path, tmp_path / "mlflow.db").kind == "gone"
     (tmp_path / "mlflow.db").touch()
     assert fault_of(error, tmp_path, tmp_path / "mlflow.db").kind == "read-only"

@@ -42,7 +42,7 @@ from lengthgen.science import changes_since
 from lengthgen.training import resolve_device
 from orchestrator.store.provenance import provenance
 from orchestrator.store.results_store import artifact_folder, read_trial_rows, write_trial_table
-from orchestrator.store.storage_faults import StorageFault, fault_of
+from orchestrator.store.storage_faults import StorageFault, fault_of, root_gone
 from orchestrator.store.trial_rows import history_rows, result_rows, rows_history, trials_row
 from orchestrator.store.trial_status import TrialStatus
 from orchestrator.studies.config_paths import TRIAL_CONFIG
@@ -149,11 +149,13 @@ def save_attention_biases(root: Path, study: str, trial_id: str, biases: dict) -
 
 
 def still_there(root: Path, study: str) -> None:
-    """Raise StorageFault ("gone") when the study's folder, which the driver made before
-    any trial started, is no longer there: the results folder was deleted or unmounted.
-    The writes would otherwise make its folders again (on the disk under the mount
-    point, or in a deleted folder's place) and the rows would land where no one looks."""
-    if not (root / study).is_dir():
+    """Raise StorageFault ("gone") when the study's folder, or the driver's lock file
+    beside it, both made before any trial started, is no longer there: the results
+    folder was deleted or unmounted (Tune's driver may have made some of its folders
+    again since). The writes would otherwise make its folders again (on the disk under
+    the mount point, or in a deleted folder's place) and the rows would land where no
+    one looks."""
+    if not (root / study).is_dir() or root_gone(root, strict=True):
         raise StorageFault("gone", str(root / study), "the study's folder is no longer there")
 
 

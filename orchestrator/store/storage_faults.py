@@ -52,8 +52,10 @@ FAULT_KINDS = {
         "bring it back at the same path (mount it again)"),
 }
 
-#: how a missing file shows; a fault ("gone") only when the results root itself is gone
-_MISSING = ("[Errno 2]", "No such file or directory", "unable to open database file")
+#: how a missing file shows, or a database made again empty in a deleted one's place: a
+#: fault ("gone") only when the results root itself is gone (root_gone)
+_MISSING = ("[Errno 2]", "No such file or directory", "unable to open database file", "no such table",
+            "readonly database")
 
 #: how a worker's StorageFault reads in Tune's error text: "storage fault (full): PATH: DETAIL"
 _MARK = re.compile(r"storage fault \((" + "|".join(map(re.escape, FAULT_KINDS)) + r")\): ([^:\n]+)(?:: ([^\n]*))?")
@@ -93,9 +95,10 @@ def fault_of(error: BaseException, root: Path, store: Path | None = None) -> Sto
         if isinstance(link, OSError):
             kind = next((k for k, f in FAULT_KINDS.items() if link.errno in f.errnos), kind)
         missing = getattr(link, "errno", None) == errno.ENOENT or any(t in str(link) for t in _MISSING)
+        # SQLite calls a database whose file was deleted "readonly"
         deleted_store = "readonly database" in str(link) and store is not None and not Path(store).exists()
-        if (kind is not None or missing) and root_gone(root) or deleted_store:
-            kind = "gone"  # SQLite calls a database whose file was deleted "readonly"
+        if (kind is not None or missing) and root_gone(root, strict=missing) or deleted_store:
+            kind = "gone"
         if kind is not None:
             path = named or (store if store is not None and "database" in str(link) else root)
             return StorageFault(kind, str(path), _first_line(link))
@@ -117,17 +120,23 @@ def fault_from_text(text: str, root: Path) -> StorageFault | None:
     if marked:
         return StorageFault(marked.group(1), marked.group(2).strip(), (marked.group(3) or "").strip())
     kind = fault_in_text(text)
-    if (kind is not None or any(t in text for t in _MISSING)) and root_gone(root):
+    missing = any(t in text for t in _MISSING)
+    if (kind is not None or missing) and root_gone(root, strict=missing):
         kind = "gone"
     return None if kind is None else StorageFault(kind, str(root))
 
 
-def root_gone(root: Path) -> bool:
+def root_gone(root: Path, strict: bool = False) -> bool:
     """Whether the results root is gone: no folder, or an empty one (the mount point an
-    unmounted filesystem leaves; a study's root holds its lock files at least)."""
+    unmounted filesystem leaves). ``strict``, for errors that name no fault of their own
+    (a missing file or table): also a root without the lock file of a study's driver
+    (``.<study>.lock``), which every run takes there first, so that a folder Tune or
+    SQLite made again in a deleted one's place counts as gone."""
     root = Path(root)
     try:
-        return not root.is_dir() or not any(root.iterdir())
+        if not root.is_dir() or not any(root.iterdir()):
+            return True
+        return strict and not any(root.glob(".*.lock"))
     except OSError:
         return True
 
