@@ -142,8 +142,12 @@ def root_gone(root: Path, strict: bool = False) -> bool:
 
 
 def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0][:200]}" if text else type(error).__name__
+    """The error's name and the line of its text that names the fault (SQLAlchemy's and
+    MLflow's texts start with other advice), else its first line."""
+    signs = (*(t for kind in FAULT_KINDS.values() for t in kind.texts), *_MISSING)
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    named = next((line for line in lines if any(sign in line for sign in signs)), lines[0] if lines else "")
+    return f"{type(error).__name__}: {named[:200]}" if named else type(error).__name__
 
 
 def free_space(path: Path) -> str:
