@@ -1,11 +1,14 @@
 """The `lg-study` command line: parses options and calls library functions, nothing more.
 
 Exit codes: 0 success, 1 a study that ran but had failed trials, 2 bad input (nothing
-run), 130 a run stopped by Ctrl-C or SIGTERM.
+run), 74 a run stopped because its results could not be written (a full disk, a read-only
+or vanished results folder: orchestrator.store.storage_faults; nothing lost, run again once
+it is fixed), 130 a run stopped by Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
 from pathlib import Path
@@ -24,14 +27,18 @@ from orchestrator.cli_support import (
     SummaryFormat,
     TrackingOption,
     bad_input,
+    continue_command,
     err,
     load_study_file,
     migrate_profile_of,
     out,
     parse_params,
+    print_drivers,
     print_summary,
     refuse_all_for_a_search,
     results_warnings,
+    say_if_moved,
+    storage_fault_exit,
     study_argument,
 )
 from orchestrator.running.run_context import RunContext
@@ -103,7 +110,8 @@ def run(
 ):
     """Run a study; re-running resumes it (finished trials are not run again, interrupted
     ones continue from their last checkpoint, trials finished in another study or profile
-    are reused). Ctrl-C or SIGTERM stops it cleanly (exit 130).
+    are reused). Ctrl-C or SIGTERM stops it cleanly (exit 130); so does a full disk, or a read-only
+    or vanished results folder (exit 74: no trial is retried on it; run again once it is fixed).
     Ray's, Tune's and MLflow's messages go to a log file under the study's results folder."""
     from analysis.mlflow_ui import default_store_uri  # the same URI, without importing MLflow
     from orchestrator.console.terminal import quiet_terminal, run_log_path
@@ -121,25 +129,32 @@ def run(
         raise typer.Exit(1)
     err.print(f"study [bold]{study.name}[/bold]: {study.trial_count} trials -> {root / study.name}, "
               f"MLflow {uri} (experiment {study.experiment})", highlight=False)
+    say_if_moved(uri)
     context = RunContext(root, uri, address=address, console=err, restart=restart)
+    again = continue_command(study_file, profile, results, tracking_uri, address)
     if verbose:
-        _run(study, study_file, context, log=None, show_all=show_all)
+        _run(study, study_file, context, log=None, show_all=show_all, again=again)
         return
     log = run_log_path(root, study.name)
-    with quiet_terminal(log, [out, err], say_on=err) as quiet:
+    with contextlib.ExitStack() as stack:
+        try:
+            quiet = stack.enter_context(quiet_terminal(log, [out, err], say_on=err))
+        except OSError as error:  # no log file in a read-only, full or vanished results folder
+            raise storage_fault_exit(error, context, study.name, again) from None
         err.print(f"Ray's, Tune's and MLflow's messages: {log} (--verbose prints them here)", highlight=False)
         try:
-            _run(study, study_file, context, log, show_all)
+            _run(study, study_file, context, log, show_all, again)
         except typer.Exit as stop:
             if stop.exit_code == 2:  # refused before anything ran
                 quiet.discard = True
             raise
 
 
-def _run(study, study_file: Path, context: RunContext, log: Path | None, show_all: bool = False) -> None:
+def _run(study, study_file: Path, context: RunContext, log: Path | None, show_all: bool = False,
+         again: str = "") -> None:
     """The body of `run`: the study's trials (or its search, or its seed rounds) under
     the context's results root (its profile's), what became of them, the table, and the
-    exit code."""
+    exit code. ``again`` is the command that continues the run."""
     from analysis.layout import list_studies
     from orchestrator.console.render import best_point, interrupted_line, run_summary, search_points
     from orchestrator.console.run_table import read_summary
@@ -160,6 +175,8 @@ def _run(study, study_file: Path, context: RunContext, log: Path | None, show_al
         err.print("[yellow]interrupted[/yellow]: run the same command again to resume "
                   "(unfinished trials continue from their last checkpoint)")
         raise typer.Exit(130) from None
+    except Exception as error:  # noqa: BLE001 (re-raised unless a storage fault: a full disk)
+        raise storage_fault_exit(error, context, study.name, again) from None
     for line in run_summary(summary):
         err.print(line, highlight=False)
     if isinstance(summary, SearchSummary):
@@ -205,6 +222,7 @@ def migrate(
     if profile is not None and study_file is None:
         raise bad_input("--profile moves the trials of a study's profile: name the study's YAML file")
     uri = tracking_uri or default_store_uri(results)
+    say_if_moved(uri)
     try:
         upgraded = migrate_group_columns(results, uri, load_study_file(study_file, None) if study_file else None)
     except StudyBusy as error:
@@ -237,6 +255,8 @@ def status(
     from orchestrator.console.render import problem_tables, progress_line, search_points
     from orchestrator.store.search_store import search_name, search_states
     from orchestrator.store.seed_plan import planned_trials
+    from orchestrator.store.study_locks import driver_of
+    from orchestrator.store.trial_status import TrialStatus, shown_status
 
     if show_all and output_format is not SummaryFormat.table:
         raise bad_input(f"--all lists every seed pair in the table; --format {output_format.value} writes one "
@@ -263,18 +283,23 @@ def status(
         counts = {r["status"]: r["trials"] for r in run_sql_file(con, sql_file("status_counts.sql")).to_pylist()}
         problems = problem_tables(run_sql_file(con, sql_file("failures.sql")), run_sql_file(con, sql_file("environments.sql")))
         statuses = dict(con.sql("select trial_id, status from trials").fetchall())
-        line = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "no trials yet"
+        # `running` rows whose driver died are shown as interrupted
+        driver = driver_of(root, study) if TrialStatus.RUNNING in statuses.values() else None
+        line = ", ".join(f"{shown_status(k, driver is not None)} {v}" for k, v in sorted(counts.items())) \
+            or "no trials yet"
         progress = progress_line(statuses, planned, total)
         where = f" (profile {profile})" if profile else ""
         say = out if output_format is SummaryFormat.table else err  # stdout keeps the rows alone
         say.print(f"study [bold]{study}[/bold]{where}: {line}{'; ' + progress if progress else ''}", highlight=False)
         for table in problems:
             say.print(table)
+        again = continue_command(spec.file if spec else Path("STUDY.yaml"), profile, results, None, None)
+        print_drivers(root, study, statuses, driver, again, say)
         searched = search_states(root, study, only)
         for state in searched:
             say.print(search_points(state, top, points))
         if not searched or output_format is not SummaryFormat.table:
-            print_summary(root, study, spec, show_all, output_format, con)
+            print_summary(root, study, spec, show_all, output_format, con, driven=driver is not None)
 
 
 @app.command()
@@ -438,6 +463,7 @@ def ui(
         raise bad_input("--profile names a study's experiment (STUDY/PROFILE): give --study too")
     experiment = experiment_name(study, profile) if study is not None else None
     uri = tracking_uri or default_store_uri(results)
+    say_if_moved(uri)
     try:
         server = start(uri, port, experiment)
     except UiError as error:

@@ -39,6 +39,7 @@ from orchestrator.mlflow_tracking.mlflow_sync import sync_study
 from orchestrator.mlflow_tracking.tracking import StudyTracker
 from orchestrator.running.mlflow_callback import MlflowTuneCallback
 from orchestrator.running.recovery import (
+    StorageFaultStop,
     TrialFailureCallback,
     check_not_busy,
     stop_on_sigterm,
@@ -79,9 +80,10 @@ def eta_seconds(finishes: list[float], started: float, remaining: int) -> float:
 class ProgressCallback(tune.Callback):
     """Trials done / running / failed with an ETA, drawn with rich in the driver."""
 
-    def __init__(self, progress: Progress, total: int) -> None:
+    def __init__(self, progress: Progress, total: int, stop: StorageFaultStop | None = None) -> None:
         self.progress = progress
         self.total = total
+        self.stop = stop
         self.task = progress.add_task("trials", total=total)
         self.running: set[str] = set()
         self.done = self.failed = 0
@@ -125,10 +127,16 @@ class ProgressCallback(tune.Callback):
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         if self.progress is not None:
-            self.progress.console.print(
-                f"trial {trial.config['trial']['trial_id']}: attempt {trial.num_failures} failed "
-                f"({_error_name(trial)}); retrying from its last checkpoint", highlight=False,
-            )
+            self.progress.console.print(_recover_line(trial, self.stop), highlight=False)
+
+
+def _recover_line(trial, stop: StorageFaultStop | None) -> str:
+    """What became of a trial's failed attempt that Tune queued again: retried, or (a
+    storage fault: ``stop`` tripped) not, as the study stops."""
+    head = f"trial {trial.config['trial']['trial_id']}: attempt {trial.num_failures} failed"
+    if stop is not None and stop.fault is not None:
+        return f"{head} ({stop.fault.kind}: {stop.fault.path}); not retried: the study stops"
+    return f"{head} ({_error_name(trial)}); retrying from its last checkpoint"
 
 
 def _error_name(trial) -> str:
@@ -375,7 +383,8 @@ def _fit(study: Study, trials: list[dict[str, Any]], results_root: Path, tracker
         TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console,
         redirect_stdout=shared, redirect_stderr=shared,
     ) as progress:
-        progress_callback = ProgressCallback(progress, len(trials))
+        stop = StorageFaultStop()  # a full disk stops the study (recovery.StorageFaultStop)
+        progress_callback = ProgressCallback(progress, len(trials), stop)
         tuner = tune.Tuner(
             tune.with_resources(run_trial, {"cpu": resources.cpus_per_trial, "gpu": resources.gpus_per_trial}),
             tune_config=tune.TuneConfig(
@@ -385,9 +394,10 @@ def _fit(study: Study, trials: list[dict[str, Any]], results_root: Path, tracker
             run_config=tune.RunConfig(
                 name=run_name,
                 storage_path=str(results_root / study.name / TUNE),
+                stop=stop,
                 callbacks=[
-                    TrialFailureCallback(results_root, study.name),
-                    MlflowTuneCallback(tracker),
+                    TrialFailureCallback(results_root, study.name, stop),
+                    MlflowTuneCallback(tracker, stop),
                     progress_callback,
                     *_tune_file_loggers(),
                 ],
@@ -402,6 +412,8 @@ def _fit(study: Study, trials: list[dict[str, Any]], results_root: Path, tracker
         with open(log_path, "w") as log, contextlib.redirect_stdout(log), stop_on_sigterm(), \
                 _without_tune_restore_hints(), pending_like_a_grid():
             grid = tuner.fit()
+    if stop.fault is not None:
+        raise stop.fault  # the trials it stopped stay `running`: the next run resumes them
     summary.ran = len(trials)
     summary.failed = [
         f"{r.config['trial']['trial_id']}: {_short_error(r.error)} (trials.error has more)"
