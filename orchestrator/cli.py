@@ -271,6 +271,31 @@ def status(
 
 
 @app.command()
+def compact(
+    study: Annotated[str, typer.Argument(help="Study name (its folder under --results), or its YAML file.")],
+    profile: ProfileOption = None,
+    results: ResultsOption = DEFAULT_RESULTS,
+):
+    """Merge the finished trials' result files of a study into one file per table (`lg-study run` does it
+    when it ends); readers see the same rows before, during and after, and a running study is refused."""
+    from analysis.layout import list_studies, profile_root
+    from orchestrator.running.recovery import StudyBusy, study_lock
+    from orchestrator.store.compaction import UnmigratedRows, compact_study
+
+    root = profile_root(results, profile)
+    study, _ = study_argument(study, profile)
+    if study not in list_studies(root):
+        raise bad_input(f"no study {study!r} under {root}; studies there: {', '.join(list_studies(root)) or 'none'}")
+    try:
+        with study_lock(root, study):
+            done = compact_study(root, study)
+    except (StudyBusy, UnmigratedRows) as error:
+        raise bad_input(str(error)) from None
+    merged = ", ".join(f"{table} {len(ids)}" for table, ids in done.merged.items()) or "none"
+    out.print(f"study {study}: trial files merged into the compacted files: {merged}", highlight=False)
+
+
+@app.command()
 def trial(
     config_file: Annotated[Path, typer.Argument(
         help="A study file (with --trial), or one trial config (a study's `base` block) as YAML.")],

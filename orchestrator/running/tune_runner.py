@@ -56,6 +56,7 @@ from orchestrator.running.science_versions import (
 )
 from orchestrator.running.trainable import run_trial
 from orchestrator.running.trial_list import TrialList, pending_like_a_grid
+from orchestrator.store.compaction import compact_study
 from orchestrator.store.results_store import read_trial_statuses, remove_temp_files
 from orchestrator.store.trial_rows import add_group_columns
 from orchestrator.store.trial_status import FINISHED, TrialStatus
@@ -273,6 +274,7 @@ def run_trials(study: Study, context: RunContext) -> RunSummary:
         summary.repaired_runs = [t for t in synced if statuses.get(t) in FINISHED]
         tracker.tag_trial_runs({trial_id: {REUSED_FROM: source} for trial_id, source in reused.items()})
         if not pending:
+            compact_study(results_root, study.name)
             return summary
         summary.resumed = [t.trial_id for t in pending if statuses.get(t.trial_id) is not None]
         try:
@@ -285,6 +287,8 @@ def run_trials(study: Study, context: RunContext) -> RunSummary:
         after = read_trial_statuses(results_root, study.name)
         summary.interrupted = [t.trial_id for t in pending if after.get(t.trial_id) not in (*FINISHED, TrialStatus.FAILED)]
         summary.ran = len(pending) - len(summary.interrupted)
+        # the finished trials' files merged into a few per table, while the lock is held
+        compact_study(results_root, study.name)
     return summary
 
 
@@ -303,6 +307,8 @@ def _set_aside_stale(results_root: Path, study: Study, tracker: StudyTracker, co
     if not study.retrain_stale:  # without it, run_trials has refused any before the lock
         return
     stale = stale_trials(results_root, study.name, study.trials, read_trial_statuses(results_root, study.name))
+    if stale:  # their rows leave the compacted files first, to move aside as their own files
+        compact_study(results_root, study.name, exclude=stale)
     for trial_id, version in sorted(stale.items()):
         folder = set_aside(results_root, study.name, trial_id, version)
         console.print(f"trial {trial_id}: trained under science version {version_name(version)}; retraining it "
