@@ -474,13 +474,21 @@ def ui(
 def bench(
     only: Annotated[list[Benchmark] | None, typer.Option("--only", help="Run only these benchmarks (repeatable).")]
     = None,
+    run_all: Annotated[bool, typer.Option("--all", help="Run every benchmark, the long ones too.")] = False,
+    trials: Annotated[int | None, typer.Option(
+        "--trials", min=25, help="scale_run: trials of its study (weight seeds x 25 data seeds; default 1,000).")] = None,
 ):
-    """Speed ratios, each measured against its reference in the same run."""
+    """Speed ratios, each measured against its reference in the same run. Without --only or --all, the quick
+    rows only: it names the long ones it leaves out."""
     from rich.table import Table
 
-    from orchestrator.benchmarks.bench import machine
+    from orchestrator.benchmarks.bench import BENCHMARKS, default_names, left_out, machine
     from orchestrator.benchmarks.bench import run as run_benchmarks
 
+    names = [b.value for b in only] if only else list(BENCHMARKS) if run_all else default_names()
+    if trials is not None and ("scale_run" not in names or trials % 25):
+        raise bad_input("--trials sizes the scale_run study (a multiple of 25: weight seeds x 25 data seeds): "
+                        "give it with --only scale_run")
     table = Table(title=f"lg-study bench: {machine()}")
     for column in ("measurement", "ratio", "target", "met", "measured"):
         table.add_column(column, overflow="fold")
@@ -490,8 +498,12 @@ def bench(
         err.print(f"{m.name}: {ratio} ({m.detail})", highlight=False)
         table.add_row(m.name, ratio, m.target, {True: "yes", False: "no", None: "-"}[m.met], m.detail)
 
-    run_benchmarks([b.value for b in only] if only else None, on_result=show)
+    for line in left_out(names):
+        err.print(line, highlight=False)
+    run_benchmarks(names, on_result=show, trials=trials)
     out.print(table)
+    for line in left_out(names):
+        out.print(line, highlight=False)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from analysis.layout import TABLES, compacted_generations, trial_files
 from analysis.query import open_results
 from orchestrator.cli import app
 from orchestrator.running.recovery import study_lock
+from orchestrator.running.science_versions import set_aside
 from orchestrator.store.compaction import compact_study, compaction_plan
 from orchestrator.store.results_store import (
     read_table_rows,
@@ -133,6 +134,13 @@ def test_excluded_trials_leave_the_compacted_files_for_their_own(pristine: Path,
         assert trial not in ids
         assert (trial in trial_files(root, STUDY, table)) == bool(rows[table])
         assert read_trial_rows(root, STUDY, table, trial) == rows[table]
+    # --retrain-stale then moves its files aside: the trial is gone from every view, the rest stay
+    before = _rows(root)
+    set_aside(root, STUDY, trial, None)
+    after = _rows(root)
+    for table in TABLES:
+        assert not any(json.loads(row)["trial_id"] == trial for row in after[table])
+        assert after[table] == [row for row in before[table] if json.loads(row)["trial_id"] != trial]
 
 
 def test_a_compacted_store_gives_the_pinned_outputs(tmp_path: Path) -> None:
@@ -162,3 +170,60 @@ def test_lg_study_compact_merges_and_refuses_a_running_study(pristine: Path, tmp
     _assert_compacted(root)
     unknown = CliRunner().invoke(app, ["compact", "nosuch", "--results", str(root)])
     assert unknown.exit_code == 2 and "no study 'nosuch'" in unknown.output
+
+
+def _study_rows(root: Path, study: str) -> dict[str, list[str]]:
+    with open_results(root, study) as con:
+        return {table: sorted(json.dumps(row, sort_keys=True, default=str) for row in con.sql(
+            f"select * exclude (study) from {table}").to_arrow_table().to_pylist()) for table in TABLES}
+
+
+def _histories(client, experiment: str) -> dict[str, dict[str, list]]:
+    """trial_id -> metric -> its (step, value) history, of an experiment's runs."""
+    runs = client.search_runs([client.get_experiment_by_name(experiment).experiment_id])
+    return {run.data.tags["trial_id"]: {name: [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, name)]
+                                        for name in run.data.metrics} for run in runs}
+
+
+def test_a_compacted_study_resumes_reuses_and_resyncs_mlflow_with_the_same_rows_and_runs(tmp_path: Path) -> None:
+    import mlflow
+    import ray
+    import yaml
+
+    from orchestrator.mlflow_tracking.tracking import StudyTracker
+
+    source = Path(__file__).parent / "study_files" / "good_two_trials.yaml"
+    results, runner = tmp_path / "results", CliRunner()
+    try:
+        assert runner.invoke(app, ["run", str(source), "--results", str(results)]).exit_code == 0
+        before = _study_rows(results, "two_trials")
+        assert runner.invoke(app, ["compact", "two_trials", "--results", str(results)]).exit_code == 0
+        assert all(compacted_generations(results, "two_trials", t) and not trial_files(results, "two_trials", t)
+                   for t in TABLES)
+        assert _study_rows(results, "two_trials") == before
+        # resume: nothing to train again, and nothing to repair in MLflow
+        again = runner.invoke(app, ["run", str(source), "--results", str(results)])
+        assert again.exit_code == 0 and "2 of 2 trials had already finished" in " ".join(again.output.split())
+        assert _study_rows(results, "two_trials") == before
+        # reuse: another study of the same trials copies them from the compacted files
+        copy = tmp_path / "copy.yaml"
+        copy.write_text(yaml.safe_dump({**yaml.safe_load(source.read_text()), "name": "two_copied"}))
+        reused = runner.invoke(app, ["run", str(copy), "--results", str(results)])
+        assert reused.exit_code == 0 and reused.output.count("reused: finished in") == 2, reused.output
+        copied = _study_rows(results, "two_copied")
+        assert {t: copied[t] for t in ("train", "eval", "samples")} == {t: before[t] for t in ("train", "eval", "samples")}
+    finally:
+        ray.shutdown()
+    # MLflow's re-sync from the compacted rows: runs made anew from them match the runs the trials made
+    uri = f"sqlite:///{results.resolve()}/mlflow.db"
+    fresh = StudyTracker(uri, "two_trials_resynced")
+    from orchestrator.mlflow_tracking.mlflow_sync import sync_study
+
+    trial_ids = sorted(read_trial_statuses(results, "two_trials"))
+    assert sync_study(fresh, results, "two_trials", trial_ids) == trial_ids
+    client = mlflow.MlflowClient(uri)
+    original, resynced = _histories(client, "two_trials"), _histories(client, "two_trials_resynced")
+    for trial_id in trial_ids:
+        shared = set(original[trial_id]) & set(resynced[trial_id])
+        assert {"loss", "acc/digits_002", "acc/digits_003"} <= shared
+        assert {m: resynced[trial_id][m] for m in shared} == {m: original[trial_id][m] for m in shared}

@@ -56,7 +56,7 @@ from orchestrator.running.science_versions import (
 )
 from orchestrator.running.trainable import run_trial
 from orchestrator.running.trial_list import TrialList, pending_like_a_grid
-from orchestrator.store.compaction import compact_study
+from orchestrator.store.compaction import compact_after_run, compact_study
 from orchestrator.store.results_store import read_trial_statuses, remove_temp_files
 from orchestrator.store.trial_rows import add_group_columns
 from orchestrator.store.trial_status import FINISHED, TrialStatus
@@ -274,7 +274,7 @@ def run_trials(study: Study, context: RunContext) -> RunSummary:
         summary.repaired_runs = [t for t in synced if statuses.get(t) in FINISHED]
         tracker.tag_trial_runs({trial_id: {REUSED_FROM: source} for trial_id, source in reused.items()})
         if not pending:
-            compact_study(results_root, study.name)
+            compact_after_run(results_root, study.name)
             return summary
         summary.resumed = [t.trial_id for t in pending if statuses.get(t.trial_id) is not None]
         try:
@@ -288,7 +288,7 @@ def run_trials(study: Study, context: RunContext) -> RunSummary:
         summary.interrupted = [t.trial_id for t in pending if after.get(t.trial_id) not in (*FINISHED, TrialStatus.FAILED)]
         summary.ran = len(pending) - len(summary.interrupted)
         # the finished trials' files merged into a few per table, while the lock is held
-        compact_study(results_root, study.name)
+        compact_after_run(results_root, study.name)
     return summary
 
 

@@ -72,6 +72,20 @@ class Compacted:
         return sum(len(ids) for ids in self.merged.values())
 
 
+#: the end of a run compacts once a table holds this many finished trials' own files: a
+#: few files cost readers little, and each compaction rewrites the table's whole file
+RUN_END_FILES = 64
+
+
+def compact_after_run(root: Path, study: str) -> Compacted | None:
+    """The end of `lg-study run` (under the study's lock): compact when some table has
+    RUN_END_FILES finished trials' own files or more; None when it did not."""
+    finished = {t for t, status in read_trial_statuses(root, study).items() if status in FINISHED}
+    if all(len(finished & set(trial_files(root, study, table))) < RUN_END_FILES for table in TABLES):
+        return None
+    return compact_study(root, study)
+
+
 class UnmigratedRows(LookupError):
     """Trials rows without their configuration group: `lg-study migrate` first."""
 
