@@ -36,6 +36,7 @@ from analysis.layout import TUNE
 from lengthgen import TrialConfig
 from orchestrator.mlflow_tracking.mlflow_sync import sync_study
 from orchestrator.mlflow_tracking.tracking import StudyTracker
+from orchestrator.running.driver_memory import HeapTrimCallback
 from orchestrator.running.mlflow_callback import MlflowTuneCallback
 from orchestrator.running.recovery import (
     TrialFailureCallback,
@@ -392,6 +393,7 @@ def _fit(study: Study, trials: list[dict[str, Any]], results_root: Path, tracker
                     TrialFailureCallback(results_root, study.name),
                     MlflowTuneCallback(tracker),
                     progress_callback,
+                    HeapTrimCallback(),  # the driver's resident memory flat over long runs
                     *_tune_file_loggers(),
                 ],
                 # a trial whose worker dies (or that raises) is retried from its checkpoint
