@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from analysis.layout import (
+    PARTITION_KEY,
     TABLES,
     check_path_component,
     compacted_generations,
@@ -189,7 +190,7 @@ def _extract_action(root: Path, study: str, table: str, trial_id: str, newest: P
 def _delete_step(path: Path) -> Step:
     def delete() -> None:
         path.unlink(missing_ok=True)
-        if path.parent.name.startswith("trial_id="):
+        if path.parent.name.startswith(f"{PARTITION_KEY}="):
             try:
                 path.parent.rmdir()
             except OSError:  # something else in it (a temporary file): left for remove_temp_files
