@@ -27,7 +27,7 @@ from analysis.query import open_results
 from orchestrator.cli import app
 from orchestrator.running.recovery import study_lock
 from orchestrator.running.science_versions import set_aside
-from orchestrator.store.compaction import compact_study, compaction_plan
+from orchestrator.store.compaction import compact_study, compaction_plan, extract_trials
 from orchestrator.store.results_store import (
     read_table_rows,
     read_trial_rows,
@@ -127,7 +127,10 @@ def test_excluded_trials_leave_the_compacted_files_for_their_own(pristine: Path,
     compact_study(root, STUDY)
     trial = min(read_trial_statuses(root, STUDY))
     rows = {table: read_trial_rows(root, STUDY, table, trial) for table in TABLES}
-    compact_study(root, STUDY, exclude=[trial])
+    untouched = {table: compacted_generations(root, STUDY, table) for table in TABLES}
+    extract_trials(root, STUDY, ["not-compacted"])  # none of them compacted: nothing to do
+    assert {table: compacted_generations(root, STUDY, table) for table in TABLES} == untouched
+    extract_trials(root, STUDY, [trial])
     for table in TABLES:
         newest = compacted_generations(root, STUDY, table)
         ids = pq.read_table(newest[max(newest)], columns=["trial_id"])["trial_id"].to_pylist()

@@ -31,7 +31,7 @@ from orchestrator.mlflow_tracking.mlflow_store import SerializedClient
 from orchestrator.mlflow_tracking.tracking import StudyTracker
 from orchestrator.running.recovery import study_lock
 from orchestrator.running.trainable import artifact_folder, checkpoint_path
-from orchestrator.store.compaction import compact_study
+from orchestrator.store.compaction import extract_trials
 from orchestrator.store.results_store import read_trial_statuses
 from orchestrator.store.seed_plan import planned_trials
 from orchestrator.store.trial_rows import add_group_columns
@@ -111,7 +111,7 @@ def migrate_profile(profiled: Study, unprofiled: Study, results: Path, tracking_
         there = read_trial_statuses(target, name)
         # the trials that move leave the compacted files first: their rows are then
         # their own files, which move (or go) whole
-        compact_study(results, name, exclude=wanted)
+        extract_trials(results, name, wanted)
         for trial_id in wanted:
             keep = trial_id in shared
             if there.get(trial_id) in FINISHED:

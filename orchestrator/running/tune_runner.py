@@ -57,7 +57,7 @@ from orchestrator.running.science_versions import (
 )
 from orchestrator.running.trainable import run_trial
 from orchestrator.running.trial_list import TrialList, pending_like_a_grid
-from orchestrator.store.compaction import compact_after_run, compact_study
+from orchestrator.store.compaction import compact_after_run, extract_trials
 from orchestrator.store.results_store import read_trial_statuses, remove_temp_files
 from orchestrator.store.trial_rows import add_group_columns
 from orchestrator.store.trial_status import FINISHED, TrialStatus
@@ -309,7 +309,7 @@ def _set_aside_stale(results_root: Path, study: Study, tracker: StudyTracker, co
         return
     stale = stale_trials(results_root, study.name, study.trials, read_trial_statuses(results_root, study.name))
     if stale:  # their rows leave the compacted files first, to move aside as their own files
-        compact_study(results_root, study.name, exclude=stale)
+        extract_trials(results_root, study.name, stale)
     for trial_id, version in sorted(stale.items()):
         folder = set_aside(results_root, study.name, trial_id, version)
         console.print(f"trial {trial_id}: trained under science version {version_name(version)}; retraining it "

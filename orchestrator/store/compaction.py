@@ -63,14 +63,11 @@ class Step:
 
 @dataclass
 class Compacted:
-    """What a compaction did: table -> trials whose own files it merged."""
+    """What a compaction did, per table: the trials whose own files it merged, and the
+    generation it wrote."""
 
     merged: dict[str, list[str]] = field(default_factory=dict)
     generations: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def files_merged(self) -> int:
-        return sum(len(ids) for ids in self.merged.values())
 
 
 #: the end of a run compacts once a table holds this many finished trials' own files: a
@@ -85,6 +82,18 @@ def compact_after_run(root: Path, study: str) -> Compacted | None:
     if all(len(finished & set(trial_files(root, study, table))) < RUN_END_FILES for table in TABLES):
         return None
     return compact_study(root, study)
+
+
+def extract_trials(root: Path, study: str, trial_ids: Iterable[str]) -> None:
+    """Give the trials whose rows are compacted their own files back (a compaction that
+    keeps them out), before their files move aside or to another root; nothing when
+    none of them is compacted. Call it under the study's lock."""
+    wanted = set(trial_ids)
+    for table in TABLES:
+        generations = compacted_generations(root, study, table)
+        if generations and wanted & _trial_ids(generations[max(generations)]):
+            compact_study(root, study, exclude=wanted)
+            return
 
 
 class UnmigratedRows(LookupError):
@@ -123,7 +132,7 @@ def _table_steps(root: Path, study: str, table: str, finished: set[str], exclude
     in_newest = _trial_ids(newest) if newest is not None else set()
     extract = sorted((in_newest & exclude) - set(own))
     if not merged and not extract:  # nothing to merge: at most what an earlier run left
-        return [_delete_step(path) for gen, path in generations.items() if path != newest]
+        return [_delete_step(path) for path in generations.values() if path != newest]
     generation = max(generations, default=0) + 1
     target = compacted_path(root, study, table, generation)
     hidden = set(own) | exclude
