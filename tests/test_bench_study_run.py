@@ -47,11 +47,11 @@ def test_a_real_study_gives_one_row_per_measurement() -> None:
         "lg-study status after 6 trials",
         "lg-study query lucky_tickets.sql after 6 trials",
         "lg-study report after 6 trials",
-        "rows after 6 trials: every trial's rows once in every table",
+        "rows after 6 trials: every trial's rows once in every table (trials complete / trials)",
     ]
     timed = [rows[0], *rows[2:5]]
     assert all(r.ratio is not None and r.ratio > 0 for r in timed)
-    assert rows[5].ratio == 1.0 and "eval 6 trials x 4" in rows[5].detail, rows[5].detail
+    assert rows[5].ratio == 1.0 and "eval 6 trials x 2; samples 6 trials x 16" in rows[5].detail, rows[5].detail
 
 
 def test_bench_without_options_runs_the_quick_rows_and_names_those_it_leaves_out(monkeypatch) -> None:
