@@ -303,6 +303,31 @@ def status(
 
 
 @app.command()
+def compact(
+    study: Annotated[str, typer.Argument(help="Study name (its folder under --results), or its YAML file.")],
+    profile: ProfileOption = None,
+    results: ResultsOption = DEFAULT_RESULTS,
+):
+    """Merge the finished trials' result files of a study into one file per table (`lg-study run` does it
+    when it ends); readers see the same rows before, during and after, and a running study is refused."""
+    from analysis.layout import list_studies, profile_root
+    from orchestrator.running.recovery import StudyBusy, study_lock
+    from orchestrator.store.compaction import UnmigratedRows, compact_study
+
+    root = profile_root(results, profile)
+    study, _ = study_argument(study, profile)
+    if study not in list_studies(root):
+        raise bad_input(f"no study {study!r} under {root}; studies there: {', '.join(list_studies(root)) or 'none'}")
+    try:
+        with study_lock(root, study):
+            done = compact_study(root, study)
+    except (StudyBusy, UnmigratedRows) as error:
+        raise bad_input(str(error)) from None
+    merged = ", ".join(f"{table} {len(ids)}" for table, ids in done.merged.items()) or "none"
+    out.print(f"study {study}: trial files merged into the compacted files: {merged}", highlight=False)
+
+
+@app.command()
 def trial(
     config_file: Annotated[Path, typer.Argument(
         help="A study file (with --trial), or one trial config (a study's `base` block) as YAML.")],
@@ -482,13 +507,21 @@ def ui(
 def bench(
     only: Annotated[list[Benchmark] | None, typer.Option("--only", help="Run only these benchmarks (repeatable).")]
     = None,
+    run_all: Annotated[bool, typer.Option("--all", help="Run every benchmark, the long ones too.")] = False,
+    trials: Annotated[int | None, typer.Option(
+        "--trials", min=25, help="scale_run: trials of its study (weight seeds x 25 data seeds; default 1,000).")] = None,
 ):
-    """Speed ratios, each measured against its reference in the same run."""
+    """Speed ratios, each measured against its reference in the same run. Without --only or --all, the quick
+    rows only: it names the long ones it leaves out."""
     from rich.table import Table
 
-    from orchestrator.benchmarks.bench import machine
+    from orchestrator.benchmarks.bench import BENCHMARKS, default_names, left_out, machine
     from orchestrator.benchmarks.bench import run as run_benchmarks
 
+    names = [b.value for b in only] if only else list(BENCHMARKS) if run_all else default_names()
+    if trials is not None and ("scale_run" not in names or trials % 25):
+        raise bad_input("--trials sizes the scale_run study (a multiple of 25: weight seeds x 25 data seeds): "
+                        "give it with --only scale_run")
     table = Table(title=f"lg-study bench: {machine()}")
     for column in ("measurement", "ratio", "target", "met", "measured"):
         table.add_column(column, overflow="fold")
@@ -498,8 +531,12 @@ def bench(
         err.print(f"{m.name}: {ratio} ({m.detail})", highlight=False)
         table.add_row(m.name, ratio, m.target, {True: "yes", False: "no", None: "-"}[m.met], m.detail)
 
-    run_benchmarks([b.value for b in only] if only else None, on_result=show)
+    for line in left_out(names):
+        err.print(line, highlight=False)
+    run_benchmarks(names, on_result=show, trials=trials)
     out.print(table)
+    for line in left_out(names):
+        out.print(line, highlight=False)
 
 
 if __name__ == "__main__":

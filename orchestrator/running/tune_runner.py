@@ -37,6 +37,7 @@ from analysis.layout import TUNE
 from lengthgen import TrialConfig
 from orchestrator.mlflow_tracking.mlflow_sync import sync_study
 from orchestrator.mlflow_tracking.tracking import StudyTracker
+from orchestrator.running.driver_memory import HeapTrimCallback
 from orchestrator.running.mlflow_callback import MlflowTuneCallback
 from orchestrator.running.recovery import (
     StorageFaultStop,
@@ -58,6 +59,7 @@ from orchestrator.running.science_versions import (
 )
 from orchestrator.running.trainable import run_trial
 from orchestrator.running.trial_list import TrialList, pending_like_a_grid
+from orchestrator.store.compaction import compact_after_run, extract_trials
 from orchestrator.store.results_store import read_trial_statuses, remove_temp_files
 from orchestrator.store.trial_rows import add_group_columns
 from orchestrator.store.trial_status import FINISHED, TrialStatus
@@ -282,6 +284,7 @@ def run_trials(study: Study, context: RunContext) -> RunSummary:
         summary.repaired_runs = [t for t in synced if statuses.get(t) in FINISHED]
         tracker.tag_trial_runs({trial_id: {REUSED_FROM: source} for trial_id, source in reused.items()})
         if not pending:
+            compact_after_run(results_root, study.name)
             return summary
         summary.resumed = [t.trial_id for t in pending if statuses.get(t.trial_id) is not None]
         try:
@@ -294,6 +297,8 @@ def run_trials(study: Study, context: RunContext) -> RunSummary:
         after = read_trial_statuses(results_root, study.name)
         summary.interrupted = [t.trial_id for t in pending if after.get(t.trial_id) not in (*FINISHED, TrialStatus.FAILED)]
         summary.ran = len(pending) - len(summary.interrupted)
+        # the finished trials' files merged into a few per table, while the lock is held
+        compact_after_run(results_root, study.name)
     return summary
 
 
@@ -312,6 +317,8 @@ def _set_aside_stale(results_root: Path, study: Study, tracker: StudyTracker, co
     if not study.retrain_stale:  # without it, run_trials has refused any before the lock
         return
     stale = stale_trials(results_root, study.name, study.trials, read_trial_statuses(results_root, study.name))
+    if stale:  # their rows leave the compacted files first, to move aside as their own files
+        extract_trials(results_root, study.name, stale)
     for trial_id, version in sorted(stale.items()):
         folder = set_aside(results_root, study.name, trial_id, version)
         console.print(f"trial {trial_id}: trained under science version {version_name(version)}; retraining it "
@@ -399,6 +406,7 @@ def _fit(study: Study, trials: list[dict[str, Any]], results_root: Path, tracker
                     TrialFailureCallback(results_root, study.name, stop),
                     MlflowTuneCallback(tracker, stop),
                     progress_callback,
+                    HeapTrimCallback(),  # the driver's resident memory flat over long runs
                     *_tune_file_loggers(),
                 ],
                 # a trial whose worker dies (or that raises) is retried from its checkpoint
