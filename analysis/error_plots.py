@@ -19,7 +19,7 @@ def cascade_breakdown(cascade_rows: list[dict], path: Path) -> Path | None:
     if not groups:
         return None
     colors = figures.length_colors(r["digits"] for r in cascade_rows)
-    fig, axes = figures.panels(len(groups))
+    fig, axes = figures.panels(len(groups), sharey=True)
     for ax, (label, rows) in zip(axes, groups.items()):
         lengths = sorted({r["digits"] for r in rows})
         for i, digits in enumerate(lengths):
@@ -41,6 +41,7 @@ def cascade_breakdown(cascade_rows: list[dict], path: Path) -> Path | None:
             ax.plot(*zip(*dots), ls="none", marker=".", ms=2.5, color=colors[digits], alpha=0.6)
         figures.style(ax, label, "carry-cascade length", "exact match")
         ax.set_xticks(sorted({r["cascade"] for r in rows}))
+    figures.share_x(axes)
     figures.legend(fig, axes[0], title="test length")
     return figures.save(fig, path)
 
@@ -52,11 +53,11 @@ def error_by_carry(error_rows: list[dict], path: Path) -> Path | None:
     groups = {k: v for k, v in figures.by_group(rows).items() if any(r["count"] for r in v)}
     if not groups:
         return None
-    fig, axes = figures.panels(len(groups))
+    fig, axes = figures.panels(len(groups), sharey=True)
     for ax, (label, cells) in zip(axes, groups.items()):
         lengths = sorted({r["digits"] for r in cells})
-        for offset, bucket, color in ((-0.2, "without carry", "tab:green"),
-                                      (0.2, "with carry", "tab:purple")):
+        for offset, bucket, color in ((-0.2, "without carry", figures.SKY),
+                                      (0.2, "with carry", figures.VERMILLION)):
             rates = {r["digits"]: r["error_rate"] for r in cells if r["bucket"] == bucket}
             xs = [i + offset for i, d in enumerate(lengths) if d in rates]
             ax.bar(xs, [rates[d] for d in lengths if d in rates], width=0.4, color=color,
@@ -80,7 +81,7 @@ def error_distribution(error_rows: list[dict], facet: str, xlabel: str, path: Pa
     if not groups:
         return None
     colors = figures.length_colors(r["digits"] for r in rows)
-    fig, axes = figures.panels(len(groups))
+    fig, axes = figures.panels(len(groups), sharey=True)
     for ax, (label, cells) in zip(axes, groups.items()):
         for digits in sorted({r["digits"] for r in cells}):
             share = {r["bucket_value"]: r["share_of_errors"] for r in cells if r["digits"] == digits}
@@ -88,6 +89,10 @@ def error_distribution(error_rows: list[dict], facet: str, xlabel: str, path: Pa
             ax.plot(xs, [share.get(x, 0.0) for x in xs], color=colors[digits], marker="o",
                     ms=2.5, lw=1, label=f"{digits} digits")
         figures.style(ax, label, xlabel, "share of errors (mean over trials)")
+        # whole places or digits only, one either side: one bucket is a point, not 0.96-1.04
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlim(min(r["bucket_value"] for r in cells) - 1, max(r["bucket_value"] for r in cells) + 1)
+    figures.share_x(axes)
     figures.legend(fig, axes[0], title="test length")
     return figures.save(fig, path)
 
@@ -99,12 +104,12 @@ def error_endings(error_rows: list[dict], path: Path) -> Path | None:
     groups = figures.by_group(rows)
     if not groups:
         return None
-    fig, axes = figures.panels(len(groups))
+    fig, axes = figures.panels(len(groups), sharey=True)
     for ax, (label, cells) in zip(axes, groups.items()):
         lengths = sorted({r["digits"] for r in cells})
         bottom = [0.0] * len(lengths)
-        for bucket, color in (("on time", "tab:blue"), ("premature end", "tab:orange"),
-                              ("late end", "tab:red")):
+        for bucket, color in (("on time", figures.BLUE), ("premature end", figures.ORANGE),
+                              ("late end", figures.VERMILLION)):
             share = {r["digits"]: r["share_of_errors"] for r in cells if r["bucket"] == bucket}
             values = [share.get(d, 0.0) for d in lengths]
             ax.bar(range(len(lengths)), values, bottom=bottom, color=color, label=bucket)
@@ -147,6 +152,5 @@ def error_checkpoints(checkpoint_rows: list[dict], path: Path) -> Path | None:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("answer place (0 = units)", fontsize=8)
         ax.set_title(f"{figures.wrap(label)}\n{digits} digits", fontsize=8)
-    fig.subplots_adjust(wspace=0.6, hspace=0.6)
     fig.colorbar(image, ax=axes, shrink=0.8, label="share of the checkpoint's wrong places")
     return figures.save(fig, path)

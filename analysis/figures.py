@@ -1,5 +1,12 @@
 """What every report figure shares: the panel grid, axis style, legend, colours and
-saving (analysis.plots and analysis.error_plots draw with these)."""
+saving (analysis.plots and analysis.error_plots draw with these).
+
+Figures use matplotlib's constrained layout: panels of one grid are the same size, and
+the one legend of a figure sits outside every panel, below them (``outside lower
+center``), where it cannot cover a title or a curve. Panels that show the same quantity
+share their y axis (and their x axis where `share_x` says). Colours are Okabe and Ito's
+palette, which readers with the common colour-vision deficiencies tell apart, and
+viridis/magma for maps. Each figure is saved as PNG (for the page) and SVG (for papers)."""
 
 from __future__ import annotations
 
@@ -11,6 +18,13 @@ from matplotlib.lines import Line2D
 
 NCOLS = 4
 PANEL = (3.7, 2.9)  # inches per panel
+#: Okabe & Ito (2008), "Color universal design": distinct under the common colour-vision deficiencies
+OKABE_ITO = {"orange": "#E69F00", "sky blue": "#56B4E9", "green": "#009E73", "yellow": "#F0E442",
+             "blue": "#0072B2", "vermillion": "#D55E00", "purple": "#CC79A7", "black": "#000000"}
+BLUE, ORANGE, GREEN, VERMILLION, PURPLE, SKY = (OKABE_ITO[c] for c in (
+    "blue", "orange", "green", "vermillion", "purple", "sky blue"))
+#: the band of the training lengths
+TRAINING_BAND = {"color": GREEN, "alpha": 0.12}
 
 
 def by_group(rows: list[dict]) -> dict[str, list[dict]]:
@@ -24,12 +38,14 @@ def unique(values) -> list:
     return list(dict.fromkeys(values))
 
 
-def panels(n: int, panel: tuple[float, float] = PANEL) -> tuple[Figure, list]:
+def panels(n: int, panel: tuple[float, float] = PANEL, sharey: bool = False) -> tuple[Figure, list]:
+    """``n`` panels of one size in rows of at most NCOLS; ``sharey``: one y axis for all
+    (its tick labels on the first column only)."""
     ncols = min(NCOLS, n)
     nrows = -(-n // ncols)
-    fig = Figure(figsize=(panel[0] * ncols, panel[1] * nrows + 0.6))
+    fig = Figure(figsize=(panel[0] * ncols, panel[1] * nrows + 0.6), layout="constrained")
     FigureCanvasAgg(fig)
-    grid = fig.subplots(nrows, ncols, squeeze=False)
+    grid = fig.subplots(nrows, ncols, squeeze=False, sharey=sharey)
     axes = [ax for row in grid for ax in row]
     for ax in axes[n:]:
         ax.set_visible(False)
@@ -37,9 +53,12 @@ def panels(n: int, panel: tuple[float, float] = PANEL) -> tuple[Figure, list]:
 
 
 def style(ax, label: str, xlabel: str, ylabel: str) -> None:
+    """Title, axis labels (the y label on the first column only: the rows share it) and
+    the 0-1 range of a share or an accuracy."""
     ax.set_title(wrap(label), fontsize=8)
     ax.set_xlabel(xlabel, fontsize=8)
-    ax.set_ylabel(ylabel, fontsize=8)
+    if ax.get_subplotspec() is None or ax.get_subplotspec().is_first_col():
+        ax.set_ylabel(ylabel, fontsize=8)
     ax.tick_params(labelsize=7)
     ax.set_ylim(-0.03, 1.03)
     ax.grid(alpha=0.3)
@@ -48,8 +67,15 @@ def style(ax, label: str, xlabel: str, ylabel: str) -> None:
 def shade_training_range(ax, rows: list[dict]) -> None:
     inside = [r["digits"] for r in rows if r["in_distribution"]]
     if inside:
-        ax.axvspan(min(inside) - 0.5, max(inside) + 0.5, color="tab:green", alpha=0.1,
-                   label="training lengths")
+        ax.axvspan(min(inside) - 0.5, max(inside) + 0.5, **TRAINING_BAND, label="training lengths")
+
+
+def share_x(axes: list) -> None:
+    """One x range for panels of the same quantity (test lengths, steps, places), so that
+    a reader compares them by eye; tick labels stay on every panel."""
+    lows, highs = zip(*(ax.get_xlim() for ax in axes))
+    for ax in axes:
+        ax.set_xlim(min(lows), max(highs))
 
 
 def legend(fig: Figure, ax, title: str | None = None) -> None:
@@ -61,15 +87,14 @@ def legend(fig: Figure, ax, title: str | None = None) -> None:
         for handle, label in zip(handles, labels):
             unique.setdefault(label, handle)  # the first artist of a label: a line, not a marker
     if not unique:
-        fig.subplots_adjust(hspace=0.55, wspace=0.3)
         return
-    legend = fig.legend(unique.values(), unique.keys(), loc="upper center",
-                        ncol=min(len(unique), 8), fontsize=8, title=title, title_fontsize=8,
-                        frameon=False, bbox_to_anchor=(0.5, 1.0))
+    # outside every panel, below them: constrained layout makes room for it
+    legend = fig.legend(unique.values(), unique.keys(), loc="outside lower center",
+                        ncol=min(len(unique), 4), fontsize=8, title=title, title_fontsize=8,
+                        frameon=False)
     for handle in legend.legend_handles:
         if isinstance(handle, Line2D):
             handle.set_alpha(1)  # faint lines in the panels, readable keys in the legend
-    fig.subplots_adjust(top=1 - 0.9 / fig.get_figheight(), hspace=0.55, wspace=0.3)
 
 
 def length_colors(lengths) -> dict[int, tuple]:
@@ -103,7 +128,14 @@ def wrap(label: str, width: int = 34) -> str:
 
 
 def save(fig: Figure, path: Path) -> Path:
+    """The figure as ``path`` (PNG) and beside it as SVG (same name), which a paper
+    scales without loss; the SVG's ids and metadata fixed, so the same figure writes the
+    same bytes."""
+    from matplotlib import rc_context
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100, bbox_inches="tight")
+    with rc_context({"svg.hashsalt": "lg-study", "svg.fonttype": "none"}):
+        fig.savefig(path.with_suffix(".svg"), bbox_inches="tight", metadata={"Date": None})
     return path

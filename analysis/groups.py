@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any, Protocol
@@ -124,9 +125,88 @@ def _peer_differences(settings: dict[str, dict[str, str]], bases: dict[str, str]
     return named
 
 
-def run_name(config: dict[str, Any]) -> str:
-    """What the trial is, e.g. ``rope-tiny-addition-w0-d3`` (pe, size, task, seeds)."""
+#: what joins the settings of a short label, e.g. ``nope · windowed``
+SHORT_SEPARATOR = " · "
+_NAMED = re.compile(r"(\S+?)=(.*?)(?= \S+?=|$)")
+
+
+def label_settings(label: str) -> dict[str, str]:
+    """The settings a full group label names: its base's parts (BASE_LABEL's paths) and its
+    ``path=value`` settings, e.g. ``{"model.pe": "nope", "model.attention_bias": "windowed", ...}``."""
+    base, _, named = label.partition(" ")
+    parts = base.split("/")
+    settings = dict(zip(BASE_LABEL, parts)) if len(parts) == len(BASE_LABEL) else {"base": base}
+    settings.update(dict(_NAMED.findall(named)))
+    return settings
+
+
+def short_labels(labels: Iterable[str]) -> dict[str, str]:
+    """Full group label -> short label for the groups shown together (a study's): only the
+    settings that tell these groups apart, their values joined by `SHORT_SEPARATOR`, e.g.
+    ``nope · windowed``. Built from the full labels alone (every trials row stores its own),
+    so the report, the run table and the MLflow run names give a group the same short label
+    from the same groups.
+
+    Of the settings whose value differs between the groups, as few are kept as keep every
+    label distinct and none empty: settings are dropped while that holds, numbers and other
+    non-text values first (``max_positions=32`` beside ``coupled``), then the base's parts
+    (task, pe, size, distribution), then the rest, each in path order; the base's parts are
+    shown first. A setting a label does not name is at the study's common value and shows
+    nothing. Text values show as they are, others as ``name=value``. One group: its base
+    label."""
+    labels = list(dict.fromkeys(labels))
+    settings = {label: label_settings(label) for label in labels}
+    paths = sorted({p for s in settings.values() for p in s})
+    differing = [p for p in paths if len({s.get(p) for s in settings.values()}) > 1]
+    if not differing:
+        return {label: label.partition(" ")[0] for label in labels}
+    kept = list(differing)
+    for path in sorted(differing, key=lambda p: (_is_text(settings, p), p not in BASE_LABEL, p)):
+        trial = [p for p in kept if p != path]
+        if _tells_apart(settings, trial):
+            kept = trial
+    kept.sort(key=lambda p: (BASE_LABEL.index(p) if p in BASE_LABEL else len(BASE_LABEL), p))
+    names = {p: _short_name(p, kept) for p in kept}
+    return {label: SHORT_SEPARATOR.join(_shown(names[p], s[p]) for p in kept if p in s)
+            for label, s in settings.items()}
+
+
+def _tells_apart(settings: dict[str, dict[str, str]], paths: list[str]) -> bool:
+    keys = [tuple(s.get(p) for p in paths) for s in settings.values()]
+    return len(set(keys)) == len(keys) and all(any(v is not None for v in key) for key in keys)
+
+
+def _is_text(settings: dict[str, dict[str, str]], path: str) -> bool:
+    """Whether every value of ``path`` is text (a label writes other values as JSON)."""
+    values = [s[path] for s in settings.values() if path in s]
+    return all(not _is_json(v) for v in values)
+
+
+def _is_json(value: str) -> bool:
+    try:
+        return not isinstance(json.loads(value), str)
+    except ValueError:
+        return False
+
+
+def _short_name(path: str, kept: list[str]) -> str:
+    """The path's last part, or the whole path where two kept paths end alike."""
+    leaf = path.rsplit(".", 1)[-1]
+    return leaf if sum(p.rsplit(".", 1)[-1] == leaf for p in kept) == 1 else path
+
+
+def _shown(name: str, value: str) -> str:
+    return f"{name}={value}" if _is_json(value) else value
+
+
+def run_name(config: dict[str, Any], short_label: str | None = None) -> str:
+    """What the trial is: its group's short label (`short_labels`, where the study's other
+    groups are known) and its seeds, e.g. ``nope · windowed · w0 d3``; without one, pe,
+    size, task and seeds, e.g. ``rope-tiny-addition-w0-d3``."""
     seeds = config.get("seeds", {})
+    if short_label is not None:
+        perturb = f" p{seeds['perturb']}" if seeds.get("perturb") else ""
+        return f"{short_label}{SHORT_SEPARATOR}w{seeds.get('weight')} d{seeds.get('data')}{perturb}"
     return "-".join(
         [
             str(config.get("model", {}).get("pe")),

@@ -31,10 +31,8 @@ def accuracy_vs_length(
     FigureCanvasAgg(fig)
     ax = fig.subplots()
     if train_max_digits > 0:
-        ax.axvspan(
-            0.5, train_max_digits + 0.5, color="tab:green", alpha=0.12, label="training range"
-        )
-    ax.plot(xs, ys, marker="o", color="tab:blue", label="exact match")
+        ax.axvspan(0.5, train_max_digits + 0.5, **figures.TRAINING_BAND, label="training range")
+    ax.plot(xs, ys, marker="o", color=figures.BLUE, label="exact match")
     ax.set_xlim(0, max(xs + [train_max_digits]) + 1)
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("test length (digits)")
@@ -64,7 +62,7 @@ def accuracy_by_group(trial_rows: list[dict], summary_rows: list[dict], path: Pa
     if not groups:
         return None
     summary = figures.by_group(summary_rows)
-    fig, axes = figures.panels(len(groups))
+    fig, axes = figures.panels(len(groups), sharey=True)
     for ax, (label, rows) in zip(axes, groups.items()):
         for trial in figures.unique((r["study"], r["trial_id"]) for r in rows):  # one id, two studies
             pts = sorted((r["digits"], r["accuracy"]) for r in rows
@@ -76,16 +74,17 @@ def accuracy_by_group(trial_rows: list[dict], summary_rows: list[dict], path: Pa
             # no interval for a single trial: the band closes on the mean
             low = [figures.value_or(r["mean_low"], r["mean"]) for r in stats]
             high = [figures.value_or(r["mean_high"], r["mean"]) for r in stats]
-            ax.fill_between(xs, low, high, color="tab:blue", alpha=0.15, lw=0,
+            ax.fill_between(xs, low, high, color=figures.BLUE, alpha=0.15, lw=0,
                             label="mean, interval over seeds")
-            ax.plot(xs, [r["mean"] for r in stats], color="tab:blue", lw=2, marker="o", ms=3,
+            ax.plot(xs, [r["mean"] for r in stats], color=figures.BLUE, lw=2, marker="o", ms=3,
                     label="mean")
-            ax.plot(xs, [r["best_of_n"] for r in stats], color="tab:red", lw=1.5, ls="--",
+            ax.plot(xs, [r["best_of_n"] for r in stats], color=figures.VERMILLION, lw=1.5, ls="--",
                     label="best of N (one trial)")
         figures.shade_training_range(ax, rows)
         n = len({(r["study"], r["trial_id"]) for r in rows})
         figures.style(ax, f"{label} (N = {n})", "test length (digits)", "exact match")
         ax.set_xticks(sorted({r["digits"] for r in rows}))
+    figures.share_x(axes)
     figures.legend(fig, axes[0])
     return figures.save(fig, path)
 
@@ -128,7 +127,6 @@ def seed_heatmaps(lucky_rows: list[dict], path: Path) -> Path | None:
         w, p = rows[0]["kendall_w"], rows[0]["friedman_p"]
         agreement = "n/a" if w is None else f"{w:.2f} (Friedman p = {p:.2g})"
         ax.set_title(f"{figures.wrap(label)}\nKendall's W = {agreement}", fontsize=8)
-    fig.subplots_adjust(wspace=0.45, hspace=0.6)
     kinds = {r["measured_kind"] for r in lucky_rows if r["weight_seed"] is not None}
     fig.colorbar(image, ax=axes, shrink=0.8,
                  label=MEASURED_LABELS[kinds.pop()] if len(kinds) == 1 else "exact match")
@@ -161,7 +159,6 @@ def grid_heatmaps(grid_rows: list[dict], path: Path) -> Path | None:
         ax.set_xlabel("second operand's digits")
         ax.set_ylabel("first operand's digits")
         ax.set_title(f"{figures.wrap(label)}\n{rows[0]['n_trials']} trials", fontsize=8)
-    fig.subplots_adjust(wspace=0.45, hspace=0.6)
     fig.colorbar(image, ax=axes, shrink=0.8, label="exact match (mean over trials)")
     return figures.save(fig, path)
 
@@ -172,7 +169,7 @@ def _sparse_ticks(set_ticks, lengths: list[int], most: int = 12) -> None:
     set_ticks(range(0, len(lengths), every), [str(n) for n in lengths[::every]])
 
 
-COMPONENT_PARTS = (("weight", "weight seed", "tab:blue"), ("data", "data seed", "tab:orange"),
+COMPONENT_PARTS = (("weight", "weight seed", figures.BLUE), ("data", "data seed", figures.ORANGE),
                    ("residual", "residual", "0.55"))
 
 
@@ -220,7 +217,7 @@ def variance_shares(lucky_rows: list[dict], path: Path) -> Path | None:
     if not groups:
         return None
     labels = list(groups)
-    fig = Figure(figsize=(7.5, 0.9 * len(labels) + 1.6))
+    fig = Figure(figsize=(7.5, 0.9 * len(labels) + 1.6), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.subplots()
     _component_bars(ax, [groups[label] for label in labels], horizontal=True)
@@ -232,11 +229,7 @@ def variance_shares(lucky_rows: list[dict], path: Path) -> Path | None:
     ax.grid(axis="x", alpha=0.3)
     ax.set_xlabel("share of the variance: σ² component / sum of the three "
                   f"({figures.level_words(groups[labels[0]])})", fontsize=8)
-    handles, names = ax.get_legend_handles_labels()
-    unique = dict(zip(names, handles))
-    if unique:
-        ax.legend(unique.values(), unique.keys(), loc="upper center", fontsize=7,
-                  frameon=False, bbox_to_anchor=(0.5, -0.3 if len(labels) < 3 else -0.14), ncol=4)
+    figures.legend(fig, ax)
     return figures.save(fig, path)
 
 
@@ -248,7 +241,7 @@ def variance_shares_by_length(lucky_rows: list[dict], path: Path) -> Path | None
               if len(rows[0]["by_length"] or []) > 1}
     if not groups:
         return None
-    fig, axes = figures.panels(len(groups))
+    fig, axes = figures.panels(len(groups), sharey=True)
     for ax, (label, row) in zip(axes, groups.items()):
         entries = list(row["by_length"]) + [row]
         _component_bars(ax, entries, horizontal=False)
@@ -265,14 +258,14 @@ def success_probability(success_rows: list[dict], path: Path) -> Path | None:
     groups = figures.by_group(success_rows)
     if not groups:
         return None
-    fig, axes = figures.panels(len(groups))
+    fig, axes = figures.panels(len(groups), sharey=True)
     for ax, (label, rows) in zip(axes, groups.items()):
         rows = sorted(rows, key=lambda r: r["digits"])
         xs = [r["digits"] for r in rows]
         ys = [r["p_success"] for r in rows]
         err = [[max(0.0, y - r["p_success_low"]) for y, r in zip(ys, rows)],
                [max(0.0, r["p_success_high"] - y) for y, r in zip(ys, rows)]]
-        ax.errorbar(xs, ys, yerr=err, color="tab:purple", marker="o", ms=3, lw=1.2, capsize=2,
+        ax.errorbar(xs, ys, yerr=err, color=figures.PURPLE, marker="o", ms=3, lw=1.2, capsize=2,
                     label=f"P(accuracy ≥ {rows[0]['threshold']:g}), Wilson {figures.level_words(rows[0])}")
         for x, y, r in zip(xs, ys, rows):
             ax.annotate(f"{r['n_success']}/{r['n_trials']}", (x, y), textcoords="offset points",
@@ -281,6 +274,7 @@ def success_probability(success_rows: list[dict], path: Path) -> Path | None:
         n = max(r["n_trials"] for r in rows)
         figures.style(ax, f"{label} (N = {n})", "test length (digits)", "share of trials that succeed")
         ax.set_xticks(xs)
+    figures.share_x(axes)
     figures.legend(fig, axes[0])
     return figures.save(fig, path)
 
@@ -322,7 +316,7 @@ def training_curves(training_rows: list[dict], path: Path) -> Path | None:
     if not groups:
         return None
     colors = figures.length_colors(r["digits"] for r in training_rows)
-    fig, axes = figures.panels(len(groups))
+    fig, axes = figures.panels(len(groups), sharey=True)
     for ax, (label, rows) in zip(axes, groups.items()):
         by_trial: dict[str, list[dict]] = {}
         for row in rows:
@@ -338,10 +332,12 @@ def training_curves(training_rows: list[dict], path: Path) -> Path | None:
             styles = [Line2D([], [], color="black", lw=1, ls=SEED_STYLES[i])
                       for i in range(len(firsts))]
             names = [f"w{r['weight_seed']} d{r['data_seed']}" for r in firsts]
-            ax.add_artist(ax.legend(styles, names, loc="center right", fontsize=6,
-                                    handlelength=2.5, framealpha=0.8))
+            # the panel's own trials, beside it (outside, as every legend)
+            ax.legend(styles, names, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=6,
+                      handlelength=2.5, frameon=False)
         else:
             ax.text(0.98, 0.5, f"{len(firsts)} trials", transform=ax.transAxes, ha="right",
                     fontsize=7)
+    figures.share_x(axes)
     figures.legend(fig, axes[0], title="test length")
     return figures.save(fig, path)

@@ -13,6 +13,11 @@ def rows(name: str):
     return lambda tables: tables[name]
 
 
+def with_intervals(name: str):
+    """The file's rows with their intervals as "estimate [low, high]" cells."""
+    return lambda tables: [rendering.with_intervals(r) for r in tables[name]]
+
+
 def first(tables: Tables, name: str) -> list[dict]:
     return rendering.first_groups(tables[name])
 
@@ -65,6 +70,20 @@ def seed_planning(tables: Tables) -> list[str]:
     return warnings + planning
 
 
+def lacking(name: str, keep, words: str):
+    """The caption's words for the groups with finished trials that have no row of ``name``
+    that ``keep`` accepts, e.g. ' No panel for rope: no wrong answer ends on time.' (none
+    when every group has one, or when the figure draws only the first groups anyway)."""
+    def said(tables: Tables) -> str:
+        every = list(dict.fromkeys(r["group_label"] for r in tables["final_accuracy"]))
+        present = {r["group_label"] for r in tables[name] if keep(r)}
+        missing = [label for label in every if label not in present]
+        if not missing or len(every) > rendering.MAX_GROUPS:
+            return ""
+        return f" No panel for {', '.join(missing)}: {words}."
+    return said
+
+
 # --- errors, training -----------------------------------------------------------------
 
 
@@ -85,7 +104,8 @@ def error_distribution(column: str, label: str):
 
 
 def cascade_trials(tables: Tables) -> list[dict]:
-    return [{"group_label": r["group_label"], "digits": r["digits"], "cascade": r["cascade"], **t}
+    return [rendering.with_intervals({"group_label": r["group_label"], "digits": r["digits"],
+                                      "cascade": r["cascade"], **t})
             for r in tables["cascade"] for t in r["trials"]]
 
 

@@ -50,26 +50,22 @@ VARIANCE = Question(
              "lengths); green band: training lengths.",
              ("final_accuracy.sql", "variance.sql"), "plots.accuracy_by_group",
              lambda t: (q.first(t, "final_accuracy"), q.first(t, "variance"))),
-        Table(q.rows("variance"),
+        Table(q.with_intervals("variance"),
               (("group_label", "group"), ("digits", "length"), ("in_distribution", "trained"),
-               ("n_trials", "N trials"), ("mean", "mean"), ("mean_low", "low"), ("mean_high", "high"),
-               ("mean_method", "interval"), ("mean_coverage", "interval's coverage"),
-               ("mean_boot_low", "low (bootstrap)"), ("mean_boot_high", "high (bootstrap)"),
-               ("sd", "sd"), ("min", "min"), ("median", "median"), ("max", "max"),
-               ("best_of_n", "best of N")),
+               ("n_trials", "N trials"), ("mean_ci", "mean [interval]"),
+               ("mean_coverage", "interval's coverage"), ("sd", "sd"), ("best_of_n", "best of N")),
               lambda t: f"Per group and test length (variance.sql). Interval of the mean over seeds "
               f"({rendering.level(t['variance'])}, "
               "clipped to [0, 1]): for crossed weight × data seeds, mean ± t·√((MS_w + MS_d − MS_e)/(ab)) with "
               "Satterthwaite's degrees of freedom; else a t interval over the seed pairs. Coverage measured by "
               "simulation (docs/analysis.md): 0.95 inside (0, 1), 0.87–0.94 for groups near 1. The percentile "
-              "bootstrap over trials, kept for comparison, treats trials as independent and covered only "
-              "0.33–0.53 in crossed studies."),
+              "bootstrap over trials, which covered only 0.33–0.53 in crossed studies, is in the appendix.",
+              more=(("mean_method", "interval"), ("min", "min"), ("median", "median"), ("max", "max"))),
         Prose(q.chosen_checkpoints_words, when=q.chosen_checkpoints),
-        Table(q.rows("final_accuracy"),
+        Table(q.with_intervals("final_accuracy"),
               (("group_label", "group"), ("weight_seed", "weight seed"), ("data_seed", "data seed"),
                ("digits", "length"), ("n", "questions"), ("correct", "right"),
-               ("accuracy", "accuracy"), ("wilson_low", "low (Wilson)"),
-               ("wilson_high", "high (Wilson)"), ("checkpoint", "checkpoint"), ("step", "step"),
+               ("accuracy_wilson_ci", "accuracy [Wilson]"), ("checkpoint", "checkpoint"), ("step", "step"),
                ("last_step", "last step"), ("last_step_accuracy", "accuracy at the last step")),
               lambda t: "Per trial and test length (final_accuracy.sql): accuracy with its "
               f"{rendering.level(t['final_accuracy'])} "
@@ -87,7 +83,8 @@ GRID = Question(
              "the second's across; eval.grid_samples questions per cell, the same for every trial), at "
              "each trial's final evaluation, mean over the group's trials; outlined: both lengths inside "
              "the training range (McLeish et al. 2024 draw this grid to 100 x 100 digits).",
-             ("grid.sql",), "plots.grid_heatmaps", lambda t: (q.first(t, "grid"),), when=lambda t: bool(t["grid"])),
+             ("grid.sql",), "plots.grid_heatmaps", lambda t: (q.first(t, "grid"),), when=lambda t: bool(t["grid"]),
+             lacking=q.lacking("grid", lambda r: True, "their trials were not tested on eval.grid")),
         Table(q.rows("grid"),
               (("group_label", "group"), ("first_digits", "first operand"), ("second_digits", "second operand"),
                ("in_distribution", "trained"), ("n_trials", "trials"), ("questions", "questions"),
@@ -143,27 +140,26 @@ LUCKY_TICKETS = Question(
                ("component_share_weight_ci", "σ² share weight [interval]"),
                ("component_share_data_ci", "σ² share data [interval]"),
                ("component_share_residual_ci", "σ² share residual [interval]"),
-               ("sigma2_weight_ci", "σ²_weight [interval]"),
-               ("sigma2_data_ci", "σ²_data [interval]"),
-               ("sigma2_residual_ci", "σ²_residual [interval]"),
-               ("truncated", "set to 0"),
-               ("ss_share_weight", "SS share weight"), ("ss_share_data", "SS share data"),
-               ("ss_share_residual", "SS share residual"), ("kendall_w", "Kendall's W"),
-               ("friedman_chi2", "Friedman χ²"), ("friedman_p", "Friedman p"),
-               ("missing_cells", "missing cells"), ("left_out_seeds", "seeds left out"),
-               ("component_coverage", "σ² intervals' coverage"),
-               ("share_coverage", "share intervals' coverage")),
+               ("share_coverage", "share intervals' coverage"), ("kendall_w", "Kendall's W"),
+               ("friedman_p", "Friedman p")),
               lambda t: "Per group, over its largest complete subgrid of a × b seeds (lucky_tickets.sql). "
               f"Variance components by the method of moments with {rendering.level(q.lucky_analysed(t)[:1])} "
               "modified large-sample intervals (σ²_residual: exact χ²; coverage measured by simulation at "
-              "3 × 5, 8 × 8 and 24 × 20 seeds: 0.94–0.96 inside (0, 1), less for groups near accuracy 1, in "
-              f"the last columns); share intervals: {q.share_method(t)}, with the coverage "
-              "measured by simulation at the nearest design in the last column (docs/analysis.md; "
+              "3 × 5, 8 × 8 and 24 × 20 seeds: 0.94–0.96 inside (0, 1), less for groups near accuracy 1, "
+              f"beside them under 'all columns'); share intervals: {q.share_method(t)}, with the coverage "
+              "measured by simulation at the nearest design beside them (docs/analysis.md; "
               "the percentile bootstrap over seeds, kept in the file for comparison, covered the "
               "weight share 0.88 of the time at 3 × 5 seeds); 'set to 0': "
               "components whose moment estimate was negative. SS shares: fixed-effects "
               "SS/SS_total. Friedman's χ² = b(a − 1)W with a − 1 degrees of freedom; random "
               "rankings give W ≈ 1/b.",
+              more=(("sigma2_weight_ci", "σ²_weight [interval]"),
+               ("sigma2_data_ci", "σ²_data [interval]"),
+               ("sigma2_residual_ci", "σ²_residual [interval]"),
+               ("truncated", "set to 0"), ("component_coverage", "σ² intervals' coverage"),
+               ("ss_share_weight", "SS share weight"), ("ss_share_data", "SS share data"),
+               ("ss_share_residual", "SS share residual"), ("friedman_chi2", "Friedman χ²"),
+               ("missing_cells", "missing cells"), ("left_out_seeds", "seeds left out")),
               when=q.lucky_analysed),
         Computed(q.seed_planning, when=q.lucky_analysed),
         Table(q.lucky_by_length,
@@ -204,8 +200,7 @@ SUCCESS = Question(
                          ("p_success_n_effective", "effective N"),
                          ("p_success_coverage", "interval's coverage"),
                          ("seeds_for_a_success", "seeds for a success"),
-                         ("expected_best_of_1", "E best of 1"), ("expected_best_of_5", "E best of 5"),
-                         ("expected_best_of_10", "E best of 10")),
+                         ("expected_best_of_5", "E best of 5")),
               lambda t: "Per group and test length (success.sql). Seeds for a success: the fewest seeds "
               f"that give at least one success with probability {rendering.level(t['success'])[:-1]} if the "
               "success rate is the interval's lower end (blank: the trials cannot rule out 0). "
@@ -215,26 +210,28 @@ SUCCESS = Question(
               "trials count as fewer, by the two-way random-effects variance of the success rate and "
               "Satterthwaite's degrees of freedom; its coverage measured by simulation at the nearest "
               "design is beside it (docs/analysis.md). With few weight seeds it is wide: that is what "
-              "they can say."),
+              "they can say.",
+              more=(("expected_best_of_1", "E best of 1"), ("expected_best_of_10", "E best of 10"))),
     ))
 
 COMPARE = Question(
     "compare", "4. Comparing configurations", (SqlFile("compare", (ACCURACIES,)),),
     nav="comparisons", parts=(
         Table(lambda t: [rendering.with_intervals(r) for r in t["compare"]],
-              (("label_a", "group a"), ("label_b", "group b"), ("differs_in", "differs in"),
+              (("label_a", "group a"), ("label_b", "group b"),
                ("digits", "length"), ("design", "design"), ("n_a", "N a"), ("n_b", "N b"),
-               ("accuracy_diff_ci", "acc. a − b [bootstrap]"),
-               ("accuracy_p_perm", "p (permutation)"), ("accuracy_p_holm", "p Holm"),
-               ("success_diff_ci", "success a − b [Newcombe]"),
-               ("success_p_exact", "p (exact)"), ("success_p_holm", "p Holm")),
+               ("accuracy_diff", "acc. a − b"), ("accuracy_p_holm", "p Holm"),
+               ("success_diff_ci", "success a − b [Newcombe]"), ("success_p_holm", "p Holm ")),
               lambda t: "Pairs of groups whose configs differ in one setting, per test length "
               "(analysis/compare.sql). Paired on the seed pairs both share when they share at least 2 "
-              f"(N = seed pairs), else unpaired. Accuracy: {rendering.level(t['compare'])} percentile "
-              "bootstrap of the mean difference and a permutation p; success: Newcombe's score interval "
-              "and an exact p (McNemar paired, Fisher unpaired). Holm's correction over all "
+              "(N = seed pairs), else unpaired. Accuracy: the mean difference and a permutation p; "
+              f"success: Newcombe's {rendering.level(t['compare'])} score interval and an exact p (McNemar "
+              "paired, Fisher unpaired). Holm's correction over all "
               f"{t['compare'][0]['holm_comparisons'] if t['compare'] else 0} "
-              "comparisons of the table, accuracy and success apart."),
+              "comparisons of the table, accuracy and success apart. The accuracy difference's percentile "
+              "bootstrap interval, whose coverage is not measured, is in the appendix.",
+              more=(("differs_in", "differs in"), ("accuracy_p_perm", "p (permutation)"),
+                    ("success_p_exact", "p (exact)"))),
     ))
 
 CASCADE = Question(
@@ -248,11 +245,11 @@ CASCADE = Question(
              "a single seed pair), dots = each trial. The trials answer the same questions, so "
              "pooling their answers would hide seed-to-seed variation; each trial's own "
              "question-level uncertainty is its Wilson 95 % interval, in the table below.",
-             ("cascade.sql",), "error_plots.cascade_breakdown", lambda t: (q.first(t, "cascade"),)),
-        Table(q.rows("cascade"),
+             ("cascade.sql",), "error_plots.cascade_breakdown", lambda t: (q.first(t, "cascade"),),
+             lacking=q.lacking("cascade", lambda r: True, "no sampled answers")),
+        Table(q.with_intervals("cascade"),
               (("group_label", "group"), ("digits", "length"), ("cascade", "cascade"),
-               ("n_trials", "trials"), ("accuracy", "mean over trials"),
-               ("mean_low", "low (seeds)"), ("mean_high", "high (seeds)"), ("level", "level"),
+               ("n_trials", "trials"), ("accuracy_seeds_ci", "mean over trials [seeds]"), ("level", "level"),
                ("mean_coverage", "interval's coverage"),
                ("share_of_questions", "share of questions"), ("trial_accuracies", "each trial")),
               "Per group, test length and cascade length (cascade.sql): mean of the trials' "
@@ -261,8 +258,8 @@ CASCADE = Question(
         Table(q.cascade_trials,
               (("group_label", "group"), ("digits", "length"), ("cascade", "cascade"),
                ("weight_seed", "weight seed"), ("data_seed", "data seed"),
-               ("questions", "questions"), ("correct", "right"), ("accuracy", "accuracy"),
-               ("wilson95_low", "95 % low (questions)"), ("wilson95_high", "95 % high (questions)")),
+               ("questions", "questions"), ("correct", "right"),
+               ("wilson95_ci", "accuracy [95 % Wilson, questions]")),
               "Per trial (cascade.sql, column trials): accuracy with its Wilson 95 % interval, "
               "the uncertainty from the few questions of one trial.", collapsed=True),
     ))
@@ -282,30 +279,38 @@ ERRORS = Question(
              "that do not, by test length (001 Fig. 9): every digit of every question, "
              "mean over trials of each trial's rate; a digit not written (the answer "
              "ended early) is wrong; n/a where a length has no digit of that kind.",
-             ("errors.sql",), "error_plots.error_by_carry", lambda t: (q.first(t, "errors"),)),
+             ("errors.sql",), "error_plots.error_by_carry", lambda t: (q.first(t, "errors"),),
+             lacking=q.lacking("errors", lambda r: r["facet"] == "carry" and r["count"],
+                               "none of their sampled answer digits is wrong")),
         Plot("errors_ending.png", "How wrong answers end",
              "Share of the wrong answers that end on time, end early (premature end) or "
              "run on (late end), mean over trials.",
-             ("errors.sql",), "error_plots.error_endings", lambda t: (q.first(t, "errors"),)),
+             ("errors.sql",), "error_plots.error_endings", lambda t: (q.first(t, "errors"),),
+             lacking=q.lacking("errors", lambda r: r["facet"] == "ending", "no sampled answer is wrong")),
         Plot("errors_position.png", "Error positions",
              "Where the wrong digits of wrong answers that end on time are: every wrong "
              "place of each answer (not only the first), as a share of the trial's wrong "
              "places, averaged over trials (001 F.10 left).",
              ("errors.sql",), "error_plots.error_distribution",
-             q.error_distribution("error_position", "answer place (0 = units)")),
+             q.error_distribution("error_position", "answer place (0 = units)"),
+             lacking=q.lacking("errors", lambda r: r["facet"] == "error_position" and r["bucket_value"] is not None,
+                               "no wrong answer of theirs ends on time")),
         Plot("errors_count.png", "Wrong digits per wrong answer",
              lambda t: "How many answer digits are wrong in a wrong answer that ends on time, as a "
              "share of those answers, averaged over trials; trials whose accuracy at the "
              f"length is below {q.min_accuracy(t):g} are left out (001 F.10 right, F.11: "
              "near-zero accuracy runs excluded).",
              ("errors.sql",), "error_plots.error_distribution",
-             q.error_distribution("wrong_digits", "wrong digits per wrong answer")),
+             q.error_distribution("wrong_digits", "wrong digits per wrong answer"),
+             lacking=q.lacking("errors", lambda r: r["facet"] == "wrong_digits" and r["bucket_value"] is not None,
+                               "no wrong answer of theirs ends on time at a length they pass the accuracy bar")),
         Plot("errors_checkpoints.png", "Error positions per checkpoint",
              "One row per checkpoint (trial and step: weight seed, data seed, @step): the "
              "share of its wrong digits at each answer place, at the group's longest test "
              "length with wrong answers that end on time (001 F.12).",
              ("error_checkpoints.sql",), "error_plots.error_checkpoints",
-             lambda t: (q.first(t, "error_checkpoints"),)),
+             lambda t: (q.first(t, "error_checkpoints"),),
+             lacking=q.lacking("error_checkpoints", lambda r: True, "no wrong answer of theirs ends on time")),
         Table(q.errors_facet("carry"),
               (("group_label", "group"), ("digits", "length"), ("bucket", "kind"),
                ("n_trials", "trials"), ("total", "digits"), ("count", "wrong"),
@@ -364,12 +369,32 @@ ENVIRONMENTS = Question(
               "differences. None here means every group ran in one."),
     ))
 
+# intervals whose coverage is poor or unmeasured: kept for comparison, out of the main tables
+APPENDIX = Question(
+    "appendix", "Appendix: intervals of poor or unmeasured coverage", (), nav="appendix", parts=(
+        Table(q.with_intervals("variance"),
+              (("group_label", "group"), ("digits", "length"), ("n_trials", "N trials"),
+               ("mean_boot_ci", "mean [percentile bootstrap over trials]")),
+              lambda t: f"variance.sql's percentile bootstrap of the mean ({rendering.level(t['variance'])}, "
+              f"{rendering.resamples(t['variance'])} resamples of the trials): it treats the trials as "
+              "independent, and in crossed weight × data seed studies it covered the mean only 0.33–0.53 "
+              "of the time (docs/analysis.md, coverage of the mean). Section 1's interval covers 0.95.",
+              collapsed=True),
+        Table(q.with_intervals("compare"),
+              (("label_a", "group a"), ("label_b", "group b"), ("digits", "length"),
+               ("accuracy_diff_ci", "acc. a − b [percentile bootstrap]")),
+              lambda t: f"compare.sql's {rendering.level(t['compare'])} percentile bootstrap of the "
+              "accuracy difference: its coverage is not measured; with few seed pairs it is too "
+              "narrow, as variance.sql's bootstrap is (docs/analysis.md).",
+              collapsed=True),
+    ))
+
 #: the trials per status, for the page's header
 STATUS_COUNTS = Question("status", None, (SqlFile("status_counts"),))
 
 QUESTIONS: tuple[Question, ...] = (
     STATUS_COUNTS, COVERAGE, VARIANCE, GRID, LUCKY_TICKETS, SUCCESS, COMPARE, CASCADE, ERRORS,
-    TRAINING, FAILURES, ENVIRONMENTS,
+    TRAINING, FAILURES, ENVIRONMENTS, APPENDIX,
 )
 
 

@@ -78,12 +78,13 @@ def build_report(
         }
     out_dir.mkdir(parents=True, exist_ok=True)
     report = Report(page=out_dir / "index.html", tables=tables)
-    sections = _sections(tables, out_dir, report)
+    shown, key = rendering.short_labelled(tables)
+    sections = [rendering.label_key(key), *_sections(shown, out_dir, report)]
     if seeds is not None:
         sections.insert(0, report_sections.seeds_section(*seeds))
     contents = [(q.anchor, q.nav) for q in QUESTIONS if q.nav]
     report.page.write_text(rendering.page(study, results_root, tables, sections, params, profile,
-                                          contents))
+                                          [("groups", "groups"), *contents]))
     return report
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import html
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,10 +32,13 @@ h2 { margin-top: 2em; border-bottom: 1px solid #ccc; }
 figure { margin: 1em 0; }
 figure img { max-width: 100%; border: 1px solid #eee; }
 figcaption { font-size: 0.9em; color: #444; max-width: 70em; }
-table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0 1.5em; }
+div.table { overflow-x: auto; max-width: 100%; margin: 0.5em 0 1.5em; }
+table { border-collapse: collapse; font-size: 0.85em; }
+details > summary { cursor: pointer; color: #444; font-size: 0.9em; }
 th, td { border: 1px solid #ddd; padding: 2px 6px; text-align: right; }
 th { background: #f4f4f4; }
 td.text { text-align: left; }
+td.ci { white-space: nowrap; }
 caption { text-align: left; font-size: 0.9em; color: #444; padding-bottom: 4px; }
 code { background: #f4f4f4; padding: 0 3px; }
 .empty { color: #666; font-style: italic; }
@@ -69,22 +73,64 @@ Trials: {html.escape(counts or "none")}; configuration groups with finished tria
 yourself with <code>lg-study query --file analysis/variance.sql --study
 {html.escape(study)}{option}</code>. Accuracies are exact match at each trial's final evaluation
 unless said otherwise; "trained" marks test lengths inside the training range.</p>
-<p>{contents}</p>
+<p class='contents'>{contents}</p>
 {"".join(sections)}
 </body>
 </html>
 """
 
 
+#: row columns that hold a full group label, and where a row keeps it when shown short
+LABEL_COLUMNS = ("group_label", "label_a", "label_b")
+FULL = "_full"
+
+
+def short_labelled(tables: dict[str, list[dict]]) -> tuple[dict[str, list[dict]], dict[str, str]]:
+    """The tables as the page shows them: every group label short (analysis.groups.
+    short_labels over every label of the page), the full label kept beside it (``<column>_full``)
+    for the key and the tables' hover; and that key, full label -> short. The SQL files'
+    rows themselves are not changed."""
+    from analysis.groups import short_labels
+
+    found = [row[c] for rows in tables.values() for row in rows for c in LABEL_COLUMNS if row.get(c)]
+    key = short_labels(sorted(set(found)))
+    shown = {name: [_relabelled(row, key) for row in rows] for name, rows in tables.items()}
+    return shown, key
+
+
+def _relabelled(row: dict, key: dict[str, str]) -> dict:
+    out = dict(row)
+    for column in LABEL_COLUMNS:
+        if row.get(column) in key:
+            out[column], out[column + FULL] = key[row[column]], row[column]
+    return out
+
+
+def label_key(key: dict[str, str]) -> str:
+    """The table at the top of the page: each group's short label and its full one."""
+    rows = [{"short": short, "full": full} for full, short in sorted(key.items(), key=lambda kv: kv[1])]
+    return ("<h2 id='groups'>Configuration groups</h2>" + table(
+        rows, [("short", "short label"), ("full", "full label (task/pe/size/distribution, then its settings)")],
+        "Each group's short label, used in every figure and table below (the settings that tell the "
+        "groups apart; analysis/groups.py), and the full label its trials rows and MLflow runs carry "
+        "(group_label); a table's group cell shows the full label on hover."))
+
+
 def figure_html(path: Path, fig: Figure, note: str) -> str:
     data = base64.b64encode(path.read_bytes()).decode("ascii")
     sources = " and ".join(f"<code>analysis/{name}</code>" for name in fig.sql)
+    svg = path.with_suffix(".svg")
+    vector = f" <a href='{html.escape(svg.name)}'>SVG</a> for print." if svg.exists() else ""
     return (
         f"<figure><a href='{html.escape(path.name)}'>"
         f"<img src='data:image/png;base64,{data}' alt='{html.escape(fig.title)}'></a>"
         f"<figcaption><b>{html.escape(fig.title)}.</b> {html.escape(fig.caption)}{note} "
-        f"Computed by {sources}.</figcaption></figure>"
+        f"Computed by {sources}.{vector}</figcaption></figure>"
     )
+
+
+#: the most columns a table shows on the page; the rest go behind a <details> ("all columns")
+MAX_COLUMNS = 10
 
 
 def table(
@@ -92,24 +138,52 @@ def table(
     columns: list[tuple[str, str]],
     caption: str,
     collapsed: bool = False,
+    more: Iterable[tuple[str, str]] = (),
 ) -> str:
+    """A table of ``rows``: ``columns`` on the page, with ``more`` (and any column past
+    MAX_COLUMNS) in a second, complete table behind a <details>. A column with the same value
+    of the same text on every row moves to the caption. ``collapsed``: the whole table behind a <details>."""
     if not rows:
         return f"<p class='empty'>{html.escape(caption)} No rows.</p>"
     shown = rows[:MAX_TABLE_ROWS]
-    more = (f" First {MAX_TABLE_ROWS} of {len(rows)} rows; the SQL file gives all."
-            if len(rows) > MAX_TABLE_ROWS else "")
+    cut = (f" First {MAX_TABLE_ROWS} of {len(rows)} rows; the SQL file gives all."
+           if len(rows) > MAX_TABLE_ROWS else "")
+    every = [*columns, *more]
+    constant = [(key, title) for key, title in columns  # text only: equal numbers stay numbers
+                if len(shown) > 1 and key not in LABEL_COLUMNS and isinstance(shown[0].get(key), str)
+                and len({row.get(key) for row in shown}) == 1]
+    varying = [c for c in columns if c not in constant]
+    said = "".join(f" {title[:1].upper()}{title[1:]}: {_text(shown[0].get(key))} on every row."
+                   for key, title in constant)
+    main = _html_table(shown, varying[:MAX_COLUMNS], caption + said + cut)
+    rest = ""
+    if len(varying) > MAX_COLUMNS or list(more):
+        rest = (f"<details><summary>All {len(every)} columns</summary>"
+                f"{_html_table(shown, every, caption + cut)}</details>")
+    if collapsed:
+        return f"<details><summary>{html.escape(caption)}</summary>{main}{rest}</details>"
+    return main + rest
+
+
+def _html_table(rows: list[dict], columns: list[tuple[str, str]], caption: str) -> str:
     head = "".join(f"<th>{html.escape(title)}</th>" for _, title in columns)
     body = "".join(
-        "<tr>" + "".join(cell(row.get(key)) for key, _ in columns) + "</tr>" for row in shown
+        "<tr>" + "".join(cell(row.get(key), row.get(key + FULL)) for key, _ in columns) + "</tr>"
+        for row in rows
     )
-    table = (f"<table><caption>{html.escape(caption + more)}</caption>"
-             f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
-    if collapsed:
-        return f"<details><summary>{html.escape(caption)}</summary>{table}</details>"
-    return table
+    return (f"<div class='table'><table><caption>{html.escape(caption)}</caption>"
+            f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
 
 
-def cell(value: Any) -> str:
+def _text(value: Any) -> str:
+    """A cell's text, as `cell` writes it (for the caption of a constant column)."""
+    return html.unescape(re.sub(r"<[^>]+>", "", cell(value)))
+
+
+def cell(value: Any, full: str | None = None) -> str:
+    """A table cell; ``full``: a short group label's full label, shown on hover."""
+    if full is not None:
+        return f"<td class='text' title='{html.escape(full)}'>{html.escape(str(value))}</td>"
     if value is None:
         return "<td></td>"
     if isinstance(value, bool):
@@ -121,7 +195,13 @@ def cell(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         text = ", ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in value)
         return f"<td class='text'>{html.escape(text)}</td>"
+    if INTERVAL_CELL.fullmatch(str(value)):
+        return f"<td class='text ci'>{html.escape(str(value))}</td>"  # one line: estimate [low, high]
     return f"<td class='text'>{html.escape(str(value))}</td>"
+
+
+#: a cell of `with_intervals`: "0.964 [0.929, 0.998]"
+INTERVAL_CELL = re.compile(r"-?[\d.]+ \[-?[\d.]+, -?[\d.]+\]")
 
 
 def level(rows: list[dict]) -> str:
@@ -144,7 +224,18 @@ INTERVALS = {  # estimate -> (low, high) columns, shown as "estimate [low, high]
     "p_success": ("p_success_low", "p_success_high"),
     "accuracy_diff": ("accuracy_diff_boot_low", "accuracy_diff_boot_high"),
     "success_diff": ("success_diff_newcombe_low", "success_diff_newcombe_high"),
+    # variance.sql: the mean's interval over seeds, and the bootstrap kept for comparison
+    "mean": ("mean_low", "mean_high"),
+    "mean_boot": ("mean_boot_low", "mean_boot_high"),
+    # final_accuracy.sql: a trial's accuracy with its Wilson interval over its questions;
+    # cascade.sql: the mean over trials with its interval over seeds
+    "accuracy_wilson": ("wilson_low", "wilson_high"),
+    "accuracy_seeds": ("mean_low", "mean_high"),
+    "wilson95": ("wilson95_low", "wilson95_high"),
 }
+#: cells whose estimate is another column: cell -> estimate (shown only where its interval is)
+SHARED_INTERVALS = {"mean_boot": "mean", "accuracy_wilson": "accuracy", "accuracy_seeds": "accuracy",
+                    "wilson95": "accuracy"}
 
 
 def with_intervals(row: dict) -> dict:
@@ -152,9 +243,10 @@ def with_intervals(row: dict) -> dict:
     variance components were set to 0."""
     out = dict(row)
     for key, (low, high) in INTERVALS.items():
-        if key not in row:
+        estimate = SHARED_INTERVALS.get(key, key)
+        if estimate not in row or (key in SHARED_INTERVALS and low not in row):
             continue
-        value = row[key]
+        value = row[estimate]
         digits = 4 if key.startswith("sigma2") else 3
         if value is None:
             out[f"{key}_ci"] = "n/a"

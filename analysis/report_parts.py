@@ -63,11 +63,14 @@ class Table:
     caption: Text
     collapsed: bool = False
     when: Callable[[Tables], bool] = always
+    #: columns behind the table's "all columns" <details> only
+    more: Columns = ()
 
     def render(self, tables: Tables, canvas: Canvas) -> list[str]:
         columns = self.columns(tables) if callable(self.columns) else self.columns
+        more = self.more(tables) if callable(self.more) else self.more
         return [rendering.table(self.rows(tables), list(columns), text(self.caption, tables),
-                                collapsed=self.collapsed)]
+                                collapsed=self.collapsed, more=list(more))]
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,8 @@ class Plot:
     args: Callable[[Tables], tuple]
     groups: Callable[[Tables], int] = n_groups  # how many groups there are to draw
     when: Callable[[Tables], bool] = always
+    #: the groups without the quantity drawn, said in the caption rather than drawn empty
+    lacking: Callable[[Tables], str] = lambda tables: ""
 
     def render(self, tables: Tables, canvas: Canvas) -> list[str]:
         module, function = self.draw.rsplit(".", 1)
@@ -90,7 +95,7 @@ class Plot:
         canvas.figures.append(path)
         groups = self.groups(tables)
         left_out = f" Only the first {MAX_GROUPS} of {groups} groups are drawn." if groups > MAX_GROUPS else ""
-        figure = Figure(self.file, self.title, text(self.caption, tables), self.sql)
+        figure = Figure(self.file, self.title, text(self.caption, tables) + self.lacking(tables), self.sql)
         return [rendering.figure_html(path, figure, left_out)]
 
 

@@ -22,6 +22,7 @@ from lengthgen.eval_config import STRICT, EvalConfig
 from lengthgen.formats import check_format, input_layout, sequence_length
 from lengthgen.layout import InputLayout
 from lengthgen.model import ARCHITECTURES
+from lengthgen.model.attention_kernels import ATTENTION_KERNELS
 from lengthgen.model.init import ATTENTION_SCALES, INITIALIZATIONS
 from lengthgen.model.layers import FEED_FORWARDS, NORM_PLACEMENTS, NORMS
 from lengthgen.model.position.abacus import Abacus
@@ -53,6 +54,7 @@ StateInitName = Literal[tuple(STATE_INITS)]
 BalanceName = Literal[tuple(PAIR_BALANCES)]
 InitializationName = Literal[tuple(INITIALIZATIONS)]
 AttentionScaleName = Literal[tuple(ATTENTION_SCALES)]
+AttentionKernelName = Literal[tuple(ATTENTION_KERNELS)]
 
 _STRICT = STRICT
 
@@ -155,6 +157,10 @@ class ModelConfig:
     #: are drawn from [0, max_positions); coupled start IDs stay below it)
     max_positions: int = 512
     dropout: float = 0.0
+    #: how attention is computed (lengthgen.model.attention_kernels): sdpa, the reference
+    #: (the bias as a tensor), or flex (FlexAttention, the bias inside the kernel; GPU
+    #: training only, no dropout). The same function up to float rounding
+    attention_kernel: AttentionKernelName = "sdpa"
     #: feed-forward variant (lengthgen.model.layers): gelu MLP, or geglu as in 001 E.2
     ffn: FeedForwardName = "gelu"
     #: normalisation (layernorm, or rmsnorm as in 001 E.2) and where it sits:
@@ -233,6 +239,9 @@ class ModelConfig:
             raise ValueError(f"model.max_positions must be >= 1, got {self.max_positions}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"model.dropout must be in [0, 1), got {self.dropout}")
+        if self.attention_kernel == "flex" and self.dropout:
+            raise ValueError("model.attention_kernel flex has no attention dropout: set model.dropout: 0, "
+                             "or model.attention_kernel: sdpa")
         if self.cyclic_period < 1 or self.shaw_clip < 1:
             raise ValueError("model.cyclic_period and model.shaw_clip must be >= 1")
         if self.t5_buckets < 2 or self.t5_buckets % 2 or self.t5_max_distance <= self.t5_buckets // 2:

@@ -27,7 +27,7 @@ import torch
 class Precision:
     #: the dtype of the forward pass under torch.autocast, or None (float32)
     autocast: torch.dtype | None
-    #: TF32 for float32 CUDA matmuls and convolutions (`torch.backends.*.fp32_precision`)
+    #: TF32 for float32 CUDA matmuls and cuDNN convolutions (`torch.backends.*.allow_tf32`)
     tf32: bool
 
 
@@ -47,22 +47,22 @@ def autocast(device: torch.device, precision: str) -> contextlib.AbstractContext
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 
-def _fp32_backends() -> tuple:
-    """The settings whose `fp32_precision` says TF32 or IEEE for float32 CUDA work."""
-    return torch.backends.cuda.matmul, torch.backends.cudnn.conv, torch.backends.cudnn.rnn
+#: the process-global TF32 switches: cuBLAS matmuls, cuDNN convolutions. Set through
+#: the `allow_tf32` flags rather than torch 2.9's `fp32_precision` strings: code that
+#: reads the flags (inductor among others) raises once the strings were set to a mix
+#: the flags cannot express (conv and RNN apart)
+_SWITCHES = ((torch.backends.cuda.matmul, "allow_tf32"), (torch.backends.cudnn, "allow_tf32"))
 
 
 @contextlib.contextmanager
 def precision_mode(precision: str) -> Iterator[None]:
     """Run the block with the TF32 setting of ``precision``, then restore the process's
     previous one. Set whatever the device: the settings only act on CUDA kernels."""
-    backends = _fp32_backends()
-    before = [backend.fp32_precision for backend in backends]
-    wanted = "tf32" if PRECISIONS[precision].tf32 else "ieee"
-    for backend in backends:
-        backend.fp32_precision = wanted
+    before = [getattr(owner, name) for owner, name in _SWITCHES]
+    for owner, name in _SWITCHES:
+        setattr(owner, name, PRECISIONS[precision].tf32)
     try:
         yield
     finally:
-        for backend, value in zip(backends, before, strict=True):
-            backend.fp32_precision = value
+        for (owner, name), value in zip(_SWITCHES, before, strict=True):
+            setattr(owner, name, value)

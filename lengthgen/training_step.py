@@ -79,9 +79,22 @@ def _decay_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     ]
 
 
-def build_optimizer(model: torch.nn.Module, train: TrainConfig) -> torch.optim.AdamW:
-    """AdamW over the decay groups, at train.lr until the schedule sets each step's rate."""
-    return torch.optim.AdamW(_decay_groups(model, train.weight_decay), lr=train.lr, betas=(0.9, 0.98), eps=train.adam_eps)
+#: AdamW's implementation per device type: on CUDA the fused kernel (one launch for
+#: every parameter instead of a few per tensor); elsewhere torch's default, which the
+#: CPU's pinned numbers were trained with (fused AdamW rounds differently)
+ADAMW_OPTIONS: dict[str, dict[str, bool]] = {"cuda": {"fused": True}}
+
+
+def adamw_options(device: torch.device) -> dict[str, bool]:
+    return ADAMW_OPTIONS.get(device.type, {})
+
+
+def build_optimizer(model: torch.nn.Module, train: TrainConfig, device: torch.device | None = None) -> torch.optim.AdamW:
+    """AdamW over the decay groups, at train.lr until the schedule sets each step's rate,
+    in the implementation of the device the model trains on (`ADAMW_OPTIONS`)."""
+    options = adamw_options(device or next(model.parameters()).device)
+    return torch.optim.AdamW(_decay_groups(model, train.weight_decay), lr=train.lr, betas=(0.9, 0.98),
+                             eps=train.adam_eps, **options)
 
 
 class MicroBatches(NamedTuple):
@@ -108,7 +121,10 @@ class TrainingStep:
         """`forward_batch`: another form of model.forward_batch (a benchmark's compile
         mode, a reference model); by default the trial's, compiled with train.compile."""
         self.config, self.model, self.device = config, model, device
-        self.optimizer = build_optimizer(model, config.train)
+        if config.model.attention_kernel == "flex" and device.type != "cuda":
+            raise ValueError(f"model.attention_kernel flex trains on CUDA only: torch {torch.__version__} has no "
+                             f"FlexAttention backward on {device.type!r}; use model.attention_kernel: sdpa there")
+        self.optimizer = build_optimizer(model, config.train, device)
         if forward_batch is None:
             # the compiled step shares its parameters with `model`; evaluation runs uncompiled
             forward_batch = CompiledForward(model) if config.train.compile else model.forward_batch

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import ray
+import torch
 from typer.testing import CliRunner
 
 from orchestrator.benchmarks import bench_gpu
@@ -68,3 +69,36 @@ def test_step_rate_counts_the_real_tokens_of_the_trials_batches(monkeypatch):
     real = sum(int((b.tokens != tokenizer.pad_id).sum()) for b in batches)
     assert real < sum(b.tokens.size for b in batches)  # padding is not counted
     assert rate * timed[-1] == pytest.approx(real)
+
+
+def test_without_cuda_every_paper_scale_row_says_skipped_and_why(monkeypatch):
+    from orchestrator.benchmarks import bench_gpu_studies
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    rows = bench_gpu_studies.paper_scale()
+    assert len(rows) == len(bench_gpu_studies.PAPER_SCALE_STUDIES) * len(bench_gpu_studies.MODES) == 20
+    assert all(r.ratio is None and r.detail.startswith("skipped: no CUDA device") for r in rows)
+    assert "GPU seed_robustness: bf16 + compile speed vs fp32" in [r.name for r in rows]
+
+
+def test_the_paper_scale_rows_measure_on_the_cpu_and_record_the_studys_own_mode(tmp_path):
+    """A tiny stand-in for sota_coupling's first trial (which trains in bf16), timed on the
+    CPU in every mode; the bf16 rate is recorded, and the GPU-hours quoted from it."""
+    from lengthgen.config import EvalConfig, TaskConfig, TrainConfig, TrialConfig
+    from orchestrator.benchmarks import bench_gpu_studies
+    from orchestrator.studies.study import load_study
+    from orchestrator.studies.study_scale import read_rates, study_size_words
+
+    tiny = TrialConfig(task=TaskConfig(name="addition", train_digits=(1, 4)),
+                       train=TrainConfig(steps=100, batch_size=8, warmup=1, precision="bf16"),
+                       eval=EvalConfig(digits=(2,), samples=4))
+    rows = bench_gpu_studies.paper_scale(("sota_coupling",), steps=2, warmup=1, runs=2, device="cpu",
+                                         results_root=tmp_path, trials={"sota_coupling": tiny}, compile_backend="eager")
+    assert [r.name for r in rows] == bench_gpu_studies.row_names(("sota_coupling",))
+    assert rows[0].ratio == 1.0 and all(r.ratio > 0 for r in rows)
+    assert all("ms/step (runs" in r.detail and "tokens/s" in r.detail and "TFLOP/s" in r.detail for r in rows)
+    (rate,) = read_rates(tmp_path)["cpu device"].values()
+    assert (rate.precision, rate.compile) == ("bf16", False) and rate.flops_per_s > 0
+    words = study_size_words(load_study(bench_gpu_studies.STUDIES / "sota_coupling.yaml"), tmp_path)
+    assert "GPU-hours on an cpu device at the" in words and "measured there (bf16" in words
+    assert "estimate" not in words

@@ -3,7 +3,6 @@ positional encoding, a trial compiles a bounded number of graphs, and the compil
 trains what the uncompiled one does. torch._dynamo runs on the CPU with its "eager"
 backend (graphs captured, not code-generated): what breaks a graph is the same on a GPU."""
 
-from dataclasses import replace
 
 import pytest
 import torch
@@ -11,7 +10,15 @@ import torch._dynamo
 
 from lengthgen.batches import training_batch
 from lengthgen.compiled_step import MAX_GRAPHS, CompiledForward
-from lengthgen.config import EvalConfig, FormatConfig, ModelConfig, TaskConfig, TrainConfig, TrialConfig, derive
+from lengthgen.config import (
+    EvalConfig,
+    FormatConfig,
+    ModelConfig,
+    TaskConfig,
+    TrainConfig,
+    TrialConfig,
+    derive,
+)
 from lengthgen.model import ARCHITECTURES, build_model
 from lengthgen.model.position.pe import POSITIONAL_ENCODINGS
 from lengthgen.tokenizer import CharTokenizer

@@ -105,6 +105,35 @@ def test_training_step_on_the_gpu_matches_the_cpu(arch, pe, positions, precision
     assert on_gpu == pytest.approx(on_cpu, rel=LOSS_RTOL[precision])
 
 
+@pytest.mark.skipif(DEVICE.type != "cuda", reason="FlexAttention has no backward on a CPU (torch 2.13)")
+@pytest.mark.parametrize("arch, pe, positions", [("decoder", "alibi", "plain"), ("decoder", "kerple_log", "randomized"),
+                                                 ("decoder", "t5", "plain"), ("decoder", "fire", "randomized"),
+                                                 ("encoder_decoder", "alibi", "plain"), ("encoder", "t5", "plain")])
+def test_a_flex_attention_step_on_the_gpu_matches_the_reference(arch, pe, positions):
+    """model.attention_kernel flex (the bias inside the kernel) against sdpa, both on the
+    GPU: the losses of two steps, the second after an AdamW step on flex's gradients."""
+    config = trial_config(arch, pe, positions)
+    flex = replace(config, model=replace(config.model, attention_kernel="flex"))
+    assert step_losses(flex, DEVICE, "fp32") == pytest.approx(step_losses(config, DEVICE, "fp32"), rel=1e-4)
+
+
+def test_a_compiled_bf16_trial_on_the_gpu_compiles_a_bounded_number_of_graphs():
+    """train.compile under bf16, with inductor: the losses of the eager trial, and no
+    recompile beyond MAX_GRAPHS per value of the shared-rows decision."""
+    from torch._dynamo.utils import counters
+
+    from lengthgen.compiled_step import MAX_GRAPHS
+
+    eager = replace(RESUMED, train=replace(RESUMED.train, steps=30, log_every=5, precision="bf16"))
+    compiled = replace(eager, train=replace(eager.train, compile=True))
+    torch._dynamo.reset()
+    counters.clear()
+    compiled_losses = [t.loss for t in train(compiled, device=str(DEVICE)).train]
+    assert counters["stats"]["unique_graphs"] <= 2 * MAX_GRAPHS
+    eager_losses = [t.loss for t in train(eager, device=str(DEVICE)).train]
+    assert compiled_losses == pytest.approx(eager_losses, rel=5e-2)
+
+
 def decoder_config(pe: str, positions: str = "plain") -> ModelConfig:
     return ModelConfig(pe=pe, positions=positions, max_positions=64, randomized_at_eval=positions == "randomized")
 

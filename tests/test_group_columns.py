@@ -107,6 +107,44 @@ def test_labels_name_what_tells_groups_sharing_a_base_label_apart(
     }
 
 
+QUICKSTART_LABELS = {
+    "successor/rope/tiny/uniform_length": "rope",
+    "successor/nope/tiny/uniform_length model.attention_bias=windowed": "nope · windowed",
+    "successor/learned/tiny/uniform_length model.attention_bias=none model.max_positions=32 "
+    "model.positions=coupled": "learned · none",
+    "successor/learned/tiny/uniform_length model.attention_bias=windowed model.max_positions=32 "
+    "model.positions=coupled": "learned · windowed",
+}
+
+
+def test_short_labels_keep_only_the_settings_that_tell_the_groups_apart() -> None:
+    """The quickstart's four groups: max_positions (a number, and the same partition as
+    positions) goes first; pe cannot go (rope's label would be empty), positions can (pe says it)."""
+    quickstart = load_study(Path(__file__).parent.parent / "studies" / "quickstart.yaml")
+    assert {quickstart.group_label(c) for c in quickstart.trials} == set(QUICKSTART_LABELS)
+    assert groups.short_labels(QUICKSTART_LABELS) == QUICKSTART_LABELS
+    assert {quickstart.short_label(c) for c in quickstart.trials} == set(QUICKSTART_LABELS.values())
+    # numbers are named (a bare 0.003 says nothing), text is not; one group: its base label
+    assert groups.short_labels(["a/b/c/d train.lr=0.001 train.steps=10", "a/b/c/d train.lr=0.003 train.steps=10"]) == {
+        "a/b/c/d train.lr=0.001 train.steps=10": "lr=0.001", "a/b/c/d train.lr=0.003 train.steps=10": "lr=0.003"}
+    assert groups.short_labels(["a/b/c/d x.y=1"]) == {"a/b/c/d x.y=1": "a/b/c/d"}
+    # two kept settings that end alike are named by their whole path
+    both = ["t/p/s/d a.window=1 b.window=2", "t/p/s/d a.window=2 b.window=1", "t/p/s/d a.window=1 b.window=1"]
+    assert set(groups.short_labels(both).values()) == {
+        "a.window=1 · b.window=2", "a.window=2 · b.window=1", "a.window=1 · b.window=1"}
+    # a label's settings read back from the label, values with spaces included
+    assert groups.label_settings("t/p/s/d a.b=x y c.d=[1,2]") == {
+        "task.name": "t", "model.pe": "p", "model.size": "s", "data.distribution": "d", "a.b": "x y", "c.d": "[1,2]"}
+
+
+def test_runs_are_named_by_their_short_label_and_seeds(study_file: Path, tmp_path: Path) -> None:
+    study = load_study(study_file)
+    names = {trial_params(c, study, tmp_path)["run_name"] for c in study.trials}
+    assert names == {f"lr={lr} · w{w} d0" for lr in (0.003, 0.001) for w in (0, 1)}
+    perturbed = dataclasses.replace(REFERENCE, seeds=SeedConfig(weight=1, data=2, perturb=3))
+    assert groups.run_name(perturbed.to_dict(), "rope") == "rope · w1 d2 p3"
+
+
 def test_the_row_and_the_mlflow_tags_carry_the_same_group(study_file: Path, tmp_path: Path) -> None:
     study = load_study(study_file)
     for config in study.trials:
@@ -317,6 +355,8 @@ def test_a_real_study_writes_the_columns_its_mlflow_tags_repeat(
             row["group_id"],
             row["group_label"],
         )
+    # named by the group's short label among the study's groups, as the run table and report show it
+    assert sorted(run.info.run_name for run in runs) == ["lr=0.001 · w0 d0", "lr=0.003 · w0 d0"]
     assert sorted({r["group_label"] for r in rows}) == [
         "successor/alibi/tiny/uniform_length train.lr=0.001",
         "successor/alibi/tiny/uniform_length train.lr=0.003",

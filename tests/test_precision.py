@@ -11,6 +11,7 @@ from lengthgen.config import EvalConfig, TaskConfig, TrainConfig
 from lengthgen.model.layers import RMSNorm
 from lengthgen.precision import PRECISIONS, autocast, precision_mode
 from lengthgen.training import resolve_device
+from lengthgen.training_step import adamw_options, build_optimizer
 
 CONFIG = TrialConfig(
     task=TaskConfig(name="successor", train_digits=(1, 2)),
@@ -49,20 +50,25 @@ def test_compiled_training_equals_eager_training_closely():
     assert compiled_losses == pytest.approx(eager_losses, rel=1e-3)
 
 
-def _fp32_settings() -> list[str]:
-    return [b.fp32_precision for b in (torch.backends.cuda.matmul, torch.backends.cudnn.conv, torch.backends.cudnn.rnn)]
+def _fp32_settings() -> list:
+    """Both APIs' view of the TF32 switches (reading the legacy flags raises after an
+    inconsistent use of the new strings)."""
+    return [torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
+            torch.backends.cuda.matmul.fp32_precision, torch.backends.cudnn.conv.fp32_precision,
+            torch.backends.cudnn.rnn.fp32_precision]
 
 
 def test_tf32_is_set_for_the_trial_and_restored_after_even_on_error():
     before = _fp32_settings()
     with precision_mode("tf32"):
-        assert _fp32_settings() == ["tf32"] * 3
-    with pytest.raises(RuntimeError), precision_mode("tf32"):
+        assert _fp32_settings() == [True, True, "tf32", "tf32", "tf32"]
+    with pytest.raises(RuntimeError, match="a failing trial"), precision_mode("tf32"):
         raise RuntimeError("a failing trial")
-    assert _fp32_settings() == before
-    with precision_mode("fp32"):
-        assert _fp32_settings() == ["ieee"] * 3
-    assert _fp32_settings() == before
+    assert _fp32_settings()[:2] == before[:2]
+    for precision in ("fp32", "bf16"):
+        with precision_mode(precision):
+            assert _fp32_settings()[:3] == [False, False, "ieee"]
+    assert _fp32_settings()[:2] == before[:2]
 
 
 def test_tf32_on_the_cpu_trains_the_fp32_numbers_bit_for_bit_and_leaves_the_setting_as_it_was():
@@ -108,3 +114,28 @@ def test_a_bf16_step_of_an_rmsnorm_model_runs_every_norm_fused():
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message="Mismatch dtype")
         assert train(config).status == "done"
+
+
+def test_adamw_is_fused_on_cuda_only():
+    assert adamw_options(torch.device("cuda", 0)) == {"fused": True}
+    assert adamw_options(torch.device("cpu")) == {}
+    model = torch.nn.Linear(3, 2)
+    optimizer = build_optimizer(model, CONFIG.train, torch.device("cpu"))
+    assert not optimizer.defaults["fused"]  # the CPU keeps the implementation its pins were trained with
+
+
+def test_evaluation_runs_in_the_trials_precision(monkeypatch):
+    """Greedy decoding and the teacher-forced pass run under the trial's autocast."""
+    from lengthgen import training
+
+    seen = []
+    evaluate = training.evaluate
+
+    def recording(*args, **kwargs):
+        seen.append(torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16)
+        return evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(training, "evaluate", recording)
+    train(replace(CONFIG, train=replace(CONFIG.train, precision="bf16")))
+    train(CONFIG)
+    assert seen == [True, False]

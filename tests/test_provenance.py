@@ -68,7 +68,7 @@ def test_every_row_names_its_environment_and_code(ran):
     for row in rows:
         assert set(PROVENANCE_COLUMNS) <= set(row)
         assert row["science_version"] == SCIENCE_VERSION
-        assert row["torch_threads"] == 1 and row["deterministic"] is False and row["device_type"] == "cpu"
+        assert row["torch_threads"] == 1 and row["deterministic"] is False and row["precision"] == "fp32" and row["device_type"] == "cpu"
         assert cpu_model() in row["environment"] and row["torch_version"] in row["environment"]
         assert row["environment"] == environment_label(row)
         assert row["host"] and row["python_version"] and row["lgstudy_version"]
@@ -86,8 +86,9 @@ def test_mlflow_runs_carry_the_same_provenance(ran):
         assert run.data.tags["environment"] == row["environment"]
         assert run.data.tags["science_version"] == str(SCIENCE_VERSION)
         assert run.data.tags["perturb_seed"] == str(row["perturb_seed"])
-    assert {run.info.run_name for run in runs(results)} == {"alibi-tiny-successor-w0-d0",
-                                                             "alibi-tiny-successor-w0-d0-p1"}
+    # one group: its short label is its base label, then the seeds
+    assert {run.info.run_name for run in runs(results)} == {"successor/alibi/tiny/uniform_length · w0 d0",
+                                                             "successor/alibi/tiny/uniform_length · w0 d0 p1"}
 
 
 def test_a_group_that_ran_in_two_environments_is_named(ran):

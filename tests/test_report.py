@@ -64,20 +64,27 @@ def test_key_numbers_are_html_tables(built) -> None:
     html = (root / STUDY / "report" / "index.html").read_text()
     # the rope group's weight seed explains all the variance: share 1.000, W 1.000, and
     # Friedman's chi2 = b(a - 1)W = 4 with p = exp(-2) (2 degrees of freedom)
-    rope_row = re.search(r"<tr><td class='text'>addition/rope/tiny/uniform_length</td>"
-                         r"<td>3</td><td>2</td>(.*?)</tr>", html)
+    # (the group by its short label, the full one on hover; every column behind "all columns")
+    every = html[html.index("<summary>All 23 columns</summary>"):]
+    rope_row = re.search(r"<tr><td class='text' title='addition/rope/tiny/uniform_length'>rope</td>"
+                         r"<td>3</td><td>2</td>(.*?)</tr>", every)
     assert rope_row, "per-group variance shares table"
     cells = re.findall(r"<td>([^<]*)</td>", rope_row.group(1))
-    assert cells[1:] == ["1.000", "0.000", "0.000", "1.000", "4.000", "0.135", "", ""]
+    assert cells[1:] == ["1.000", "0.135", "1.000", "0.000", "0.000", "4.000", "", ""]  # W, p, SS, χ²
     # the component shares with their generalized intervals, as "estimate [low, high]"
-    texts = re.findall(r"<td class='text'>([^<]*)</td>", rope_row.group(1))
+    texts = re.findall(r"<td class='text(?: ci)?'>([^<]*)</td>", rope_row.group(1))
+    assert "<td class='text ci'>1.000 [1.000, 1.000]</td>" in rope_row.group(1)  # kept on one line
     assert texts[2:5] == ["1.000 [1.000, 1.000]", "0.000 [0.000, 0.000]", "0.000 [0.000, 0.000]"]
-    assert "<th>best of N</th>" in html and "<th>low (bootstrap)</th>" in html
-    assert "<th>low (Wilson)</th>" in html and "<th>N trials</th>" in html
+    assert "<th>best of N</th>" in html and "<th>mean [interval]</th>" in html
+    assert "<th>accuracy [Wilson]</th>" in html and "<th>N trials</th>" in html
+    # the bootstrap over trials (coverage 0.33-0.53) only in the appendix, labelled so
+    appendix = html.index("<h2 id='appendix'>")
+    assert html.index("<th>mean [percentile bootstrap over trials]</th>") > appendix
+    assert "covered the mean only 0.33–0.53" in html[appendix:]
     assert "Trials: done 53, failed 1" in html
     # seed planning from the crossed groups' fits, one row per group and estimate
     assert "Seed planning" in html and "<th>seeds for the target</th>" in html
-    assert re.search(r"<td class='text'>addition/rope/tiny/uniform_length</td><td class='text'>3 x 2</td>"
+    assert re.search(r"<td class='text'>rope</td><td class='text'>3 x 2</td>"
                      r"<td class='text'>weight_share</td>", html)
 
 
@@ -87,7 +94,7 @@ def test_parameters_reach_the_files_that_take_them(built) -> None:
     assert "Parameters: threshold=0.4" in html
     assert "minimum over data orders above 0.4)" in html  # the heatmap's caption
     # lucky at 0.4: the rope group's weight seeds 0 and 1 (min 0.95 and 0.5), not 2
-    lucky = re.findall(r"<tr><td class='text'>addition/rope/tiny/uniform_length</td>"
+    lucky = re.findall(r"<tr><td class='text' title='addition/rope/tiny/uniform_length'>rope</td>"
                        r"<td>(\d)</td>(?:<td>[^<]*</td>){3}<td class='text'>(yes|no)</td>"
                        r"<td>0.400</td>", html)
     assert lucky == [("0", "yes"), ("1", "yes"), ("2", "no")]

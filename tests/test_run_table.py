@@ -188,10 +188,13 @@ def test_status_writes_the_summary_rows_as_csv(many) -> None:
     for row in rows:
         assert (row["mean_low"], row["mean_high"]) == pytest.approx(
             (truth[(row["group_id"], row["digits"])]["mean_low"], truth[(row["group_id"], row["digits"])]["mean_high"]))
-    # one label everywhere: the group column is the label the trials rows and the report carry
+    # one label everywhere: the group column is the short label the report and the MLflow run
+    # names give (the settings that tell the groups apart), group_label the trials rows' full one
     labels = {study.group_label(c).split("/")[1]: study.group_label(c) for c in study.trials}
-    assert {(r["group"], r["seed_pairs"]) for r in rows} == {(labels["nope"], 120), (labels["alibi"], 4)}
-    assert {r["best"] for r in rows if r["group"] == labels["nope"]} == {"w5 d7 p0"}
+    assert {(r["group"], r["group_label"], r["seed_pairs"]) for r in rows} == {
+        ("nope", labels["nope"], 120), ("alibi", labels["alibi"], 4)}
+    assert {study.short_label(c) for c in study.trials} == {"nope", "alibi"}
+    assert {r["best"] for r in rows if r["group"] == "nope"} == {"w5 d7 p0"}
 
 
 # --- bad input ------------------------------------------------------------------------------
@@ -311,11 +314,11 @@ def test_a_seeds_until_study_shows_every_seed_trained_and_why_it_stopped(tmp_pat
     assert "0.850" in row_of(text, "w5")  # an added seed's accuracy at 3 digits
     said = words(text)
     assert "seeds until the interval of mean_accuracy at 3 digits" in said and "half width <= 0.05" in said
-    assert re.search(r"│ successor/nope/tiny/uniform_length +│ 2 +│ 0\.500 - 0\.500 +│ +0\.000 │ target held: "
+    assert re.search(r"│ nope +│ 2 +│ 0\.500 - 0\.500 +│ +0\.000 │ target held: "
                      r"half width <= 0\.05 +│", text)
     half = variance_rows(root, study.name)[(group_id(alibi), 3)]
     half = (half["mean_high"] - half["mean_low"]) / 2
-    assert re.search(rf"│ successor/alibi/tiny/uniform_length +│ 6 \(4 added\) +│ [0-9. -]+ +│ +{half:.3f} │ max reached: 6 weight seeds, half width "
+    assert re.search(rf"│ alibi +│ 6 \(4 added\) +│ [0-9. -]+ +│ +{half:.3f} │ max reached: 6 weight seeds, half width "
                      r"> 0\.05 +│", text)
     status = runner.invoke(app, ["status", "until", "--results", str(root)])  # by name: what the run left
     assert status.exit_code == 0 and "max reached" not in status.output  # no run left a target

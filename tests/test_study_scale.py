@@ -5,6 +5,7 @@ with the times the study file says were measured; a wrong `measured` entry is re
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,6 @@ def test_measured_must_name_a_profile(tmp_path: Path):
 def test_a_looped_models_flops_count_its_layers_once_per_loop():
     """One layer looped 4 times computes as 4 layers of the same width, though it has the
     parameters of one (model.loops)."""
-    from dataclasses import replace
 
     config = load_study(STUDIES / "sota_abacus.yaml", "cpu").trials[0]
     one = replace(config, model=replace(config.model, size="tiny_1l", loops=1, input_injection="none"),
@@ -73,3 +73,30 @@ def test_parameter_ranges_read_from_the_smallest_to_the_largest():
 
     assert _millions([120_456_000, 9_800_000]) == "9.8 M to 120 M"
     assert _millions([25_300_000]) == "25.3 M"
+
+
+def test_gpu_hours_come_from_a_measured_rate_when_the_results_folder_records_one(tmp_path: Path):
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import app
+    from orchestrator.studies.study_scale import MeasuredRate, read_rates, record_rate
+
+    study = load_study(STUDIES / "seed_robustness.yaml")
+    estimated = cannot_run_words(study, {"CPU": 2.0}, tmp_path)
+    assert "about 10.5 GPU-hours at a sustained 100 TFLOP/s (an estimate" in estimated
+    rate = MeasuredRate(flops_per_s=250e12, ms_per_step=40.0, precision="bf16", compile=True,
+                        measured_at="2026-11-26", torch_version="2.11.0+cu130")
+    record_rate(tmp_path, "NVIDIA H200", "seed_robustness", rate)
+    record_rate(tmp_path, "NVIDIA H200", "seed_robustness/cpu", replace(rate, flops_per_s=1e12))
+    assert read_rates(tmp_path)["NVIDIA H200"]["seed_robustness"] == rate
+    measured = cannot_run_words(study, {"CPU": 2.0}, tmp_path)
+    # 3.8e18 FLOPs at 250 TFLOP/s: 4.2 hours
+    assert ("4.2 GPU-hours on an NVIDIA H200 at the 250 TFLOP/s measured there (bf16 + compile, 40 ms/step; "
+            "lg-study bench --only gpu, 2026-11-26, torch 2.11.0+cu130)") in measured
+    assert "estimate" not in measured
+    outcome = CliRunner().invoke(app, ["validate", str(STUDIES / "seed_robustness.yaml"), "--results", str(tmp_path)])
+    assert outcome.exit_code == 0, outcome.output
+    assert "4.2 GPU-hours on an NVIDIA H200" in " ".join(outcome.output.split())
+    other = CliRunner().invoke(app, ["validate", str(STUDIES / "seed_robustness.yaml"),
+                                     "--results", str(tmp_path / "elsewhere")])
+    assert "(an estimate" in " ".join(other.output.split())

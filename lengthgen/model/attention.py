@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from lengthgen.model.attention_kernels import ATTENTION_KERNELS, causal_mask_with, dense
 from lengthgen.model.position.pe.rotary import Rotation
 from lengthgen.model.sizes import Dimensions
 
@@ -47,14 +47,6 @@ class KVCache:
         return 0 if self.positions is None else self.positions.shape[1]
 
 
-def causal_mask_with(scores: torch.Tensor) -> torch.Tensor:
-    """Additive (B, H, Tq, Tk) mask: the given scores where key j is not after query i,
-    -inf after. The Tq queries are the last Tq of the Tk tokens (decoding with a cache)."""
-    queries, keys = scores.shape[-2:]
-    future = torch.ones(queries, keys, dtype=torch.bool, device=scores.device).triu(1 + keys - queries)
-    return scores.masked_fill(future, float("-inf"))
-
-
 def _split_heads(t: torch.Tensor, n_heads: int) -> torch.Tensor:
     batch, length, width = t.shape
     return t.view(batch, length, n_heads, width // n_heads).transpose(1, 2)  # (B, nh, T, hd)
@@ -74,8 +66,10 @@ class _Recorder:
 
 
 class SelfAttention(nn.Module, _Recorder):
-    def __init__(self, dims: Dimensions, relative_keys: nn.Module | None, dropout: float, causal: bool = True) -> None:
+    def __init__(self, dims: Dimensions, relative_keys: nn.Module | None, dropout: float, causal: bool = True,
+                 kernel: str = "sdpa") -> None:
         super().__init__()
+        self.attend = ATTENTION_KERNELS[kernel]
         self.n_heads, self.head_dim = dims.n_heads, dims.head_dim
         self.qkv = nn.Linear(dims.d_model, 3 * dims.d_model)
         self.out = nn.Linear(dims.d_model, dims.d_model)
@@ -100,20 +94,11 @@ class SelfAttention(nn.Module, _Recorder):
             cache.keys[layer], cache.values[layer] = k, v
         if self.relative_keys is not None:
             scores = self.relative_keys.scores(q, positions, key_positions)  # (B, nh, Tq, Tk)
-            mask = self._plain_mask(scores) if mask is None else mask + scores
+            mask = self._plain_mask(scores) if mask is None else dense(mask) + scores
         if self.record:
+            mask = dense(mask)
             self._keep(q, k, mask if mask is not None else self._plain_mask(q.new_zeros(1, 1, length, k.shape[2])))
-        dropout = self.dropout if self.training else 0.0
-        if mask is not None:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
-        elif not self.causal or length == 1:  # bidirectional, or one new token: every key is open
-            y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout)
-        elif length == k.shape[2]:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout)
-        else:
-            y = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=causal_mask_with(q.new_zeros(batch, 1, length, k.shape[2])), dropout_p=dropout
-            )
+        y = self.attend(q, k, v, mask, self.dropout if self.training else 0.0, self.causal)
         return self.out(y.transpose(1, 2).reshape(batch, length, d_model))  # (B, Tq, d)
 
     def _plain_mask(self, scores: torch.Tensor) -> torch.Tensor:
@@ -125,8 +110,9 @@ class CrossAttention(nn.Module, _Recorder):
     encoding acts here (the query and key positions index different sequences); the
     mask closes the question's padding and carries any structural bias."""
 
-    def __init__(self, dims: Dimensions, dropout: float) -> None:
+    def __init__(self, dims: Dimensions, dropout: float, kernel: str = "sdpa") -> None:
         super().__init__()
+        self.attend = ATTENTION_KERNELS[kernel]
         self.n_heads = dims.n_heads
         self.query = nn.Linear(dims.d_model, dims.d_model)
         self.key_value = nn.Linear(dims.d_model, 2 * dims.d_model)
@@ -145,8 +131,7 @@ class CrossAttention(nn.Module, _Recorder):
                 cache.cross[layer] = (k, v)
         if self.record:
             self._keep(q, k, mask)
-        dropout = self.dropout if self.training else 0.0
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+        y = self.attend(q, k, v, mask, self.dropout if self.training else 0.0, False)
         return self.out(y.transpose(1, 2).reshape(batch, length, d_model))
 
 

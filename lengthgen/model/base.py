@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, ClassVar, NamedTuple
 import torch
 from torch import nn
 
-from lengthgen.model.attention import causal_mask_with
+from lengthgen.model.attention_kernels import causal_mask_with, dense
 from lengthgen.model.init import INITIALIZATIONS, narrow_queries
 
 if TYPE_CHECKING:
@@ -277,7 +277,7 @@ def combine(
     mask; a causal attention's mask then closes the future too."""
     if structural_bias is None:
         return mask
-    mask = structural_bias if mask is None else mask + structural_bias
+    mask = structural_bias if mask is None else dense(mask) + structural_bias
     return causal_mask_with(mask) if causal else mask
 
 

@@ -24,7 +24,7 @@ class Block(nn.Module):
         self, dims: Dimensions, cfg: ModelConfig, relative_keys, causal: bool = True
     ) -> None:
         super().__init__()
-        attention = SelfAttention(dims, relative_keys, cfg.dropout, causal)
+        attention = SelfAttention(dims, relative_keys, cfg.dropout, causal, cfg.attention_kernel)
         attention.qkv = ATTENTION_SCALES[cfg.attention_scale](attention.qkv, dims.head_dim)
         feed_forward = FEED_FORWARDS[cfg.ffn](dims, cfg.dropout)
         self.attention = Residual(attention, dims.d_model, cfg.norm, cfg.norm_placement, cfg.norm_eps)

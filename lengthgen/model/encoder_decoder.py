@@ -26,6 +26,7 @@ from torch import nn
 
 from lengthgen.layout import InputLayout
 from lengthgen.model.attention import CrossAttention, KVCache, SelfAttention, padding_mask
+from lengthgen.model.attention_kernels import dense
 from lengthgen.model.base import Architecture, Batch, Positions, TrainingInputs, combine
 from lengthgen.model.block import Block
 from lengthgen.model.layers import FEED_FORWARDS, Residual, norm_of
@@ -54,8 +55,9 @@ class DecoderBlock(nn.Module):
     def __init__(self, dims: Dimensions, cfg: ModelConfig, relative_keys) -> None:
         super().__init__()
         residual = {"d_model": dims.d_model, "norm": cfg.norm, "placement": cfg.norm_placement, "eps": cfg.norm_eps}
-        self.attention = Residual(SelfAttention(dims, relative_keys, cfg.dropout), **residual)
-        self.cross_attention = Residual(CrossAttention(dims, cfg.dropout), **residual)
+        self.attention = Residual(SelfAttention(dims, relative_keys, cfg.dropout, kernel=cfg.attention_kernel),
+                                  **residual)
+        self.cross_attention = Residual(CrossAttention(dims, cfg.dropout, cfg.attention_kernel), **residual)
         self.feed_forward = Residual(FEED_FORWARDS[cfg.ffn](dims, cfg.dropout), **residual)
 
     def forward(self, x, positions, key_positions, self_mask, memory, cross_mask, cache=None, layer=0, rotation=None):
@@ -109,7 +111,7 @@ class EncoderDecoder(Architecture):
         mask = padding_mask(lengths, source.shape[1], x.dtype)  # (B, 1, 1, S)
         bias = self.source_pe.bias(positions, positions)
         if bias is not None:
-            mask = mask + bias  # (B, H, S, S)
+            mask = mask + dense(bias)  # (B, H, S, S)
         rotation = self.source_pe.rotation(positions)
         for block in self.encoder:
             x = block(x, positions, positions, mask, rotation=rotation)

@@ -45,7 +45,7 @@ from lengthgen.model.sizes import SIZES, Dimensions
 from lengthgen.tasks import TASKS
 from lengthgen.tokenizer import CharTokenizer
 from lengthgen.training_step import TrainingStep
-from orchestrator.benchmarks.bench_gpu import gpu
+from orchestrator.benchmarks.bench_gpu import gpu_rows
 from orchestrator.benchmarks.bench_scale import scale
 from orchestrator.benchmarks.bench_study_run import study_run_scale
 from orchestrator.benchmarks.measurement import Measurement, best_seconds
@@ -336,14 +336,35 @@ BENCHMARKS: dict[str, Callable[[], list[Measurement] | Measurement]] = {
     "report": report_speed,
     "scale": scale,
     "scale_run": study_run_scale,
-    "gpu": gpu,
+    "gpu": gpu_rows,
 }
 
 
-def run(names: list[str] | None = None, on_result: Callable[[Measurement], None] | None = None) -> list[Measurement]:
+#: rows that take many minutes here, left out of `lg-study bench` without --only or --all
+LONG_ROWS = {
+    "scale": "two synthetic stores of 1,000 and 10,000 trials, about 25 minutes here",
+    "scale_run": "a real study of 1,000 one-step trials and the commands after it, about 5 minutes here",
+}
+
+
+def default_names() -> list[str]:
+    """The rows `lg-study bench` runs without --only: all but LONG_ROWS."""
+    return [name for name in BENCHMARKS if name not in LONG_ROWS]
+
+
+def left_out(names: list[str]) -> list[str]:
+    """One line per long row not in ``names``: what it is and the option that runs it."""
+    return [f"left out: {name} ({what}); run it with --only {name}, or every row with --all"
+            for name, what in LONG_ROWS.items() if name not in names]
+
+
+def run(names: list[str] | None = None, on_result: Callable[[Measurement], None] | None = None,
+        trials: int | None = None) -> list[Measurement]:
+    """Run the benchmarks ``names`` (default_names() for None); ``trials`` sizes the
+    scale_run study."""
     results: list[Measurement] = []
-    for name in names or list(BENCHMARKS):
-        outcome = BENCHMARKS[name]()
+    for name in names or default_names():
+        outcome = BENCHMARKS[name]() if name != "scale_run" or trials is None else study_run_scale(trials=trials)
         for measurement in outcome if isinstance(outcome, list) else [outcome]:
             results.append(measurement)
             if on_result:

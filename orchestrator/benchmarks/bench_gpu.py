@@ -202,3 +202,11 @@ def _cudagraph_skips() -> int:
     from torch._dynamo.utils import counters
 
     return int(counters["inductor"]["cudagraph_skips"])
+
+
+def gpu_rows() -> list[Measurement]:
+    """`lg-study bench --only gpu`: the small-trial rows, then the paper-scale studies'
+    (orchestrator.benchmarks.bench_gpu_studies), which record their rates under ./results."""
+    from orchestrator.benchmarks.bench_gpu_studies import paper_scale
+
+    return gpu() + paper_scale()

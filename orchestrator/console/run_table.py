@@ -57,6 +57,8 @@ class Group:
 
     cells: tuple[str, ...]
     trials: list[str] = field(default_factory=list)
+    #: the group's full label (its trials rows' group_label); its cell shows the short one
+    full_label: str = ""
 
 
 @dataclass
@@ -80,7 +82,8 @@ def study_layout(study, trials) -> Layout:
 
     groups: dict[str, Group] = {}
     for config in [*study.trials, *trials]:
-        groups.setdefault(group_id(config), Group((study.group_label(config),)))
+        groups.setdefault(group_id(config), Group((), full_label=study.group_label(config)))
+    _shorten(groups)
     for config in trials:
         groups[group_id(config)].trials.append(config.trial_id)
     seeds = {c.trial_id: {"weight_seed": c.seeds.weight, "data_seed": c.seeds.data,
@@ -95,9 +98,20 @@ def results_layout(name: str, rows: list[dict[str, Any]]) -> Layout:
     grouped by their group (one column, its label)."""
     groups: dict[str, Group] = {}
     for row in rows:
-        groups.setdefault(row["group_id"], Group((row["group_label"],))).trials.append(row["trial_id"])
+        groups.setdefault(row["group_id"], Group((), full_label=row["group_label"])).trials.append(row["trial_id"])
+    _shorten(groups)
     seeds = {row["trial_id"]: {key: row[key] for key in SEEDS} for row in rows}
     return Layout(name, ["group"], groups, seeds, {(r["train_low"], r["train_high"]) for r in rows})
+
+
+def _shorten(groups: dict[str, Group]) -> None:
+    """Each group's cell: its short label among these groups (analysis.groups.short_labels),
+    as the report and the MLflow run names give it."""
+    from analysis.groups import short_labels
+
+    short = short_labels(g.full_label for g in groups.values())
+    for group in groups.values():
+        group.cells = (short[group.full_label],)
 
 
 # --- what the results say of them ----------------------------------------------------------
@@ -235,6 +249,9 @@ def _caption(layout: Layout, longest: set[int], results: Measured, shown: list[s
     ranges = ", ".join(f"{low}-{high}" for low, high in sorted(layout.trained))
     parts = [f"trained on {ranges} digits; a length marked (Nx) is N times the longest trained"
              if len(longest) == 1 else f"trained on {ranges} digits (by group); * = longer than trained"]
+    if len(layout.groups) > 1:
+        parts.append("group: the settings that tell the groups apart (lg-study report's key gives each "
+                     "group's full label)")
     if any(len(flags) > 1 for flags in results.out_of_range.values()):
         parts.append("? = in range for some groups only")
     parts.append(f"seeds: {', '.join(SEED_WORDS[k] for k in shown)}" if shown else "one seed pair per group")
@@ -335,6 +352,7 @@ def _summary_record(layout: Layout, group: Group, digits: int, variance: dict, s
     best = layout.seeds.get(variance["best_trial_id"])
     return {
         **dict(zip(layout.columns, group.cells, strict=True)),
+        "group_label": group.full_label,
         "group_id": variance["group_id"],
         "digits": digits,
         "seed_pairs": len({(s["weight_seed"], s["data_seed"]) for s in seeds}),

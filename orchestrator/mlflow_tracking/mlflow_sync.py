@@ -67,7 +67,8 @@ def up_to_date(runs: Sequence[Mapping[str, str]], status: str) -> bool:
 
 
 def sync_trial(
-    tracker: StudyTracker, root: Path, study: str, trial_id: str, live: bool = False
+    tracker: StudyTracker, root: Path, study: str, trial_id: str, live: bool = False,
+    run_name: str | None = None,
 ) -> str | None:
     """Bring the trial's MLflow run up to date with its rows; return the run's id, or
     None when the trial has no `trials` row yet (nothing to show).
@@ -75,13 +76,15 @@ def sync_trial(
     The run is created or re-attached, gets the steps it lacks, and ends as RUN_END
     says, with its artifacts (orchestrator.mlflow_tracking.run_artifacts) when it ends other than
     killed. ``live``: a driver runs the trial now, so a `running` trial's run stays
-    RUNNING rather than ending as killed.
+    RUNNING rather than ending as killed. ``run_name``: the name the driver gives the run
+    (its group's short label and seeds, analysis.groups.run_name); without it a new run is
+    named from its row alone and an existing run keeps its name.
     """
     row = read_trial_row(root, study, trial_id)
     if row is None:
         return None
     trial_id, tags, params = describe(row)
-    run_id = tracker.run_for_trial(trial_id, tags, params)
+    run_id = tracker.run_for_trial(trial_id, tags, params, run_name)
     eval_rows = read_trial_rows(root, study, "eval", trial_id)
     tracker.log_steps(run_id, _steps(read_trial_rows(root, study, "train", trial_id), eval_rows))
     status = TrialStatus(row["status"])

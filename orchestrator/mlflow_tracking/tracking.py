@@ -81,7 +81,8 @@ class StudyTracker:
     ) -> str:
         """The trial's run, created or re-attached and left RUNNING.
 
-        The run is named ``run_name``, else the tag ``mlflow.runName``, else the trial id.
+        A new run is named ``run_name``, else the tag ``mlflow.runName``, else the trial
+        id; an existing run is renamed only to a ``run_name`` given.
         """
         if trial_id in self._run_ids:
             run_id = self._run_ids[trial_id]
@@ -89,6 +90,7 @@ class StudyTracker:
                 self.client.update_run(run_id, status="RUNNING")
                 self._status[run_id] = "RUNNING"
             return run_id
+        renamed = run_name is not None
         run_name = run_name or tags.get(RUN_NAME_TAG) or trial_id
         tags = {**tags, RUN_NAME_TAG: run_name}
         found = self.client.search_runs(
@@ -117,7 +119,8 @@ class StudyTracker:
         for chunk in _chunks(missing, MAX_PARAMS_TAGS_PER_BATCH):
             self.client.log_batch(run_id, params=chunk)
         if found:
-            self.set_tags(run_id, {**tags, "trial_id": trial_id})
+            kept = {k: v for k, v in tags.items() if renamed or k != RUN_NAME_TAG}
+            self.set_tags(run_id, {**kept, "trial_id": trial_id})
         self._last_step[run_id] = self._logged_steps(run) if found else {}
         self._run_ids[trial_id] = run_id
         self._status[run_id] = "RUNNING"

@@ -28,7 +28,7 @@ from optuna.trial import TrialState
 
 from lengthgen import TrialConfig
 from orchestrator.mlflow_tracking.tracking import StudyTracker
-from orchestrator.running.recovery import SEARCH_LOCK, check_not_busy, study_lock
+from orchestrator.running.recovery import check_not_busy, study_lock
 from orchestrator.running.run_context import RunContext, RunSummary
 from orchestrator.running.tune_runner import check_resources, run_trials, start_ray
 from orchestrator.store.results_store import read_trial_rows, read_trial_statuses
@@ -39,6 +39,7 @@ from orchestrator.store.search_store import (
     SearchState,
     SearchStore,
 )
+from orchestrator.store.study_locks import SEARCH_LOCK
 from orchestrator.store.trial_status import FINISHED, TrialStatus
 from orchestrator.studies.metric_names import eval_metrics, length_results
 from orchestrator.studies.study import Study
@@ -90,7 +91,7 @@ def run_search(study: Study, context: RunContext) -> SearchSummary:
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the run prints its own lines
     check_not_busy(results_root, study.name, SEARCH_LOCK)
     start_ray(context.address)
-    check_resources(study)  # refused before anything is written
+    check_resources(study, results_root)  # refused before anything is written
     with study_lock(results_root, study.name, SEARCH_LOCK):
         if context.restart:  # deletes the results folder (optuna.db with it) and the study's MLflow runs
             run_trials(dataclasses.replace(study, trials=[], axis_values=[]), context)

@@ -42,6 +42,7 @@ from lengthgen.science import changes_since
 from lengthgen.training import resolve_device
 from orchestrator.store.provenance import provenance
 from orchestrator.store.results_store import artifact_folder, read_trial_rows, write_trial_table
+from orchestrator.store.storage_faults import StorageFault, fault_of, root_gone
 from orchestrator.store.trial_rows import history_rows, result_rows, rows_history, trials_row
 from orchestrator.store.trial_status import TrialStatus
 from orchestrator.studies.config_paths import TRIAL_CONFIG
@@ -147,8 +148,34 @@ def save_attention_biases(root: Path, study: str, trial_id: str, biases: dict) -
     return path
 
 
+def still_there(root: Path, study: str) -> None:
+    """Raise StorageFault ("gone") when the study's folder, or the driver's lock file
+    beside it, both made before any trial started, is no longer there: the results
+    folder was deleted or unmounted (Tune's driver may have made some of its folders
+    again since). The writes would otherwise make its folders again (on the disk under
+    the mount point, or in a deleted folder's place) and the rows would land where no
+    one looks."""
+    if not (root / study).is_dir() or root_gone(root, strict=True):
+        raise StorageFault("gone", str(root / study), "the study's folder is no longer there")
+
+
 def run_trial(tune_config: dict[str, Any]) -> None:
+    """The trial of ``tune_config["trial"]`` (tune_runner.trial_params), trained and
+    written. A write that meets a full disk or a read-only or vanished results folder
+    raises StorageFault (orchestrator.store.storage_faults), whatever the step: the
+    driver stops the study rather than retrying, and the trial, left `running`, resumes
+    from its last checkpoint once the disk has room."""
     params = tune_config["trial"]
+    try:
+        _train_trial(params)
+    except Exception as error:
+        fault = fault_of(error, Path(params["results_root"]))
+        if fault is None:
+            raise
+        raise fault from error
+
+
+def _train_trial(params: dict[str, Any]) -> None:
     config = TRIAL_CONFIG.validate_python(params["config"])
     study, root = params["study"], Path(params["results_root"])
     torch.set_num_threads(max(1, int(params["threads"])))
@@ -167,7 +194,7 @@ def run_trial(tune_config: dict[str, Any]) -> None:
             write_history(root, study, config.trial_id, resume_state["history"])  # cut back to it
     attempt = {
         **where_it_runs(),
-        **provenance(device, config.train.deterministic),
+        **provenance(device, config.train.deterministic, config.train.precision),
         "resumed_from_step": resume_state["step"] if resume_state else None,
     }
 
@@ -176,11 +203,13 @@ def run_trial(tune_config: dict[str, Any]) -> None:
     def row(status: str, **more: Any) -> list[dict[str, Any]]:
         return [{**trials_row(study, config, status, device, started_at, group_label=label, **more), **attempt}]
 
+    still_there(root, study)
     write_trial_table(root, study, "trials", config.trial_id, row(TrialStatus.RUNNING))
 
     def on_report(report: Report) -> None:
         written = report.checkpoint is not None and not report.final
         if written:
+            still_there(root, study)
             state = report.checkpoint()
             # the rows first: the checkpoint never gets ahead of them
             write_history(root, study, config.trial_id, state.pop("history"))
@@ -189,10 +218,13 @@ def run_trial(tune_config: dict[str, Any]) -> None:
 
     try:
         result = train(config, on_report=on_report, resume_state=resume_state, device=device)
-    except Exception:
+    except Exception as error:
+        if fault_of(error, root) is not None:
+            raise  # its `failed` row would not fit either: the trial was interrupted
         write_trial_table(root, study, "trials", config.trial_id, row(
             TrialStatus.FAILED, finished_at=datetime.now(timezone.utc), error=traceback.format_exc(limit=5)))
         raise
+    still_there(root, study)
     for table, rows in result_rows(result).items():
         write_trial_table(root, study, table, config.trial_id, rows)
     if result.attention_biases:

@@ -32,13 +32,13 @@ import torch
 PROVENANCE_COLUMNS = (
     "environment", "science_version", "lgstudy_version", "git_commit", "git_dirty", "python_version",
     "torch_version", "numpy_version", "cuda_version", "cudnn_version", "device_type", "cpu_model",
-    "cpu_capability", "gpu_name", "torch_threads", "deterministic", "host",
+    "cpu_capability", "gpu_name", "torch_threads", "deterministic", "precision", "host",
 )
 
 
-def provenance(device: torch.device | str, deterministic: bool) -> dict[str, Any]:
+def provenance(device: torch.device | str, deterministic: bool, precision: str = "fp32") -> dict[str, Any]:
     """The provenance columns of a trial training on ``device`` in this process now
-    (torch's thread count as the trainable has set it)."""
+    (torch's thread count as the trainable has set it), in train.precision ``precision``."""
     device = torch.device(device)
     code = code_version()
     columns = {
@@ -56,6 +56,7 @@ def provenance(device: torch.device | str, deterministic: bool) -> dict[str, Any
         "gpu_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
         "torch_threads": torch.get_num_threads(),
         "deterministic": deterministic,
+        "precision": precision,
         "host": socket.gethostname(),
     }
     return {"environment": environment_label(columns), **columns}

@@ -179,6 +179,18 @@ class Study:
             labels = groups.group_labels([*self.trials, config], self._labelled_fields, self._base_config)
         return labels[gid]
 
+    def short_label(self, config: TrialConfig) -> str:
+        """The config's group's short label among the study's groups (analysis.groups.
+        short_labels of their labels): what the run table and MLflow run names show."""
+        label = self.group_label(config)
+        if label in self._short_labels:
+            return self._short_labels[label]
+        return groups.short_labels([*self._group_labels.values(), label])[label]
+
+    @functools.cached_property
+    def _short_labels(self) -> dict[str, str]:
+        return groups.short_labels(self._group_labels.values())
+
     @functools.cached_property
     def _group_labels(self) -> dict[str, str]:
         return groups.group_labels(self.trials, self._labelled_fields, self._base_config)

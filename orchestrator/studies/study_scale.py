@@ -8,13 +8,18 @@ parameters less the token embedding, L layers, T the sequence length, d the widt
 a model looped R times (model.loops) counts its layers' parameters and L R times;
 Kaplan et al. 2020, "Scaling laws for neural language models", arXiv 2001.08361, and
 PaLM, arXiv 2204.02311, App. B), with T and the tokens per batch taken from the trial's
-own first training batches. GPU-hours are that count at a sustained rate the message
-names; they are an estimate, not a measurement.
+own first training batches. GPU-hours are that count at a sustained rate: the rate
+`lg-study bench --only gpu` measured for the study's first trial on a GPU model, when
+the results folder records one (`RATES_FILE`, written by the bench), and otherwise
+QUOTED_RATE, which the message calls an estimate.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from lengthgen import TrialConfig
 from lengthgen.batch_ramp import micro_range
@@ -30,6 +35,47 @@ from orchestrator.studies.study import Study, StudyError, load_study
 #: the sustained training rate GPU-hours are quoted at (FLOP/s): about a third of a
 #: current data-centre GPU's dense bf16 peak, a rate small models rarely beat
 QUOTED_RATE = 100e12
+
+
+#: the rates the GPU bench measured, under the results folder: {GPU model: {study: MeasuredRate}}
+RATES_FILE = "gpu_rates.json"
+
+
+@dataclass(frozen=True)
+class MeasuredRate:
+    """The training rate of a study's first trial on one GPU model, in the precision and
+    compile mode the study file sets (orchestrator.benchmarks.bench_gpu_studies)."""
+
+    #: model FLOPs per second (the formula of this module's docstring)
+    flops_per_s: float
+    ms_per_step: float
+    precision: str
+    compile: bool
+    #: when, and with which torch, it was measured
+    measured_at: str
+    torch_version: str
+
+
+def read_rates(results_root: Path | None) -> dict[str, dict[str, MeasuredRate]]:
+    """{GPU model: {study: rate}} from the results folder; {} when none was measured."""
+    path = None if results_root is None else Path(results_root) / RATES_FILE
+    if path is None or not path.exists():
+        return {}
+    return {gpu: {study: MeasuredRate(**rate) for study, rate in studies.items()}
+            for gpu, studies in json.loads(path.read_text()).items()}
+
+
+def record_rate(results_root: Path, gpu: str, study: str, rate: MeasuredRate) -> Path:
+    """Record (or replace) a study's measured rate on a GPU model, written atomically."""
+    rates = read_rates(results_root)
+    rates.setdefault(gpu, {})[study] = rate
+    path = Path(results_root) / RATES_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{RATES_FILE}.{os.getpid()}.tmp")
+    temporary.write_text(json.dumps({g: {s: asdict(r) for s, r in studies.items()} for g, studies in rates.items()},
+                                    indent=1, sort_keys=True))
+    os.replace(temporary, path)
+    return path
 
 
 @dataclass(frozen=True)
@@ -60,24 +106,35 @@ def trial_cost(config: TrialConfig, batches: int = 3) -> TrialCost:
     return TrialCost(count_parameters(model), tokens, batches_trained * tokens * per_token)
 
 
-def study_cost_words(trials: list[TrialConfig]) -> str:
+def study_cost_words(trials: list[TrialConfig], rates: dict[str, MeasuredRate] | None = None) -> str:
     """'15 trials of 50,000 steps, 25.3 M parameters: 2.1e+17 training FLOPs, about 0.6
-    GPU-hours at a sustained 100 TFLOP/s (an estimate; ...)'."""
+    GPU-hours at a sustained 100 TFLOP/s (an estimate; ...)'; with `rates` ({GPU model:
+    the rate measured there}), the GPU-hours at each measured rate instead."""
     costs = {}
     for trial in trials:  # trials of one group differ by seeds only: one cost each
         costs.setdefault(_cost_key(trial), trial_cost(trial))
     flops = sum(costs[_cost_key(t)].flops for t in trials)
     steps = sorted({t.train.steps for t in trials})
     parameters = sorted({c.parameters for c in costs.values()})
-    hours = flops / QUOTED_RATE / 3600
     steps_text = f"{steps[0]:,}" if len(steps) == 1 else f"{steps[0]:,}-{steps[-1]:,}"
-    return (f"{len(trials)} trials of {steps_text} steps, {_millions(parameters)} parameters: {flops:.1e} training FLOPs, about {hours:,.1f} GPU-hours "
+    size = f"{len(trials)} trials of {steps_text} steps, {_millions(parameters)} parameters: {flops:.1e} training FLOPs"
+    if rates:
+        return size + "; " + "; ".join(_measured_hours(flops, gpu, rate) for gpu, rate in sorted(rates.items()))
+    hours = flops / QUOTED_RATE / 3600
+    return (f"{size}, about {hours:,.1f} GPU-hours "
             f"at a sustained {QUOTED_RATE / 1e12:.0f} TFLOP/s (an estimate: no GPU run of it is measured here)")
 
 
 def _cost_key(trial: TrialConfig) -> tuple:
     train = trial.train
     return trial.model, trial.task, trial.format, trial.data, train.steps, train.batch_size, train.batch_ramp
+
+
+def _measured_hours(flops: float, gpu: str, rate: MeasuredRate) -> str:
+    mode = rate.precision + (" + compile" if rate.compile else "")
+    return (f"{flops / rate.flops_per_s / 3600:,.1f} GPU-hours on an {gpu} at the {rate.flops_per_s / 1e12:.0f} "
+            f"TFLOP/s measured there ({mode}, {rate.ms_per_step:.0f} ms/step; lg-study bench --only gpu, "
+            f"{rate.measured_at}, torch {rate.torch_version})")
 
 
 def _millions(counts: list[int]) -> str:
@@ -94,16 +151,34 @@ def _trials(study: Study) -> list[TrialConfig]:
     return study.trials or [study.config_with({})] * study.trial_count
 
 
-def cannot_run_words(study: Study, available: dict[str, float]) -> str:
+def study_rates(study: Study, results_root: Path | None) -> dict[str, MeasuredRate]:
+    """{GPU model: the rate measured there} for `study` as loaded (its name, and its
+    profile if any: `rate_key`), from the results folder."""
+    key = rate_key(study.name, study.profile)
+    return {gpu: studies[key] for gpu, studies in read_rates(results_root).items() if key in studies}
+
+
+def rate_key(study: str, profile: str | None) -> str:
+    """Where a study's rate is recorded: its name, or name/profile for a profile."""
+    return study if profile is None else f"{study}/{profile}"
+
+
+def study_size_words(study: Study, results_root: Path | None = None) -> str:
+    """The study's size in training FLOPs and GPU-hours (measured rates where recorded)."""
+    return study_cost_words(_trials(study), study_rates(study, results_root))
+
+
+def cannot_run_words(study: Study, available: dict[str, float], results_root: Path | None = None) -> str:
     """The refusal of a study whose trials need more than the cluster ``available``
     (ray.cluster_resources()) has: the resources against the cluster, the study's
-    size, and its profiles that fit, with their measured times."""
+    size (in GPU-hours at the rates measured under `results_root`, if any), and its
+    profiles that fit, with their measured times."""
     asked = study.spec.resources
     lines = [
         (f"resources: each trial asks for {_asks(asked.cpus_per_trial, asked.gpus_per_trial)} "
          f"(resources.cpus_per_trial, resources.gpus_per_trial), but this Ray cluster has "
          f"{_asks(available.get('CPU', 0), available.get('GPU', 0))}."),
-        f"{'This profile' if study.profile else 'The study'} at this scale: {study_cost_words(_trials(study))}.",
+        f"{'This profile' if study.profile else 'The study'} at this scale: {study_size_words(study, results_root)}.",
     ]
     measured = study.spec.measured
     if (study.profile or "default") in measured:

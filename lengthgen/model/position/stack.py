@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from lengthgen.model.attention import causal_mask_with
+from lengthgen.model.attention_kernels import PointwiseBias, causal_mask_with
 from lengthgen.model.position.pe import POSITIONAL_ENCODINGS
 from lengthgen.model.position.pe.rotary import Rotation
 
@@ -49,6 +49,9 @@ class StackPositionalEncoding(nn.Module):
         self.qk_transform = parts.qk_transform
         self.layer_keys = parts.relative_keys
         self.causal = causal
+        self.n_heads = dims.n_heads
+        #: model.attention_kernel flex computes a pointwise bias inside the kernel
+        self.in_kernel = cfg.attention_kernel == "flex" and hasattr(self.attention_bias, "pointwise")
         #: whether every row of the batch has the same positions, decided before a
         #: compiled step (`Architecture.rows_decided`); None: `shared_rows` reads the data
         self.rows_shared: bool | None = None
@@ -61,16 +64,19 @@ class StackPositionalEncoding(nn.Module):
         """Token embeddings x (B, T, d) plus the input embedding of `positions` (B, T)."""
         return x if self.input_embedding is None else x + self.input_embedding(positions)
 
-    def bias(self, positions: torch.Tensor, key_positions: torch.Tensor) -> torch.Tensor | None:
+    def bias(self, positions: torch.Tensor, key_positions: torch.Tensor) -> torch.Tensor | PointwiseBias | None:
         """The (B|1, H, Tq, Tk) additive bias of queries at `positions` (B, Tq) over keys
         at `key_positions` (B, Tk), or None; with a KV cache the queries are the new
-        tokens only."""
+        tokens only. Under model.attention_kernel flex, a bias of the distance alone
+        comes as a `PointwiseBias`, computed inside the attention kernel."""
         if self.attention_bias is None:
             return None
         if self.rows_shared is None:
             positions, key_positions = shared_rows(positions, key_positions)
         elif self.rows_shared:
             positions, key_positions = positions[:1], key_positions[:1]
+        if self.in_kernel:
+            return PointwiseBias(self.attention_bias.pointwise, positions, key_positions, self.n_heads, self.causal)
         bias = self.attention_bias(positions, key_positions)
         return causal_mask_with(bias) if self.causal else bias
 

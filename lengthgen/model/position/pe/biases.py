@@ -47,6 +47,10 @@ class ALiBi(nn.Module):
     def forward(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
         return -self.slopes[None, :, None, None] * _distance(q_positions, k_positions).abs()
 
+    def pointwise(self, distance: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
+        """b at float distances i - j for heads `head` (any broadcast shapes): inside a kernel."""
+        return -self.slopes[head] * distance.abs()
+
 
 class KerpleLog(nn.Module):
     """Chi et al. 2022, logarithmic variant; 001 App. D.1:
@@ -72,6 +76,11 @@ class KerpleLog(nn.Module):
         r1 = self.r1.clamp(min=self.minimum)[None, :, None, None]
         r2 = self.r2.clamp(min=self.minimum)[None, :, None, None]
         return -r1 * torch.log1p(r2 * _distance(q_positions, k_positions).abs())
+
+    def pointwise(self, distance: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
+        """b at float distances i - j for heads `head` (any broadcast shapes): inside a kernel."""
+        r1, r2 = self.r1.clamp(min=self.minimum)[head], self.r2.clamp(min=self.minimum)[head]
+        return -r1 * torch.log1p(r2 * distance.abs())
 
 
 class FIRE(nn.Module):
@@ -150,3 +159,7 @@ class T5Bias(nn.Module):
     def forward(self, q_positions, k_positions):
         buckets = self.bucket(_distance(q_positions, k_positions)[:, 0], self.n_buckets, self.max_distance)
         return self.values(buckets).permute(0, 3, 1, 2)  # (B, H, Tq, Tk)
+
+    def pointwise(self, distance: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
+        """b at float distances i - j for heads `head` (any broadcast shapes): inside a kernel."""
+        return self.values.weight[self.bucket(distance, self.n_buckets, self.max_distance), head]
