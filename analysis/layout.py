@@ -5,6 +5,8 @@ and the views it builds). Standard library only.
     <root>/mlflow.db                                 the MLflow store (orchestrator.mlflow_tracking.mlflow_store)
     <root>/<study>/<table>/trial_id=<id>/part-0.parquet
                                                      one trial's rows of one table
+    <root>/<study>/<table>/_compacted/gen-<n>.parquet
+                                                     finished trials' rows, merged (below)
     <root>/<study>/_artifacts/<id>/                  files a trial leaves for its MLflow run
     <root>/<study>/_checkpoints/<id>.pt              a trial's last checkpoint
     <root>/<study>/_logs/run-<time>.log              Ray's, Tune's and MLflow's messages
@@ -14,8 +16,12 @@ and the views it builds). Standard library only.
     <root>/_profiles/<profile>/<study>/...           a profile's studies, kept apart
 
 One file per trial and table means a re-run trial replaces its own rows instead of
-adding duplicates, and DuckDB reads a whole study with one hive-partitioned glob. A
-study name cannot start with '_', so no study folder is taken by the others.
+adding duplicates. Compaction (orchestrator.store.compaction) merges the files of
+finished trials into one file per table and generation, sorted by trial id, so that a
+study of thousands of trials is a few files. Readers see a trial's rows of a table from
+its own file when it has one, else from the newest generation (visible_files): a
+trial's own file always wins, and an older generation is never read. A study name
+cannot start with '_', so no study folder is taken by the others.
 """
 
 from __future__ import annotations
@@ -27,6 +33,9 @@ TABLES = ("trials", "train", "eval", "samples")
 FILE_NAME = "part-0.parquet"
 #: the hive partition key of every table's folders: ``trial_id=<id>``
 PARTITION_KEY = "trial_id"
+#: the folder of a table's compacted files, beside its trials' folders
+COMPACTED = "_compacted"
+_GENERATION = re.compile(r"gen-(\d{6})\.parquet")
 PROFILES = "_profiles"
 ARTIFACTS = "_artifacts"
 CHECKPOINTS = "_checkpoints"
@@ -60,6 +69,43 @@ def table_path(root: Path, study: str, table: str, trial_id: str) -> Path:
     check_path_component(study, "study")
     check_path_component(trial_id, "trial_id")
     return Path(root) / study / table / f"{PARTITION_KEY}={trial_id}" / FILE_NAME
+
+
+def trial_files(root: Path, study: str, table: str) -> dict[str, Path]:
+    """trial_id -> the trial's own file of ``table``, for each trial that has one."""
+    check_table(table)
+    folder = Path(root) / study / table
+    return {path.parent.name.removeprefix(f"{PARTITION_KEY}="): path
+            for path in sorted(folder.glob(f"{PARTITION_KEY}=*/{FILE_NAME}"))}
+
+
+def compacted_path(root: Path, study: str, table: str, generation: int) -> Path:
+    """Where generation ``generation`` (1, 2, ...) of a table's compacted rows lives."""
+    check_table(table)
+    check_path_component(study, "study")
+    return Path(root) / study / table / COMPACTED / f"gen-{generation:06d}.parquet"
+
+
+def compacted_generations(root: Path, study: str, table: str) -> dict[int, Path]:
+    """generation -> its file, for every compacted file of ``table`` (oldest first); only
+    the newest is read, the older ones are what a compaction has still to delete."""
+    folder = Path(root) / study / table / COMPACTED
+    paths = sorted(folder.glob("gen-*.parquet")) if folder.is_dir() else []
+    return {generation: path for path in paths if (generation := generation_of(path)) is not None}
+
+
+def generation_of(path: Path) -> int | None:
+    """The generation of a compacted file, or None for any other file."""
+    match = _GENERATION.fullmatch(path.name)
+    return int(match.group(1)) if match and path.parent.name == COMPACTED else None
+
+
+def visible_files(root: Path, study: str, table: str) -> tuple[Path | None, dict[str, Path]]:
+    """What a reader of ``table`` reads: (the newest compacted file or None, trial_id ->
+    each trial's own file). A trial's own file wins over its rows in the compacted file."""
+    generations = compacted_generations(root, study, table)
+    newest = generations[max(generations)] if generations else None
+    return newest, trial_files(root, study, table)
 
 
 def profile_root(root: Path, profile: str | None) -> Path:

@@ -23,8 +23,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from analysis.layout import (
+    COMPACTED,
     PARTITION_KEY,
     TABLES,
+    generation_of,
     list_profiles,
     list_studies,
     profile_root,
@@ -41,6 +43,7 @@ FILE_VIEWS = {"eval": ("grid_eval",)}
 VIEW_PARTS = {"views.sql": ("checkpoints.sql",)}
 #: defined in views.sql (and its VIEW_PARTS) over the tables, in this order
 DERIVED_VIEWS = ("finished_trials", "groups", "last_eval", "final_eval", "finished_eval", "finished_samples", "final_samples")
+HIDDEN_ROWS = "hidden_rows"  # views.sql's view of the compacted rows that readers skip
 ROOT_VARIABLE = "results_glob_root"  # the DuckDB variable views.sql reads
 MACROS = "macros"  # _statements_by_view's key for a file's statements that define no view
 #: the files of macros that prepare_connection defines after the registered functions,
@@ -110,8 +113,9 @@ def open_results(root: Path, study: str | None = None) -> duckdb.DuckDBPyConnect
         # a file's footer is read once per connection, not once per query that names its table
         con.execute("set parquet_metadata_cache = true")
         con.execute(f"set variable {ROOT_VARIABLE} = ?", [glob_root.as_posix()])
+        con.execute(views[HIDDEN_ROWS])  # which compacted rows a trial's own file replaces
         for table in TABLES:
-            files = sorted(search_root.glob(file_glob.format(table=table)))
+            files = [path for path in sorted(search_root.glob(file_glob.format(table=table))) if _current(path)]
             footers = {path: _footer(path, table) for path in files}
             good = [path for path, footer in footers.items() if footer is not None]
             if table == "trials":
@@ -134,6 +138,14 @@ def open_results(root: Path, study: str | None = None) -> duckdb.DuckDBPyConnect
     return con
 
 
+def _current(path: Path) -> bool:
+    """Not an older compacted generation (a compaction's leftover, which no reader reads)."""
+    generation = generation_of(path)
+    if generation is None:
+        return True
+    return generation == max(g for other in path.parent.glob("gen-*.parquet") if (g := generation_of(other)) is not None)
+
+
 def read_once(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...] = ("trials", "eval")) -> None:
     """Load ``tables`` into memory and point their views at the copies, for a connection
     that runs many files (the report): each query that names a table otherwise lists
@@ -147,8 +159,9 @@ def read_once(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...] = ("trials
 
 def _footer(path: Path, table: str) -> pq.FileMetaData | None:
     """The footer of ``path`` if the views can read it; if not, warn naming it and why."""
-    if path.parent.parent.name != table or not _PARTITION.fullmatch(path.parent.name):
-        reason = f"not in the results layout {table}/{PARTITION_KEY}=<id>/*.parquet"
+    in_layout = _PARTITION.fullmatch(path.parent.name) or generation_of(path) is not None
+    if path.parent.parent.name != table or not in_layout:
+        reason = f"not in the results layout {table}/{PARTITION_KEY}=<id>/*.parquet or {table}/{COMPACTED}/"
     else:
         try:
             return pq.read_metadata(path)  # a truncated or foreign file has no valid footer
@@ -315,7 +328,7 @@ def _statements_by_view(con: duckdb.DuckDBPyConnection, name: str) -> dict:
             statements[match.group(1).lower()] = statement.query
         else:
             statements[MACROS].append(statement.query)
-    wanted = TABLES + DERIVED_VIEWS if name == "views.sql" else TABLES
+    wanted = (*TABLES, HIDDEN_ROWS, *DERIVED_VIEWS) if name == "views.sql" else TABLES
     missing = [view for view in wanted if view not in statements]
     if missing:
         raise RuntimeError(f"analysis/{name} defines no view for {missing}")

@@ -15,31 +15,76 @@
 -- samples before any trial finished); empty_tables.sql, read first, leaves an empty
 -- typed view in its place. analysis/query.py does the same in Python.
 --
--- The glob is expanded each time a view is read, so trials that finish later show up.
+-- The glob is expanded each time a view is read, so trials that finish later show up
+-- (analysis/query.py lists the files once per connection instead).
 -- Every view has a `study` column: the folder the file lies in (<root>/<study>/<table>/
 -- trial_id=<id>/part-0.parquet), also for `trials`, whose files carry the name they
 -- were written under (a study folder copied under a new name is a new study). The
 -- same trial_id can be in two studies (the same config run twice, or copied), so
 -- join the tables on (study, trial_id), never on trial_id alone: that would pair
 -- each study's rows with the other's and multiply them.
--- hive_types keeps trial_id text, which an all-digit hash would otherwise not be.
 
 -- One table's Parquet files (a glob, or a list of files: analysis/query.py lists the
--- readable ones when some are damaged), and the study folder a file lies in
--- (<root>/<study>/<table>/trial_id=<id>/<file>).
+-- files a reader reads, leaving out damaged ones), and the study folder a file lies in
+-- (<root>/<study>/<table>/trial_id=<id>/<file>, or <root>/<study>/<table>/_compacted/
+-- gen-<n>.parquet). Every file carries its trial_id column, so the folder names are
+-- not read as hive partitions. hidden_rows (below) says which rows of the compacted
+-- files a trial's own file replaces.
 
 create or replace macro results_files(table_files) as table
 select *
 from read_parquet(
     table_files,
-    hive_partitioning = true,
-    hive_types = {'trial_id': varchar},
+    hive_partitioning = false,
     union_by_name = true,
     filename = true
+) as r
+where not exists (
+    select 1
+    from hidden_rows as h
+    where h.filename = r.filename and (h.trial_id is null or h.trial_id = r.trial_id)
 );
 
 create or replace macro study_folder(filename) as
     regexp_extract(filename, '([^/]+)/[^/]+/[^/]+/[^/]+$', 1);
+
+-- hidden_rows (filename, trial_id): rows of compacted files that readers do not see
+-- (orchestrator/store/compaction.py). A trial's rows of a table come from its own file
+-- (trial_id=<id>/part-0.parquet) when it has one, else from the newest compacted file
+-- of the table (the highest gen-<n>); older generations (trial_id null: the whole
+-- file) are what a compaction still has to delete. This view works it out from the
+-- files under the root; analysis/query.py, which lists the files itself, replaces it
+-- with a table of the pairs.
+
+create or replace view hidden_rows as
+with
+
+listed as (
+    select
+        file,
+        study_folder(file) as study,
+        regexp_extract(file, '([^/]+)/[^/]+/[^/]+$', 1) as table_name,
+        regexp_extract(file, '/trial_id=([^/]+)/[^/]+$', 1) as trial_id,
+        regexp_matches(file, '/_compacted/gen-[0-9]{6}[.]parquet$') as compacted
+    from glob(getvariable('results_glob_root') || '/*/*/*.parquet')
+),
+
+newest as (
+    select study, table_name, max(file) as file
+    from listed
+    where compacted
+    group by study, table_name
+)
+
+select listed.file as filename, null::varchar as trial_id
+from listed
+anti join newest using (file)
+where listed.compacted
+union all
+select newest.file as filename, listed.trial_id
+from listed
+inner join newest using (study, table_name)
+where not listed.compacted;
 
 -- An eval table's rows with their study. long_loss, first_digits and second_digits came
 -- later (eval.select best_long_loss, eval.grid): files written before them lack the

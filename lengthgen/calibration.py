@@ -47,9 +47,10 @@ def mean_attention_logits(
     was_training = model.training
     model.eval()
     sums: dict[str, torch.Tensor] = {}
-    for start in range(0, len(tokens), config.eval.batch_size):
-        rows = slice(start, start + config.eval.batch_size)
-        for site, logits in model.attention_logits(tokens[rows], rows_of(sampled, rows), prompt).items():
-            sums[site] = sums.get(site, 0) + logits.double().sum(0)
+    with model.noise_from(generator):  # model.state_init noise: the same stream, after the positions
+        for start in range(0, len(tokens), config.eval.batch_size):
+            rows = slice(start, start + config.eval.batch_size)
+            for site, logits in model.attention_logits(tokens[rows], rows_of(sampled, rows), prompt).items():
+                sums[site] = sums.get(site, 0) + logits.double().sum(0)
     model.train(was_training)
     return {site: (total / len(tokens)).float().cpu() for site, total in sums.items()}

@@ -16,18 +16,21 @@ from dataclasses import asdict, dataclass, field, fields
 from functools import lru_cache
 from typing import Literal, NamedTuple
 
-from lengthgen.distributions import DISTRIBUTIONS, TEST_QUESTIONS, Distribution
+from lengthgen.batch_ramp import BatchRamp
+from lengthgen.distributions import DISTRIBUTIONS, PAIR_BALANCES, TEST_QUESTIONS, Distribution
 from lengthgen.eval_config import STRICT, EvalConfig
 from lengthgen.formats import check_format, input_layout, sequence_length
 from lengthgen.layout import InputLayout
 from lengthgen.model import ARCHITECTURES
 from lengthgen.model.attention_kernels import ATTENTION_KERNELS
+from lengthgen.model.init import ATTENTION_SCALES, INITIALIZATIONS
 from lengthgen.model.layers import FEED_FORWARDS, NORM_PLACEMENTS, NORMS
 from lengthgen.model.position.abacus import Abacus
 from lengthgen.model.position.attention_bias import ATTENTION_BIASES, WINDOW_CENTRES
+from lengthgen.model.position.attention_bias.base import NoBias
 from lengthgen.model.position.pe import POSITIONAL_ENCODINGS
 from lengthgen.model.position.samplers import COUPLED_ANSWERS, COUPLED_EQUALS, POSITION_SAMPLERS
-from lengthgen.model.recurrence import INPUT_INJECTIONS
+from lengthgen.model.recurrence import INPUT_INJECTIONS, STATE_INITS
 from lengthgen.model.sizes import SIZES
 from lengthgen.precision import PRECISIONS
 from lengthgen.tasks import TASKS, Task, build_task
@@ -47,6 +50,10 @@ NormPlacementName = Literal[tuple(NORM_PLACEMENTS)]
 AttentionBiasName = Literal[tuple(ATTENTION_BIASES)]
 WindowCentreName = Literal[WINDOW_CENTRES]
 InputInjectionName = Literal[tuple(INPUT_INJECTIONS)]
+StateInitName = Literal[tuple(STATE_INITS)]
+BalanceName = Literal[tuple(PAIR_BALANCES)]
+InitializationName = Literal[tuple(INITIALIZATIONS)]
+AttentionScaleName = Literal[tuple(ATTENTION_SCALES)]
 AttentionKernelName = Literal[tuple(ATTENTION_KERNELS)]
 
 _STRICT = STRICT
@@ -113,6 +120,12 @@ class FormatConfig:
     fixed_length: bool = False
     #: training only: append s ~ U{0..W-n} zeros to the scaled operands (003 A3, M3)
     shift_zeros: bool = False
+    #: sequential rows begin with the start token "<s>"; false: "question = answer </s>",
+    #: as McLeish et al. 2024's data (decoder without a structural bias only)
+    start_token: bool = True
+    #: with pad: every operand of the question's length n written with n + 1 digits (a
+    #: leading zero more), as Cho et al. 2024's paper-era code pads to max_len + 1
+    pad_overflow: bool = False
 
 
 @dataclass(frozen=True)
@@ -120,6 +133,13 @@ class DataConfig:
     __pydantic_config__ = _STRICT
     #: training distribution of questions (lengthgen.distributions)
     distribution: DistributionName = "uniform_length"
+    #: length_pairs: every batch balanced over the length pairs to within one question
+    #: (batch), or each question's pair drawn on its own, as a batch of the authors'
+    #: shuffled set (shuffle) (lengthgen.distributions.LengthPairs)
+    balance: BalanceName = "batch"
+
+    def __post_init__(self) -> None:
+        refuse_unread_options("data", self, "distribution", DISTRIBUTIONS)
 
 
 @dataclass(frozen=True)
@@ -144,10 +164,20 @@ class ModelConfig:
     #: feed-forward variant (lengthgen.model.layers): gelu MLP, or geglu as in 001 E.2
     ffn: FeedForwardName = "gelu"
     #: normalisation (layernorm, or rmsnorm as in 001 E.2) and where it sits:
-    #: pre (before each sublayer), pre_post (also on each sublayer's output, 001 E.2) or
-    #: post (on the residual sum, post-LN, as McLeish et al. 2024) (lengthgen.model.layers)
+    #: pre (before each sublayer), pre_post (also on each sublayer's output, 001 E.2),
+    #: post (on the residual sum, post-LN, as McLeish et al. 2024) or pre_post_sum (before
+    #: each sublayer and on the residual sum, as Cho et al. 2024's code) (lengthgen.model.layers)
     norm: NormName = "layernorm"
     norm_placement: NormPlacementName = "pre"
+    #: the epsilon of every norm; null: each norm's own (layernorm 1e-5, rmsnorm float32's
+    #: machine epsilon). McLeish et al. 2024's code: 1e-12
+    norm_eps: float | None = None
+    #: decoder, encoder: initialisation scheme, gpt2 (N(0, 0.02)) or t5 (embeddings N(0, 1),
+    #: linear maps N(0, 1/fan-in), queries 1/sqrt(d_head) narrower, as Cho et al. 2024's
+    #: code) (lengthgen.model.init)
+    init: InitializationName = "gpt2"
+    #: decoder, encoder: attention scores q.k / sqrt(d_head) (inv_sqrt_d) or q.k (none, T5's)
+    attention_scale: AttentionScaleName = "inv_sqrt_d"
     #: randomized positions also at evaluation (default: plain positions at test time)
     randomized_at_eval: bool = False
     #: coupled positions: a random start ID at evaluation too (default: the lowest start at test time)
@@ -158,7 +188,9 @@ class ModelConfig:
     coupled_answer: CoupledAnswerName = "own_place"
     #: coupled positions, own_place, answers written most significant digit first: "=" shares
     #: the operators' ID (operators, the paper-era code) or gets the ID one past the answer's
-    #: most significant digit (past_answer, the current released code)
+    #: most significant digit (past_answer, the current released code); paper_era: the
+    #: paper-era code's own numbering, IDs counted down from the operators' over operands
+    #: padded to n + 1 digits (format.pad_overflow), in either answer order
     coupled_equals: CoupledEqualsName = "operators"
     #: period T of cyclic positions, i mod T (000 §4.1)
     cyclic_period: int = 3
@@ -194,6 +226,10 @@ class ModelConfig:
     #: first (loop) or before every layer after the first (layer), as McLeish et al.
     #: 2024's code (lengthgen.model.recurrence); none: never
     input_injection: InputInjectionName = "none"
+    #: decoder: the first layer reads the embedded input (embed) or the embedded input
+    #: plus N(0, 0.02^2) noise drawn anew at every forward pass from the trial's own
+    #: stream (noise, as McLeish et al. 2024's code) (lengthgen.model.recurrence)
+    state_init: StateInitName = "embed"
     #: decoder: normalise the embedded input (tokens, model.pe's input embedding, Abacus)
     #: with model.norm before the first layer, as McLeish et al. 2024's code
     embedding_norm: bool = False
@@ -216,6 +252,8 @@ class ModelConfig:
             raise ValueError("model.window must be >= 0 and model.abc_samples >= 1")
         if self.abacus_max_offset < 0:
             raise ValueError(f"model.abacus_max_offset must be >= 0, got {self.abacus_max_offset}")
+        if self.norm_eps is not None and not self.norm_eps > 0:
+            raise ValueError(f"model.norm_eps must be > 0 (null: each norm's own), got {self.norm_eps}")
         refuse_unread_options("model", self, "arch", ARCHITECTURES)
         self._check_loops()
         refuse_unread_options("model", self, "pe", POSITIONAL_ENCODINGS)
@@ -245,6 +283,7 @@ class ModelConfig:
 class TrainConfig:
     __pydantic_config__ = _STRICT
     steps: int = 2000
+    #: rows of a batch (with batch_ramp: of a micro-batch)
     batch_size: int = 64
     #: peak learning rate, reached after `warmup` steps, then cosine decay to
     #: `min_lr_ratio` x lr
@@ -254,6 +293,8 @@ class TrainConfig:
     #: Table E.1; Cho et al. 2024's recipe)
     min_lr_ratio: float = 0.0
     weight_decay: float = 0.1
+    #: AdamW's epsilon (torch's default 1e-8; McLeish et al. 2024's code: 1e-12)
+    adam_eps: float = 1e-8
     #: gradient norm clip (0 disables)
     grad_clip: float = 1.0
     #: report the training loss every this many steps
@@ -282,6 +323,11 @@ class TrainConfig:
     #: gradient + alpha x that of a random number of loops, the last of them trained
     #: (lengthgen.model.recurrence.progressive_terms). 0: off, the plain loss through every loop
     progressive_loss_alpha: float = 0.0
+    #: null: every optimiser step trains one batch of batch_size rows. {to: B, over: r}:
+    #: the optimiser batch grows from one micro-batch of batch_size rows to B rows over the
+    #: first r of the steps, by gradient accumulation, as McLeish et al. 2024's code
+    #: (lengthgen.batch_ramp); B a multiple of batch_size
+    batch_ramp: BatchRamp | None = None
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "log_every", "length_buckets"):
@@ -294,6 +340,13 @@ class TrainConfig:
                              f"train.lr), got {self.min_lr_ratio}")
         if not 0 <= self.progressive_loss_alpha <= 1:
             raise ValueError(f"train.progressive_loss_alpha must be in [0, 1] (0: off), got {self.progressive_loss_alpha}")
+        if self.batch_ramp is not None and (self.batch_ramp.to % self.batch_size or self.batch_ramp.to <= self.batch_size):
+            raise ValueError(
+                f"train.batch_ramp.to ({self.batch_ramp.to}) is the optimiser batch the ramp reaches in micro-batches "
+                f"of train.batch_size ({self.batch_size}) rows: a multiple of it, larger than it"
+            )
+        if not self.adam_eps > 0:
+            raise ValueError(f"train.adam_eps must be > 0, got {self.adam_eps}")
         if self.warmup < 0 or self.weight_decay < 0 or self.grad_clip < 0:
             raise ValueError("train.warmup, train.weight_decay and train.grad_clip must be >= 0")
         if self.deterministic and self.compile:
@@ -350,6 +403,14 @@ class TrialConfig:
                 f"holds lengths beyond training, task.train_digits {list(self.task.train_digits)}"
             )
         check_format(self.format, task, longest_digits)
+        if not self.format.start_token and not (
+            ARCHITECTURES[self.model.arch].start_token_optional and ATTENTION_BIASES[self.model.attention_bias] is NoBias
+        ):
+            raise ValueError(
+                f"format.start_token: false is read by a decoder without a structural attention bias (whose "
+                f"geometry, like an encoder-decoder's decoder, starts at the start token); model.arch is "
+                f"{self.model.arch}, model.attention_bias {self.model.attention_bias}: remove format.start_token"
+            )
         architecture = ARCHITECTURES[self.model.arch]
         architecture.check(self, task)
         ATTENTION_BIASES[self.model.attention_bias].check(self, task, architecture)
@@ -375,7 +436,8 @@ class TrialConfig:
                 training=True, width=longest_digits,
             ),
         )
-        needed = sampler.from_config(self.model).indices_needed(longest, longest_digits)
+        # format.pad_overflow writes a question's top place one further
+        needed = sampler.from_config(self.model).indices_needed(longest, longest_digits + self.format.pad_overflow)
         if needed > self.model.max_positions:
             what = (
                 f"the longest sequence ({longest} tokens)" if needed == longest else
@@ -443,7 +505,8 @@ def derive(config: TrialConfig) -> Derived:
     config is frozen, so it is its own cache key): the trainer reads the longest length
     at every step and the layout at every model it builds."""
     task = build_task(config.task)
-    distribution = DISTRIBUTIONS[config.data.distribution]()
+    chosen = DISTRIBUTIONS[config.data.distribution]
+    distribution = chosen(**{option: getattr(config.data, option) for option in chosen.options})
     longest = max(config.eval.longest_digits, distribution.longest_digits(task, config.task.train_digits))
     return Derived(task, distribution, longest, input_layout(task, config.format, longest))
 

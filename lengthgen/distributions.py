@@ -34,6 +34,9 @@ class Distribution(ABC):
     name: ClassVar[str]
     #: the training set is a finite pool that the test questions must stay out of
     excludes_training_numbers: ClassVar[bool] = False
+    #: DataConfig fields only this distribution reads (passed to its constructor; refused
+    #: on the others: lengthgen.config.refuse_unread_options)
+    options: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def sample(
@@ -347,24 +350,44 @@ class LengthPairs(Distribution):
     often, each operand uniform among the numbers of exactly that length (1..base-1 at
     one digit: their keep_0_for_len_1 is off by default), written unpadded in their
     recipe (format.pad false). The authors cycle through the pairs in a fixed order
-    over a fixed set; a batch here holds each pair floor(Q / P) times and the Q mod P
-    questions left over at distinct pairs drawn at random, so every batch is balanced
-    to within one question per pair and the pairs are equally likely over batches."""
+    over a fixed set, then shuffle the whole set (create_data_split.py,
+    bucket_method_main's random.shuffle). data.balance `batch` (the default): a batch
+    holds each pair floor(Q / P) times and the Q mod P questions left over at distinct
+    pairs drawn at random, so every batch is balanced to within one question per pair;
+    `shuffle`: every question's pair drawn uniformly on its own, the batches of a
+    shuffled set of equal pair counts (a set of millions: drawing a batch from it
+    without replacement is drawing with replacement, up to a correction of the order
+    of batch / set size). Either way the pairs are equally likely over batches."""
 
     name = "length_pairs"
+    options = ("balance",)
+
+    def __init__(self, balance: str = "batch") -> None:
+        self.balance = balance
 
     def sample(self, task, rng, questions, digit_range, leading_zeros=True):
         low, high = digit_range
         span, operands = high - low + 1, sum(task.scales)
-        pairs = span**operands
-        counts = np.full(pairs, questions // pairs)
-        counts[rng.choice(pairs, size=questions % pairs, replace=False)] += 1
-        index = np.repeat(np.arange(pairs), counts)
+        index = PAIR_BALANCES[self.balance](rng, questions, span**operands)
         lengths = low + np.stack([index // span**i % span for i in range(operands)], axis=1)
         return _by_longest(task, rng, lengths, zero_is_one_digit=False)
 
     def check(self, task, config):
         _check_two_lengths(task, config)
+
+
+def _balanced_pairs(rng: np.random.Generator, questions: int, pairs: int) -> np.ndarray:
+    counts = np.full(pairs, questions // pairs)
+    counts[rng.choice(pairs, size=questions % pairs, replace=False)] += 1
+    return np.repeat(np.arange(pairs), counts)
+
+
+def _shuffled_pairs(rng: np.random.Generator, questions: int, pairs: int) -> np.ndarray:
+    return rng.integers(pairs, size=questions)
+
+
+#: data.balance -> the pair index of every question of a batch (LengthPairs)
+PAIR_BALANCES = {"batch": _balanced_pairs, "shuffle": _shuffled_pairs}
 
 
 DISTRIBUTIONS: dict[str, type[Distribution]] = {

@@ -112,9 +112,10 @@ def teacher_forced_argmax(
     return model.teacher_forced_argmax(tokens, _as_positions(positions), answer_start)
 
 
-def eval_generator(config: TrialConfig, n_digits: int) -> torch.Generator:
-    """Torch randomness of the evaluation at one length (position sampling), from the eval seed only."""
-    seed = np.random.SeedSequence([config.seeds.eval, n_digits, 1]).generate_state(1)[0]
+def eval_generator(config: TrialConfig, n_digits: int, stream: int = 1) -> torch.Generator:
+    """Torch randomness of the evaluation at one length, from the eval seed only: stream
+    1 the position sampling, stream 3 the noise of model.state_init noise."""
+    seed = np.random.SeedSequence([config.seeds.eval, n_digits, stream]).generate_state(1)[0]
     return torch.Generator().manual_seed(int(seed))
 
 
@@ -141,21 +142,9 @@ def evaluate(
         all_positions = model.sample_positions(
             tokens, prompt_lengths, positions, eval_generator(config, eval_set.digits), training=False
         )
-        chunks = _chunks(len(tokens), config.eval.batch_size)
-        # exact match in one teacher-forced pass; greedy decoding only for the wrong
-        # answers, and only when their predictions are recorded (an aligned model's
-        # one pass is already its answer)
-        predicted = np.concatenate([
-            teacher_forced_argmax(model, tokens[a:b], rows_of(all_positions, slice(a, b)), answer_start).cpu().numpy()
-            for a, b in chunks
-        ])
-        if with_samples and not model.aligned_outputs:
-            wrong = torch.from_numpy(np.flatnonzero(((predicted != target) & compared).any(axis=1)))
-            for a, b in _chunks(len(wrong), config.eval.batch_size):
-                rows = wrong[a:b].to(device)
-                predicted[rows.cpu().numpy()] = greedy_decode(
-                    model, tokens[rows, :answer_start], target.shape[1], rows_of(all_positions, rows)
-                ).cpu().numpy()
+        with model.noise_from(eval_generator(config, eval_set.digits, stream=3)):
+            predicted = _predictions(model, tokens, target, compared, all_positions, answer_start,
+                                     config.eval.batch_size, with_samples)
         mismatch = (predicted != target) & compared  # (Q, answer + 1)
         correct = ~mismatch.any(axis=1)
         results.append(
@@ -171,6 +160,33 @@ def evaluate(
             samples += _sample_records(eval_set, predicted, target, mismatch, correct, tokenizer)
     model.train(was_training)
     return results, samples
+
+
+def _predictions(model: Architecture, tokens: torch.Tensor, target: np.ndarray, compared: np.ndarray,
+                 all_positions, answer_start: int, batch_size: int, with_samples: bool) -> np.ndarray:
+    """The model's answer to every question (Q, answer + 1): exact match in one
+    teacher-forced pass; greedy decoding only for the wrong answers, and only when
+    their predictions are recorded (an aligned model's one pass is already its answer).
+    A model whose forward draws noise (model.state_init noise) decodes every question,
+    as its one pass is not its answer."""
+    if model.stochastic:
+        return np.concatenate([
+            greedy_decode(model, tokens[a:b, :answer_start], target.shape[1],
+                          rows_of(all_positions, slice(a, b))).cpu().numpy()
+            for a, b in _chunks(len(tokens), batch_size)
+        ])
+    predicted = np.concatenate([
+        teacher_forced_argmax(model, tokens[a:b], rows_of(all_positions, slice(a, b)), answer_start).cpu().numpy()
+        for a, b in _chunks(len(tokens), batch_size)
+    ])
+    if with_samples and not model.aligned_outputs:
+        wrong = torch.from_numpy(np.flatnonzero(((predicted != target) & compared).any(axis=1)))
+        for a, b in _chunks(len(wrong), batch_size):
+            rows = wrong[a:b].to(tokens.device)
+            predicted[rows.cpu().numpy()] = greedy_decode(
+                model, tokens[rows, :answer_start], target.shape[1], rows_of(all_positions, rows)
+            ).cpu().numpy()
+    return predicted
 
 
 def _chunks(total: int, size: int) -> list[tuple[int, int]]:

@@ -269,13 +269,14 @@ def _question_parts(task, operands, widths, fmt, tokenizer, hints) -> list[tuple
     return parts
 
 
-def _with_random_spaces(question: np.ndarray, lengths: np.ndarray, rng, tokenizer) -> tuple:
+def _with_random_spaces(question: np.ndarray, lengths: np.ndarray, rng, tokenizer, first: int = 1) -> tuple:
     """A space in each gap between question symbols (after the start token, before
-    "=") with probability RANDOM_SPACE_RATE; question is (Q, P) compacted."""
+    "=") with probability RANDOM_SPACE_RATE; question is (Q, P) compacted, its first
+    symbol at column `first` (0 without a start token)."""
     rows, width = question.shape
     gap = np.arange(width)[None, :]
-    # gap j follows symbol j: symbols are columns 1 .. length-2 ("=" is length-1)
-    spaced = (rng.random((rows, width)) < RANDOM_SPACE_RATE) & (gap >= 1) & (gap <= lengths[:, None] - 3)
+    # gap j follows symbol j: symbols are columns first .. length-2 ("=" is length-1)
+    spaced = (rng.random((rows, width)) < RANDOM_SPACE_RATE) & (gap >= first) & (gap <= lengths[:, None] - 3)
     tokens = np.stack([question, np.full_like(question, tokenizer.id(SPACE))], axis=2).reshape(rows, 2 * width)
     keep = np.stack([gap < lengths[:, None], spaced], axis=2).reshape(rows, 2 * width)
     return _compact([(tokens, keep)], tokenizer.pad_id)
@@ -289,13 +290,17 @@ def _sequential(task, operands, lengths, fmt, tokenizer, rng, training) -> Encod
     if fmt.index_hints:  # one start per question, the run covering every place used
         places = np.asarray(task.answer_digits(lengths))
         hints = rng.integers(0, N_HINTS - places + 1, size=rows)
-    bos = _symbol(tokenizer, tokenizer.bos_id, rows)
+    written = operands
+    if fmt.pad_overflow:  # one more zero on each operand of the question's length
+        written = tuple(np.pad(o, ((0, 0), (0, 1))) if scaled else o for o, scaled in zip(operands, task.scales))
+        widths = [w + 1 if scaled else w for w, scaled in zip(widths[:-1], task.scales)] + widths[-1:]
+    start = [_symbol(tokenizer, tokenizer.bos_id, rows)] if fmt.start_token else []
     equals = _symbol(tokenizer, tokenizer.id("="), rows)
     question, prompt_lengths = _compact(
-        [bos, *_question_parts(task, operands, widths[:-1], fmt, tokenizer, hints), equals], tokenizer.pad_id
+        [*start, *_question_parts(task, written, widths[:-1], fmt, tokenizer, hints), equals], tokenizer.pad_id
     )
     if training and fmt.random_spaces:
-        question, prompt_lengths = _with_random_spaces(question, prompt_lengths, rng, tokenizer)
+        question, prompt_lengths = _with_random_spaces(question, prompt_lengths, rng, tokenizer, len(start))
     answer_tokens, answer_lengths = _compact(
         [_flat(*_number_cells(answer, widths[-1], fmt.reverse, hints, tokenizer))], tokenizer.pad_id
     )
@@ -398,7 +403,7 @@ def pairs_places(task: Task, fmt: FormatConfig) -> bool:
 
 def sequence_length(task: Task, n_digits: int, fmt: FormatConfig, *, training: bool = False,
                     width: int | None = None) -> int:
-    """The longest row for n-digit questions, start and end tokens included."""
+    """The longest row for n-digit questions, start (format.start_token) and end tokens included."""
     if fmt.fixed_length:
         cells = task.operand_digits(width)
         return max(sum(cells) + len(cells) - 1, int(task.answer_digits(width)))
@@ -409,15 +414,23 @@ def sequence_length(task: Task, n_digits: int, fmt: FormatConfig, *, training: b
     if pairs_places(task, fmt):
         symbols = 1 + 2 * max(operand_cells) * per_digit
     else:
-        symbols = per_digit * sum(operand_cells) + (len(operand_cells) - 1) * bool(task.operator)
+        symbols = per_digit * (sum(operand_cells) + fmt.pad_overflow * sum(task.scales))
+        symbols += (len(operand_cells) - 1) * bool(task.operator)
     if training and fmt.random_spaces:
         symbols += symbols - 1
-    return 1 + symbols + 1 + per_digit * int(task.answer_digits(n_digits)) + 1
+    return int(fmt.start_token) + symbols + 1 + per_digit * int(task.answer_digits(n_digits)) + 1
 
 
 def check_format(fmt: FormatConfig, task: Task, longest: int) -> None:
     """Refuse combinations that cannot work, naming the field (ValueError).
     `longest`: the longest question length of the trial."""
+    if fmt.pad_overflow and (not fmt.pad or fmt.fixed_length or fmt.interleave):
+        raise ValueError("format.pad_overflow writes one more zero before every padded operand (Cho et al. "
+                         "2024's paper-era code); it needs format.pad: true, and neither format.fixed_length "
+                         "nor format.interleave, which place the digits themselves")
+    if fmt.fixed_length and not fmt.start_token:
+        raise ValueError("format.start_token: false removes the start token of a sequential row; "
+                         "format.fixed_length's aligned rows have none: remove format.start_token")
     if fmt.fixed_length:
         for flag in ("reverse", "reverse_operands", "index_hints", "random_spaces", "interleave"):
             if getattr(fmt, flag):

@@ -42,6 +42,7 @@ from lengthgen.determinism import deterministic
 from lengthgen.model.base import Architecture, Batch, Positions, supervised_outputs
 from lengthgen.model.position.attention_bias import ATTENTION_BIASES
 from lengthgen.model.position.checks import checked_before
+from lengthgen.model.recurrence import STATE_INITS
 from lengthgen.precision import autocast, precision_mode
 from lengthgen.tokenizer import CharTokenizer
 from lengthgen.training import (
@@ -81,6 +82,13 @@ UNBATCHABLE: dict[str, tuple[Callable[[TrialConfig], bool], str]] = {
     "train.compile": (lambda c: c.train.compile, "a compiled forward is not batched over seeds yet"),
     "train.length_buckets": (
         lambda c: c.train.length_buckets > 1, "each seed's batch splits into buckets of its own widths",
+    ),
+    "model.state_init": (
+        lambda c: STATE_INITS[c.model.state_init] > 0,
+        "each seed's state noise is drawn from its own stream at every forward, which vmap cannot give",
+    ),
+    "train.batch_ramp": (
+        lambda c: c.train.batch_ramp is not None, "each seed's optimiser step accumulates micro-batches of its own",
     ),
     "train.progressive_loss_alpha": (
         lambda c: bool(c.train.progressive_loss_alpha), "each seed draws its own loop counts every step",
@@ -189,7 +197,8 @@ class SeedBatchStep:
             {"params": [p for p in params if p.dim() >= 3], "weight_decay": config.train.weight_decay},
             {"params": [p for p in params if p.dim() < 3], "weight_decay": 0.0},
         ]
-        self.optimizer = torch.optim.AdamW(groups, lr=config.train.lr, betas=(0.9, 0.98), **adamw_options(device))
+        self.optimizer = torch.optim.AdamW(groups, lr=config.train.lr, betas=(0.9, 0.98), eps=config.train.adam_eps,
+                                           **adamw_options(device))
 
     def update(self, step: int, seeds_parts: list, active: list[bool]) -> list[float]:
         """Train every active seed on its own parts of batch `step`; each seed's loss. A seed

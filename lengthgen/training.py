@@ -19,6 +19,7 @@ from functools import partial
 import numpy as np
 import torch
 
+from lengthgen.batch_ramp import micro_range
 from lengthgen.batches import training_batch
 from lengthgen.calibration import mean_attention_logits
 from lengthgen.config import TrialConfig, derive
@@ -127,6 +128,19 @@ def train(
         return _train(config, on_report or (lambda report: None), resume_state, target_device)
 
 
+def _train_step(config: TrialConfig, training_step: TrainingStep, local: int, task, distribution,
+                tokenizer: CharTokenizer) -> tuple[torch.Tensor, int]:
+    """Optimiser step `local` of a phase: its loss and the non-padding tokens it trained
+    on; with train.batch_ramp, on the micro-batches of that step (lengthgen.batch_ramp)."""
+    train = config.train
+    if train.batch_ramp is None:
+        batch = training_batch(config, task, distribution, tokenizer, local)
+        return training_step(local, batch), int((batch.tokens != tokenizer.pad_id).sum())
+    numbers = micro_range(train.batch_ramp, train.batch_size, train.steps, local)
+    batches = [training_batch(config, task, distribution, tokenizer, n) for n in numbers]
+    return training_step.ramped(local, batches, numbers), sum(int((b.tokens != tokenizer.pad_id).sum()) for b in batches)
+
+
 def _train(
     config: TrialConfig, on_report: Callable[[Report], None], resume_state: dict | None, target_device: torch.device
 ) -> TrialResult:
@@ -143,9 +157,8 @@ def _train(
         model.train()
         while step < (phase + 1) * run.phase_steps:
             local = step - phase * run.phase_steps  # each phase sees the same batches (000 §5, step 3)
-            batch = training_batch(config, task, distribution, tokenizer, local)
-            run.tokens_seen += int((batch.tokens != tokenizer.pad_id).sum())
-            loss = training_step(local, batch)
+            loss, tokens = _train_step(config, training_step, local, task, distribution, tokenizer)
+            run.tokens_seen += tokens
             step += 1
             if not torch.isfinite(loss):
                 return diverged_result(config, model, target_device, run.history, step, run.last_finite_loss, on_report)

@@ -3,9 +3,11 @@ takes it at every step and `lg-study bench` times it."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -62,7 +64,8 @@ def accumulate_gradients(
 
 def _step_generator(config: TrialConfig, step: int, stream: int = 1) -> torch.Generator:
     """Torch randomness of training step `step`, from the data seed only: stream 1 the
-    position sampling, stream 2 the loop counts of the progressive loss."""
+    position sampling, stream 2 the loop counts of the progressive loss, stream 3 the
+    noise of model.state_init noise."""
     seed = np.random.SeedSequence([config.seeds.data, step, stream]).generate_state(1)[0]
     return torch.Generator().manual_seed(int(seed))
 
@@ -90,7 +93,17 @@ def build_optimizer(model: torch.nn.Module, train: TrainConfig, device: torch.de
     """AdamW over the decay groups, at train.lr until the schedule sets each step's rate,
     in the implementation of the device the model trains on (`ADAMW_OPTIONS`)."""
     options = adamw_options(device or next(model.parameters()).device)
-    return torch.optim.AdamW(_decay_groups(model, train.weight_decay), lr=train.lr, betas=(0.9, 0.98), **options)
+    return torch.optim.AdamW(_decay_groups(model, train.weight_decay), lr=train.lr, betas=(0.9, 0.98),
+                             eps=train.adam_eps, **options)
+
+
+class MicroBatches(NamedTuple):
+    """The micro-batches of one optimiser step (train.batch_ramp)."""
+
+    #: each micro-batch's number in the trial's stream of batches (lengthgen.batch_ramp)
+    numbers: list[int]
+    #: each micro-batch's parts (TrainingStep.parts)
+    parts: list[list[tuple[Batch, Positions]]]
 
 
 class TrainingStep:
@@ -137,25 +150,49 @@ class TrainingStep:
             # resumed trial drops the units an uninterrupted one would
             torch.manual_seed(int(np.random.SeedSequence([config.seeds.data, step]).generate_state(1)[0]))
         self.optimizer.zero_grad(set_to_none=True)
-        loss = self.gradients(step, parts)
+        with self._noise(step):
+            loss = self.gradients(step, parts)
         if torch.isfinite(loss):
             if config.train.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.train.grad_clip)
             self.optimizer.step()
         return loss
 
-    def gradients(self, step: int, parts: list[tuple[Batch, Positions]]) -> torch.Tensor:
+    def _noise(self, step: int) -> contextlib.AbstractContextManager:
+        """The noise stream of step `step` for a model whose forward draws noise
+        (model.state_init noise); nothing for the others (a benchmark's reference model
+        among them, which is no Architecture)."""
+        if not getattr(self.model, "stochastic", False):
+            return contextlib.nullcontext()
+        return self.model.noise_from(_step_generator(self.config, step, stream=3))
+
+    def gradients(self, step: int, parts: list[tuple[Batch, Positions]] | MicroBatches) -> torch.Tensor:
         """Accumulate the gradient of the step's loss; the loss (detached). With
         train.progressive_loss_alpha, the sum of the progressive loss's terms, each a
-        pass of its own loop counts (lengthgen.model.recurrence.progressive_terms)."""
+        pass of its own loop counts (lengthgen.model.recurrence.progressive_terms).
+        MicroBatches (train.batch_ramp): the mean of their losses, each micro-batch with
+        its own progressive-loss draw (from its number), as the authors' accumulation."""
+        if not isinstance(parts, MicroBatches):
+            return self._micro_gradients(step, parts, 1.0)
+        share = 1.0 / len(parts.numbers)
+        losses = [self._micro_gradients(number, part, share) for number, part in zip(*parts, strict=True)]
+        return sum(losses[1:], losses[0])
+
+    def _micro_gradients(self, number: int, parts: list[tuple[Batch, Positions]], share: float) -> torch.Tensor:
         train = self.config.train
         if not train.progressive_loss_alpha:
-            return accumulate_gradients(self.forward_batch, parts, self.device, train.precision)
+            return accumulate_gradients(self.forward_batch, parts, self.device, train.precision, share)
         terms = progressive_terms(train.progressive_loss_alpha, self.config.model.loops,
-                                  _step_generator(self.config, step, stream=2))
+                                  _step_generator(self.config, number, stream=2))
         losses = [accumulate_gradients(partial(self.forward_batch, loops=loops), parts, self.device, train.precision,
-                                       weight) for weight, loops in terms]
+                                       weight * share) for weight, loops in terms]
         return sum(losses[1:], losses[0])
+
+    def ramped(self, step: int, batches: list[TrainingBatch], numbers: range) -> torch.Tensor:
+        """Optimiser step `step` on micro-batches `numbers` (train.batch_ramp), each
+        with the positions of its own number."""
+        return self.update(step, MicroBatches(list(numbers), [self.parts(n, b) for n, b in zip(numbers, batches,
+                                                                                                  strict=True)]))
 
     def __call__(self, step: int, batch: TrainingBatch) -> torch.Tensor:
         """The whole step on batch number `step`: `parts`, then `update`."""

@@ -66,11 +66,14 @@ def validation_loss(
     placed = model.sample_positions(tensors.tokens, tensors.prompt_lengths, positions,
                                     validation_generator(config), training=False)
     total, count = 0.0, 0
+    noise = torch.Generator().manual_seed(
+        int(np.random.SeedSequence([config.seeds.eval, VALIDATION_STREAM, 3]).generate_state(1)[0]))
     for start in range(0, len(batch.tokens), config.eval.batch_size):
         rows = slice(start, start + config.eval.batch_size)
         part = type(tensors)(*(None if t is None else t[rows] for t in tensors))
         part_positions = model.trim_positions(rows_of(placed, rows), part.tokens, part.prompt_lengths)
-        logits, targets = model.forward_batch(part, part_positions)
+        with model.noise_from(noise):  # model.state_init noise: the eval seed's stream 3
+            logits, targets = model.forward_batch(part, part_positions)
         total += float(F.cross_entropy(logits.float(), targets, reduction="sum"))
         count += len(targets)
     model.train(was_training)

@@ -1,11 +1,14 @@
 """The `lg-study` command line: parses options and calls library functions, nothing more.
 
 Exit codes: 0 success, 1 a study that ran but had failed trials, 2 bad input (nothing
-run), 130 a run stopped by Ctrl-C or SIGTERM.
+run), 74 a run stopped because its results could not be written (a full disk, a read-only
+or vanished results folder: orchestrator.store.storage_faults; nothing lost, run again once
+it is fixed), 130 a run stopped by Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
 from pathlib import Path
@@ -24,14 +27,18 @@ from orchestrator.cli_support import (
     SummaryFormat,
     TrackingOption,
     bad_input,
+    continue_command,
     err,
     load_study_file,
     migrate_profile_of,
     out,
     parse_params,
+    print_drivers,
     print_summary,
     refuse_all_for_a_search,
     results_warnings,
+    say_if_moved,
+    storage_fault_exit,
     study_argument,
 )
 from orchestrator.running.run_context import RunContext
@@ -103,7 +110,8 @@ def run(
 ):
     """Run a study; re-running resumes it (finished trials are not run again, interrupted
     ones continue from their last checkpoint, trials finished in another study or profile
-    are reused). Ctrl-C or SIGTERM stops it cleanly (exit 130).
+    are reused). Ctrl-C or SIGTERM stops it cleanly (exit 130); so does a full disk, or a read-only
+    or vanished results folder (exit 74: no trial is retried on it; run again once it is fixed).
     Ray's, Tune's and MLflow's messages go to a log file under the study's results folder."""
     from analysis.mlflow_ui import default_store_uri  # the same URI, without importing MLflow
     from orchestrator.console.terminal import quiet_terminal, run_log_path
@@ -121,25 +129,32 @@ def run(
         raise typer.Exit(1)
     err.print(f"study [bold]{study.name}[/bold]: {study.trial_count} trials -> {root / study.name}, "
               f"MLflow {uri} (experiment {study.experiment})", highlight=False)
+    say_if_moved(uri)
     context = RunContext(root, uri, address=address, console=err, restart=restart)
+    again = continue_command(study_file, profile, results, tracking_uri, address)
     if verbose:
-        _run(study, study_file, context, log=None, show_all=show_all)
+        _run(study, study_file, context, log=None, show_all=show_all, again=again)
         return
     log = run_log_path(root, study.name)
-    with quiet_terminal(log, [out, err], say_on=err) as quiet:
+    with contextlib.ExitStack() as stack:
+        try:
+            quiet = stack.enter_context(quiet_terminal(log, [out, err], say_on=err))
+        except OSError as error:  # no log file in a read-only, full or vanished results folder
+            raise storage_fault_exit(error, context, study.name, again) from None
         err.print(f"Ray's, Tune's and MLflow's messages: {log} (--verbose prints them here)", highlight=False)
         try:
-            _run(study, study_file, context, log, show_all)
+            _run(study, study_file, context, log, show_all, again)
         except typer.Exit as stop:
             if stop.exit_code == 2:  # refused before anything ran
                 quiet.discard = True
             raise
 
 
-def _run(study, study_file: Path, context: RunContext, log: Path | None, show_all: bool = False) -> None:
+def _run(study, study_file: Path, context: RunContext, log: Path | None, show_all: bool = False,
+         again: str = "") -> None:
     """The body of `run`: the study's trials (or its search, or its seed rounds) under
     the context's results root (its profile's), what became of them, the table, and the
-    exit code."""
+    exit code. ``again`` is the command that continues the run."""
     from analysis.layout import list_studies
     from orchestrator.console.render import best_point, interrupted_line, run_summary, search_points
     from orchestrator.console.run_table import read_summary
@@ -160,6 +175,8 @@ def _run(study, study_file: Path, context: RunContext, log: Path | None, show_al
         err.print("[yellow]interrupted[/yellow]: run the same command again to resume "
                   "(unfinished trials continue from their last checkpoint)")
         raise typer.Exit(130) from None
+    except Exception as error:  # noqa: BLE001 (re-raised unless a storage fault: a full disk)
+        raise storage_fault_exit(error, context, study.name, again) from None
     for line in run_summary(summary):
         err.print(line, highlight=False)
     if isinstance(summary, SearchSummary):
@@ -205,6 +222,7 @@ def migrate(
     if profile is not None and study_file is None:
         raise bad_input("--profile moves the trials of a study's profile: name the study's YAML file")
     uri = tracking_uri or default_store_uri(results)
+    say_if_moved(uri)
     try:
         upgraded = migrate_group_columns(results, uri, load_study_file(study_file, None) if study_file else None)
     except StudyBusy as error:
@@ -237,6 +255,8 @@ def status(
     from orchestrator.console.render import problem_tables, progress_line, search_points
     from orchestrator.store.search_store import search_name, search_states
     from orchestrator.store.seed_plan import planned_trials
+    from orchestrator.store.study_locks import driver_of
+    from orchestrator.store.trial_status import TrialStatus, shown_status
 
     if show_all and output_format is not SummaryFormat.table:
         raise bad_input(f"--all lists every seed pair in the table; --format {output_format.value} writes one "
@@ -263,18 +283,48 @@ def status(
         counts = {r["status"]: r["trials"] for r in run_sql_file(con, sql_file("status_counts.sql")).to_pylist()}
         problems = problem_tables(run_sql_file(con, sql_file("failures.sql")), run_sql_file(con, sql_file("environments.sql")))
         statuses = dict(con.sql("select trial_id, status from trials").fetchall())
-        line = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "no trials yet"
+        # `running` rows whose driver died are shown as interrupted
+        driver = driver_of(root, study) if TrialStatus.RUNNING in statuses.values() else None
+        line = ", ".join(f"{shown_status(k, driver is not None)} {v}" for k, v in sorted(counts.items())) \
+            or "no trials yet"
         progress = progress_line(statuses, planned, total)
         where = f" (profile {profile})" if profile else ""
         say = out if output_format is SummaryFormat.table else err  # stdout keeps the rows alone
         say.print(f"study [bold]{study}[/bold]{where}: {line}{'; ' + progress if progress else ''}", highlight=False)
         for table in problems:
             say.print(table)
+        again = continue_command(spec.file if spec else Path("STUDY.yaml"), profile, results, None, None)
+        print_drivers(root, study, statuses, driver, again, say)
         searched = search_states(root, study, only)
         for state in searched:
             say.print(search_points(state, top, points))
         if not searched or output_format is not SummaryFormat.table:
-            print_summary(root, study, spec, show_all, output_format, con)
+            print_summary(root, study, spec, show_all, output_format, con, driven=driver is not None)
+
+
+@app.command()
+def compact(
+    study: Annotated[str, typer.Argument(help="Study name (its folder under --results), or its YAML file.")],
+    profile: ProfileOption = None,
+    results: ResultsOption = DEFAULT_RESULTS,
+):
+    """Merge the finished trials' result files of a study into one file per table (`lg-study run` does it
+    when it ends); readers see the same rows before, during and after, and a running study is refused."""
+    from analysis.layout import list_studies, profile_root
+    from orchestrator.running.recovery import StudyBusy, study_lock
+    from orchestrator.store.compaction import UnmigratedRows, compact_study
+
+    root = profile_root(results, profile)
+    study, _ = study_argument(study, profile)
+    if study not in list_studies(root):
+        raise bad_input(f"no study {study!r} under {root}; studies there: {', '.join(list_studies(root)) or 'none'}")
+    try:
+        with study_lock(root, study):
+            done = compact_study(root, study)
+    except (StudyBusy, UnmigratedRows) as error:
+        raise bad_input(str(error)) from None
+    merged = ", ".join(f"{table} {len(ids)}" for table, ids in done.merged.items()) or "none"
+    out.print(f"study {study}: trial files merged into the compacted files: {merged}", highlight=False)
 
 
 @app.command()
@@ -438,6 +488,7 @@ def ui(
         raise bad_input("--profile names a study's experiment (STUDY/PROFILE): give --study too")
     experiment = experiment_name(study, profile) if study is not None else None
     uri = tracking_uri or default_store_uri(results)
+    say_if_moved(uri)
     try:
         server = start(uri, port, experiment)
     except UiError as error:
@@ -456,13 +507,21 @@ def ui(
 def bench(
     only: Annotated[list[Benchmark] | None, typer.Option("--only", help="Run only these benchmarks (repeatable).")]
     = None,
+    run_all: Annotated[bool, typer.Option("--all", help="Run every benchmark, the long ones too.")] = False,
+    trials: Annotated[int | None, typer.Option(
+        "--trials", min=25, help="scale_run: trials of its study (weight seeds x 25 data seeds; default 1,000).")] = None,
 ):
-    """Speed ratios, each measured against its reference in the same run."""
+    """Speed ratios, each measured against its reference in the same run. Without --only or --all, the quick
+    rows only: it names the long ones it leaves out."""
     from rich.table import Table
 
-    from orchestrator.benchmarks.bench import machine
+    from orchestrator.benchmarks.bench import BENCHMARKS, default_names, left_out, machine
     from orchestrator.benchmarks.bench import run as run_benchmarks
 
+    names = [b.value for b in only] if only else list(BENCHMARKS) if run_all else default_names()
+    if trials is not None and ("scale_run" not in names or trials % 25):
+        raise bad_input("--trials sizes the scale_run study (a multiple of 25: weight seeds x 25 data seeds): "
+                        "give it with --only scale_run")
     table = Table(title=f"lg-study bench: {machine()}")
     for column in ("measurement", "ratio", "target", "met", "measured"):
         table.add_column(column, overflow="fold")
@@ -472,8 +531,12 @@ def bench(
         err.print(f"{m.name}: {ratio} ({m.detail})", highlight=False)
         table.add_row(m.name, ratio, m.target, {True: "yes", False: "no", None: "-"}[m.met], m.detail)
 
-    run_benchmarks([b.value for b in only] if only else None, on_result=show)
+    for line in left_out(names):
+        err.print(line, highlight=False)
+    run_benchmarks(names, on_result=show, trials=trials)
     out.print(table)
+    for line in left_out(names):
+        out.print(line, highlight=False)
 
 
 if __name__ == "__main__":

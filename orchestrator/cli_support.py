@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
 from orchestrator.console.run_table import LISTED_AT_MOST
 
@@ -87,6 +88,26 @@ def results_warnings() -> Iterator[None]:
                     warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
 
 
+def say_if_moved(tracking_uri: str) -> None:
+    """Re-point a moved local MLflow store's artifact locations at the folder it is in
+    now (orchestrator.mlflow_tracking.moved_store), and say so; silent when nothing moved."""
+    import sqlite3
+
+    from orchestrator.mlflow_tracking.moved_store import repoint_moved_artifacts, sqlite_database
+
+    try:
+        repointed = repoint_moved_artifacts(tracking_uri)
+    except (OSError, sqlite3.Error) as error:  # a read-only copy: it can be read, not re-pointed
+        err.print(f"[yellow]warning:[/yellow] the MLflow store {sqlite_database(tracking_uri)} may have moved, and "
+                  f"its artifact locations could not be re-pointed here ({error}): its runs may list no artifacts",
+                  highlight=False)
+        return
+    for moved in repointed:
+        err.print(f"the MLflow store {sqlite_database(tracking_uri)} was moved: the artifacts of its experiment at "
+                  f"{moved.new} and of its {moved.runs} runs are now found there (they named {moved.old}); "
+                  "nothing else was changed", highlight=False)
+
+
 def load_study_file(study_file: Path, profile: str | None):
     from orchestrator.studies.study import StudyError, load_study
 
@@ -145,17 +166,61 @@ def refuse_all_for_a_search(show_all: bool, spec) -> None:
                          "(its best points are listed instead: --top N)")
 
 
-def print_summary(root: Path, study: str, spec, show_all: bool, output_format: SummaryFormat, con=None) -> None:
+def print_drivers(root: Path, study: str, statuses: dict[str, str], driver: str | None, again: str,
+                  say: Console) -> None:
+    """`status`'s word on the study's `running` trials: who runs them (``driver``,
+    recovery.driver_of), or (no driver holds the study's locks: it died) that they were
+    interrupted, when each last wrote, and the command that resumes them."""
+    from analysis.layout import table_path
+    from orchestrator.store.results_store import read_trial_row, read_trial_rows
+    from orchestrator.store.trial_status import TrialStatus
+
+    running = sorted(trial_id for trial_id, status in statuses.items() if status == TrialStatus.RUNNING)
+    if not running or driver is not None:
+        if driver is not None:
+            say.print(f"running: {len(running)} trials, driven by lg-study {driver}", highlight=False)
+        return
+    table = Table(title=f"interrupted: {len(running)} trials marked running, but no lg-study process holds "
+                        f"the study (its driver died or was killed)")
+    for column in ("trial", "started (UTC)", "last written (UTC)", "rows up to step"):
+        table.add_column(column)
+    for trial_id in running:
+        row = read_trial_row(root, study, trial_id) or {}
+        written = [table_path(root, study, name, trial_id) for name in ("trials", "train", "eval")]
+        last = max((path.stat().st_mtime for path in written if path.exists()), default=None)
+        steps = [r["step"] for r in read_trial_rows(root, study, "eval", trial_id)]
+        table.add_row(trial_id, _utc(row.get("started_at")), _utc(last), str(max(steps, default="-")))
+    say.print(table)
+    say.print(f"resume them (each from its last checkpoint): {again}", highlight=False)
+
+
+def _utc(moment) -> str:
+    """A timestamp (a datetime or seconds since the epoch) as `YYYY-MM-DD HH:MM:SS`."""
+    from datetime import datetime, timezone
+
+    if moment is None:
+        return "-"
+    if not isinstance(moment, datetime):
+        moment = datetime.fromtimestamp(moment, timezone.utc)
+    return f"{moment.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S}"
+
+
+def print_summary(root: Path, study: str, spec, show_all: bool, output_format: SummaryFormat, con=None,
+                  driven: bool = True) -> None:
     """`status`'s table of the study's trials (orchestrator.console.run_table), or its summary's
-    rows as csv, json or markdown on stdout."""
+    rows as csv, json or markdown on stdout. Not ``driven`` (no driver holds the study), its
+    `running` trials show as interrupted."""
     from analysis.query import QueryError
     from orchestrator.console.run_table import read_summary
+    from orchestrator.store.trial_status import shown_status
 
     try:
         with results_warnings():
             summary = read_summary(root, study, spec, con)
     except (QueryError, LookupError) as error:
         raise bad_input(str(error)) from None
+    shown = summary.results.status
+    shown.update({trial_id: shown_status(status, driven) for trial_id, status in shown.items()})
     if output_format is SummaryFormat.table:
         for table in summary.tables(show_all):
             out.print(table)
@@ -163,3 +228,53 @@ def print_summary(root: Path, study: str, spec, show_all: bool, output_format: S
     for table in summary.tables()[1:]:  # a seeds-until study's groups, beside the rows
         err.print(table)
     sys.stdout.write(summary.text(output_format.value))
+
+
+# --- a run stopped by its storage (a full disk) ----------------------------------------------
+
+
+def continue_command(study_file: Path, profile: str | None, results: Path, tracking_uri: str | None,
+                     address: str | None) -> str:
+    """The `lg-study run` command that continues a stopped run (never with --restart)."""
+    import shlex
+
+    words = ["lg-study", "run", str(study_file), "--results", str(results)]
+    for option, value in (("--profile", profile), ("--tracking-uri", tracking_uri), ("--address", address)):
+        if value is not None:
+            words += [option, value]
+    return shlex.join(words)
+
+
+def storage_fault_exit(error: Exception, context, study: str, again: str) -> typer.Exit:
+    """`run`'s exit when ``error`` is a storage fault (orchestrator.store.storage_faults):
+    what failed and where, what was kept, the command that continues; else ``error``
+    is raised again."""
+    from orchestrator.mlflow_tracking.mlflow_store import sqlite_database
+    from orchestrator.store.storage_faults import EXIT_CODE, fault_of, words
+
+    fault = fault_of(error, context.results_root, sqlite_database(context.tracking_uri))
+    if fault is None:
+        raise error
+    first, *rest = words(fault, _kept(context.results_root, study, fault.kind), again)
+    err.print(f"[red]stopped:[/red] {first}", highlight=False)
+    for line in rest:
+        err.print(f"  {line}", highlight=False)
+    return typer.Exit(EXIT_CODE)
+
+
+def _kept(root: Path, study: str, kind: str) -> str:
+    """What a run stopped by a storage fault of ``kind`` left, in words."""
+    from orchestrator.store.results_store import read_trial_statuses
+    from orchestrator.store.trial_status import FINISHED, TrialStatus
+
+    try:
+        statuses = {} if kind == "gone" else read_trial_statuses(root, study)
+    except OSError:
+        kind = "gone"
+    if kind == "gone":
+        return ("what the folder held when it went away: every file whole (lg-study writes by rename), each "
+                "trial's rows up to its last checkpoint")
+    finished = sum(status in FINISHED for status in statuses.values())
+    stopped = sum(status == TrialStatus.RUNNING for status in statuses.values())
+    return (f"{finished} finished trials, and {stopped} interrupted ones with their rows up to their last "
+            "checkpoint; no half-written file is visible, and the MLflow runs catch up from the rows next time")

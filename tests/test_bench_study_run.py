@@ -40,13 +40,36 @@ def test_the_study_crosses_every_weight_seed_with_every_data_seed() -> None:
 
 @pytest.mark.slow
 def test_a_real_study_gives_one_row_per_measurement() -> None:
-    rows = bench_study_run.study_run_scale(3, 2)
+    rows = bench_study_run.study_run_scale(trials=6, data_seeds=2)
     assert [r.name.split(" (budget")[0] for r in rows] == [
         "per-trial time of lg-study run once Ray is up, 6 one-step trials, 6 done",
         "driver memory per trial, 6 one-step trials, 6 done",
         "lg-study status after 6 trials",
         "lg-study query lucky_tickets.sql after 6 trials",
         "lg-study report after 6 trials",
+        "rows after 6 trials: every trial's rows once in every table (trials complete / trials)",
     ]
-    timed = [rows[0], *rows[2:]]
+    timed = [rows[0], *rows[2:5]]
     assert all(r.ratio is not None and r.ratio > 0 for r in timed)
+    assert rows[5].ratio == 1.0 and "eval 6 trials x 2; samples 6 trials x 16" in rows[5].detail, rows[5].detail
+
+
+def test_bench_without_options_runs_the_quick_rows_and_names_those_it_leaves_out(monkeypatch) -> None:
+    from typer.testing import CliRunner
+
+    from orchestrator.benchmarks import bench
+    from orchestrator.cli import app
+
+    ran = {}
+    monkeypatch.setattr(bench, "run", lambda names, on_result, trials: ran.update(names=names, trials=trials))
+    result = CliRunner().invoke(app, ["bench"])
+    assert result.exit_code == 0, result.output
+    assert ran["names"] == [n for n in bench.BENCHMARKS if n not in ("scale", "scale_run")]
+    assert "left out: scale_run" in result.output and "--only scale_run" in result.output
+    assert "--all" in result.output
+    CliRunner().invoke(app, ["bench", "--all"])
+    assert ran["names"] == list(bench.BENCHMARKS)
+    CliRunner().invoke(app, ["bench", "--only", "scale_run", "--trials", "10000"])
+    assert ran == {"names": ["scale_run"], "trials": 10000}
+    refused = CliRunner().invoke(app, ["bench", "--trials", "10000"])
+    assert refused.exit_code == 2 and "--only scale_run" in refused.output

@@ -40,7 +40,7 @@ def build_model(
     says where the digits sit (lengthgen.formats.input_layout); only structural biases
     and UPE read it."""
     model = ARCHITECTURES[cfg.arch](cfg, vocab_size, layout)
-    initialize(model, torch.Generator().manual_seed(weight_seed))
+    initialize(model, torch.Generator().manual_seed(weight_seed), cfg.init)
     perturb_one_weight(model, perturb_seed, TRANSFORMER_LAYERS)
     return model
 

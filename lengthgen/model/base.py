@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from lengthgen.model.attention_kernels import causal_mask_with, dense
+from lengthgen.model.init import INITIALIZATIONS, narrow_queries
 
 if TYPE_CHECKING:
     from lengthgen.config import TrialConfig
@@ -83,6 +84,9 @@ class Architecture(nn.Module, ABC):
     #: the attention sites a structural bias (model.attention_bias) acts on, with the
     #: kind of attention each is (lengthgen.model.position.attention_bias)
     bias_sites: ClassVar[tuple[str, ...]] = ()
+    #: reads sequential rows without a start token (format.start_token: false): nothing in
+    #: it stands at the start token's column
+    start_token_optional: ClassVar[bool] = False
     #: ModelConfig fields only this architecture reads (refused on the others, naming
     #: the architectures that read them: lengthgen.config.refuse_unread_options)
     options: ClassVar[tuple[str, ...]] = ()
@@ -101,6 +105,9 @@ class Architecture(nn.Module, ABC):
     #: model.abacus: the Abacus embedding added to every digit (lengthgen.model.position.abacus), or
     #: None; every architecture sets it (a class-level default would hide the submodule)
     abacus: Abacus | None
+    #: the stream the forward pass draws its noise from (model.state_init noise), set by
+    #: `noise_from`; None outside it
+    noise_generator: torch.Generator | None = None
     #: state-dict prefixes that checkpoints written before a submodule moved still use,
     #: old -> new: `load_state_dict` reads them, so that such checkpoints resume
     renamed_state: ClassVar[dict[str, str]] = {}
@@ -113,6 +120,21 @@ class Architecture(nn.Module, ABC):
         the Abacus indices `abacus` (with model.abacus)."""
         x = pe.embed(self.token_embedding(tokens), positions)
         return x if self.abacus is None else x + self.abacus(tokens, abacus)
+
+    @property
+    def stochastic(self) -> bool:
+        """Whether a forward pass draws noise (model.state_init noise): a teacher-forced
+        pass then is not what greedy decoding would give, and evaluation decodes."""
+        return False
+
+    @contextlib.contextmanager
+    def noise_from(self, generator: torch.Generator) -> Iterator[None]:
+        """Within the block, the forward passes draw their noise from `generator`."""
+        previous, self.noise_generator = self.noise_generator, generator
+        try:
+            yield
+        finally:
+            self.noise_generator = previous
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """nn.Module's, also reading a checkpoint written before `renamed_state`'s moves."""
@@ -260,11 +282,13 @@ def combine(
 
 
 @torch.no_grad()
-def initialize(model: nn.Module, generator: torch.Generator) -> None:
+def initialize(model: nn.Module, generator: torch.Generator, scheme: str = "gpt2") -> None:
     """Initialise every parameter from `generator` alone (the weight seed), in a fixed
     module order, so nothing else (data seed, global RNG) can change it. Linear and
-    embedding weights: N(0, 0.02), biases 0, norm gains 1 (GPT-2); a positional
+    embedding weights: N(0, 0.02), biases 0, norm gains 1 (GPT-2), or the standard
+    deviations of another `scheme` (model.init, lengthgen.model.init); a positional
     encoding with its own `initialize(generator)` draws its parameters itself."""
+    chosen = INITIALIZATIONS[scheme]
     self_initializing = [m for m in model.modules() if m is not model and hasattr(m, "initialize")]
     handled = {id(sub) for m in self_initializing for sub in m.modules()}
     for module in model.modules():
@@ -277,6 +301,8 @@ def initialize(model: nn.Module, generator: torch.Generator) -> None:
             if getattr(module, "bias", None) is not None:
                 nn.init.zeros_(module.bias)
         elif isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02, generator=generator)
+            nn.init.normal_(module.weight, mean=0.0, std=chosen.std(module), generator=generator)
             if getattr(module, "bias", None) is not None:
                 nn.init.zeros_(module.bias)
+    if chosen.narrow_queries:
+        narrow_queries(model)

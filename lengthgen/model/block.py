@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from torch import nn
 
 from lengthgen.model.attention import SelfAttention
+from lengthgen.model.init import ATTENTION_SCALES
 from lengthgen.model.layers import FEED_FORWARDS, Residual
 from lengthgen.model.sizes import Dimensions
 
@@ -24,9 +25,10 @@ class Block(nn.Module):
     ) -> None:
         super().__init__()
         attention = SelfAttention(dims, relative_keys, cfg.dropout, causal, cfg.attention_kernel)
+        attention.qkv = ATTENTION_SCALES[cfg.attention_scale](attention.qkv, dims.head_dim)
         feed_forward = FEED_FORWARDS[cfg.ffn](dims, cfg.dropout)
-        self.attention = Residual(attention, dims.d_model, cfg.norm, cfg.norm_placement)
-        self.feed_forward = Residual(feed_forward, dims.d_model, cfg.norm, cfg.norm_placement)
+        self.attention = Residual(attention, dims.d_model, cfg.norm, cfg.norm_placement, cfg.norm_eps)
+        self.feed_forward = Residual(feed_forward, dims.d_model, cfg.norm, cfg.norm_placement, cfg.norm_eps)
 
     def forward(self, x, positions, key_positions, mask, cache=None, layer=0, rotation=None):
         return self.feed_forward(

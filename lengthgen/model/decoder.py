@@ -21,7 +21,7 @@ from lengthgen.layout import InputLayout
 from lengthgen.model.attention import KVCache
 from lengthgen.model.base import Architecture, Batch, Positions, TrainingInputs, combine
 from lengthgen.model.block import Block
-from lengthgen.model.layers import NORMS
+from lengthgen.model.layers import norm_of
 from lengthgen.model.position.abacus import Abacus
 from lengthgen.model.position.attention_bias import ATTENTION_BIASES, Geometry
 from lengthgen.model.position.places import (
@@ -37,7 +37,7 @@ from lengthgen.model.position.places import (
 )
 from lengthgen.model.position.samplers import Places
 from lengthgen.model.position.stack import StackPositionalEncoding
-from lengthgen.model.recurrence import INPUT_INJECTIONS
+from lengthgen.model.recurrence import INPUT_INJECTIONS, STATE_INITS, state_noise
 from lengthgen.model.sizes import SIZES
 
 if TYPE_CHECKING:
@@ -46,7 +46,8 @@ if TYPE_CHECKING:
 
 class DecoderLM(Architecture):
     bias_sites = ("lm",)
-    options = ("loops", "input_injection", "embedding_norm")
+    start_token_optional = True
+    options = ("loops", "input_injection", "embedding_norm", "init", "attention_scale", "state_init")
     #: checkpoints written before model.pe moved into `pe` (Architecture.renamed_state)
     renamed_state: ClassVar[dict[str, str]] = {
         "input_position.": "pe.input_embedding.", "attention_bias.": "pe.attention_bias.",
@@ -59,7 +60,7 @@ class DecoderLM(Architecture):
         self.token_embedding = nn.Embedding(vocab_size, dims.d_model)
         self.pe = StackPositionalEncoding(dims, cfg, self.layout, causal=True)
         self.blocks = nn.ModuleList(Block(dims, cfg, self.pe.relative_keys()) for _ in range(dims.n_layers))
-        self.final_norm = NORMS[cfg.norm](dims.d_model)
+        self.final_norm = norm_of(cfg.norm, dims.d_model, cfg.norm_eps)
         self.lm_head = nn.Linear(dims.d_model, vocab_size, bias=False)
         self.structural_bias = ATTENTION_BIASES[cfg.attention_bias](cfg, self.layout, dims.n_heads)
         # registered last, so that every other weight is drawn as without it
@@ -67,20 +68,24 @@ class DecoderLM(Architecture):
         # McLeish et al. 2024's EmbeddingComponent normalises the summed embeddings
         # (cramming/architectures/components.py, `normalization: True`); a norm draws no
         # weights from the seed
-        self.embedding_norm = NORMS[cfg.norm](dims.d_model) if cfg.embedding_norm else nn.Identity()
+        self.embedding_norm = norm_of(cfg.norm, dims.d_model, cfg.norm_eps) if cfg.embedding_norm else nn.Identity()
         self.loops = cfg.loops
         self.injection = INPUT_INJECTIONS[cfg.input_injection]
+        self.noise_std = STATE_INITS[cfg.state_init]
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache | None = None,
                 prompt_lengths: torch.Tensor | None = None, lengths: torch.Tensor | None = None,
-                abacus: torch.Tensor | None = None, loops: tuple[int, int] | None = None) -> torch.Tensor:
+                abacus: torch.Tensor | None = None, loops: tuple[int, int] | None = None,
+                noise: torch.Tensor | None = None) -> torch.Tensor:
         """tokens, positions: (B, T) -> logits (B, T, vocab). With a cache, `tokens` are
         the new tokens only; the cache is extended in place. A structural bias needs
         each row's prompt length and the length of the whole sequence it will have
         (with a cache, given on the first call). `abacus` (B, T): the tokens' Abacus
         indices, with model.abacus. `loops`: (frozen, trained), run that many loops
         without gradient, then that many with it (the progressive loss's passes,
-        lengthgen.model.recurrence.progressive_terms); by default model.loops, all trained."""
+        lengthgen.model.recurrence.progressive_terms); by default model.loops, all trained.
+        `noise` (B, T, d): with model.state_init noise, the first state's noise, drawn
+        outside the forward (training); None draws it here from `noise_generator`."""
         past = cache.length if cache is not None else 0
         if cache is not None:
             if prompt_lengths is None:
@@ -94,19 +99,37 @@ class DecoderLM(Architecture):
         if self.structural_bias.acts:
             geometry = self._geometry(tokens, past, key_positions.shape[1], prompt_lengths, lengths)
             mask = combine(mask, self.structural_bias.lm(geometry), causal=True)  # (B, H|1, Tq, Tk)
-        x = self._layers(x, positions, key_positions, mask, cache, self.pe.rotation(positions), loops)
+        x = self._layers(x, positions, key_positions, mask, cache, self.pe.rotation(positions), loops,
+                         self._first_state(x, noise))
         if cache is not None:
             cache.positions = key_positions
         return self.lm_head(self.final_norm(x))
 
-    def _layers(self, x, positions, key_positions, mask, cache, rotation, loops=None) -> torch.Tensor:
+    @property
+    def stochastic(self) -> bool:
+        return self.noise_std > 0
+
+    def draw_noise(self, shape: tuple[int, ...]) -> torch.Tensor | None:
+        """The first state's noise for inputs of `shape` (B, T, d), or None without it."""
+        return state_noise(shape, self.noise_std, self.noise_generator) if self.stochastic else None
+
+    def _first_state(self, x: torch.Tensor, noise: torch.Tensor | None) -> torch.Tensor:
+        """The state the first layer reads: the embedded input `x`, plus the noise of
+        model.state_init noise (the authors' noise, to which their first injection adds x)."""
+        if not self.stochastic:
+            return x
+        noise = self.draw_noise(tuple(x.shape)) if noise is None else noise
+        return x + noise.to(x.device, x.dtype)
+
+    def _layers(self, injected, positions, key_positions, mask, cache, rotation, loops=None, x=None) -> torch.Tensor:
         """The blocks, model.loops times over with the same weights: compute depth
-        n_layers x loops. `x` is the embedded input; the injection adds it to the state
+        n_layers x loops. `injected` is the embedded input; the injection adds it to the state
         where McLeish et al. 2024's code does (lengthgen.model.recurrence). Every pass
         through a layer has its own slot in the cache: a loop's keys and values are not
-        the previous loop's. `loops` (frozen, trained): see `forward`."""
+        the previous loop's. `loops` (frozen, trained): see `forward`. `x`: the first
+        state, by default the embedded input."""
         frozen, trained = loops or (0, self.loops)
-        injected = x
+        x = injected if x is None else x
         for loop in range(frozen + trained):
             # the frozen loops' output enters the trained ones as a constant (truncated
             # backpropagation through the loops, as the authors' `torch.no_grad()` passes)
@@ -161,8 +184,15 @@ class DecoderLM(Architecture):
         lengths = batch.prompt_lengths + supervised.sum(1) - 1  # tokens fed: prompt and answer
         return TrainingInputs((batch.tokens[:, :-1], positions[0]),
                               {"prompt_lengths": batch.prompt_lengths, "lengths": lengths,
-                               "abacus": self.abacus_of(positions, 0)},
+                               "abacus": self.abacus_of(positions, 0), **self._noise_of(batch.tokens[:, :-1])},
                               batch.tokens[:, 1:], supervised)
+
+    def _noise_of(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+        """{"noise": the first state's noise} for these fed tokens, drawn outside the
+        forward (so that a compiled forward draws nothing); {} without it."""
+        if not self.stochastic:
+            return {}
+        return {"noise": self.draw_noise((*tokens.shape, self.token_embedding.embedding_dim))}
 
     @torch.no_grad()
     def teacher_forced_argmax(self, tokens, positions, answer_start):
@@ -186,7 +216,7 @@ class DecoderLM(Architecture):
 
         rows, prompt_length = prompts.shape
         context = self._rows(rows, prompt_length, prompt_length + new_tokens - 1, prompts.device)
-        if not use_cache:
+        if not use_cache or self.stochastic:  # the authors' _generate: fresh noise over the whole row
             tokens = prompts
             for _ in range(new_tokens):
                 width = tokens.shape[1]

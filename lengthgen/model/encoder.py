@@ -21,7 +21,7 @@ from torch import nn
 from lengthgen.layout import InputLayout
 from lengthgen.model.base import Architecture, Batch, Positions, TrainingInputs
 from lengthgen.model.block import Block
-from lengthgen.model.layers import NORMS
+from lengthgen.model.layers import norm_of
 from lengthgen.model.position.abacus import Abacus
 from lengthgen.model.position.attention_bias import ATTENTION_BIASES
 from lengthgen.model.position.places import question_places
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 class EncoderLM(Architecture):
     aligned_outputs = True
+    options = ("init", "attention_scale")
     #: checkpoints written before model.pe moved into `pe` (Architecture.renamed_state)
     renamed_state: ClassVar[dict[str, str]] = {
         "input_position.": "pe.input_embedding.", "attention_bias.": "pe.attention_bias.",
@@ -48,7 +49,7 @@ class EncoderLM(Architecture):
         self.blocks = nn.ModuleList(
             Block(dims, cfg, self.pe.relative_keys(), causal=False) for _ in range(dims.n_layers)
         )
-        self.final_norm = NORMS[cfg.norm](dims.d_model)
+        self.final_norm = norm_of(cfg.norm, dims.d_model, cfg.norm_eps)
         self.lm_head = nn.Linear(dims.d_model, vocab_size, bias=False)
         self.structural_bias = ATTENTION_BIASES[cfg.attention_bias](cfg, self.layout, dims.n_heads)
         # registered last, so that every other weight is drawn as without it

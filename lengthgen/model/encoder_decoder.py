@@ -29,7 +29,7 @@ from lengthgen.model.attention import CrossAttention, KVCache, SelfAttention, pa
 from lengthgen.model.attention_kernels import dense
 from lengthgen.model.base import Architecture, Batch, Positions, TrainingInputs, combine
 from lengthgen.model.block import Block
-from lengthgen.model.layers import FEED_FORWARDS, NORMS, Residual
+from lengthgen.model.layers import FEED_FORWARDS, Residual, norm_of
 from lengthgen.model.position.abacus import Abacus
 from lengthgen.model.position.attention_bias import ATTENTION_BIASES, Geometry
 from lengthgen.model.position.places import (
@@ -54,7 +54,7 @@ class DecoderBlock(nn.Module):
 
     def __init__(self, dims: Dimensions, cfg: ModelConfig, relative_keys) -> None:
         super().__init__()
-        residual = {"d_model": dims.d_model, "norm": cfg.norm, "placement": cfg.norm_placement}
+        residual = {"d_model": dims.d_model, "norm": cfg.norm, "placement": cfg.norm_placement, "eps": cfg.norm_eps}
         self.attention = Residual(SelfAttention(dims, relative_keys, cfg.dropout, kernel=cfg.attention_kernel),
                                   **residual)
         self.cross_attention = Residual(CrossAttention(dims, cfg.dropout, cfg.attention_kernel), **residual)
@@ -84,12 +84,12 @@ class EncoderDecoder(Architecture):
         self.encoder = nn.ModuleList(
             Block(dims, cfg, self.source_pe.relative_keys(), causal=False) for _ in range(dims.encoder_layers)
         )
-        self.encoder_norm = NORMS[cfg.norm](dims.d_model)
+        self.encoder_norm = norm_of(cfg.norm, dims.d_model, cfg.norm_eps)
         self.target_pe = StackPositionalEncoding(dims, cfg, self.layout, causal=True)
         self.decoder = nn.ModuleList(
             DecoderBlock(dims, cfg, self.target_pe.relative_keys()) for _ in range(dims.n_layers)
         )
-        self.final_norm = NORMS[cfg.norm](dims.d_model)
+        self.final_norm = norm_of(cfg.norm, dims.d_model, cfg.norm_eps)
         self.lm_head = nn.Linear(dims.d_model, vocab_size, bias=False)
         self.structural_bias = ATTENTION_BIASES[cfg.attention_bias](cfg, self.layout, dims.n_heads)
         # one table for both sides, like the token embedding; registered last, so that

@@ -63,10 +63,17 @@ class RMSNorm(nn.RMSNorm):
         return F.rms_norm(x, self.normalized_shape, weight, eps)
 
 
-NORMS: dict[str, Callable[[int], nn.Module]] = {
+NORMS: dict[str, Callable[..., nn.Module]] = {
     "layernorm": nn.LayerNorm,
     "rmsnorm": RMSNorm,
 }
+
+
+def norm_of(norm: str, d_model: int, eps: float | None = None) -> nn.Module:
+    """The norm `norm` of width `d_model`; `eps` (model.norm_eps) None keeps each norm's
+    own (nn.LayerNorm's 1e-5, RMSNorm's float32 machine epsilon), so a model without
+    model.norm_eps is built exactly as before the option existed."""
+    return NORMS[norm](d_model) if eps is None else NORMS[norm](d_model, eps=eps)
 
 
 @dataclass(frozen=True)
@@ -87,6 +94,11 @@ NORM_PLACEMENTS: dict[str, NormPlacement] = {
     # McLeish et al. 2024 (arXiv 2405.17399): the authors' norm_scheme "post",
     # cramming/architectures/components.py, NormalizedResidualConnection._postnormalization_residual
     "post": NormPlacement(before=False, after=False, on_sum=True),
+    # Cho et al. 2024 (arXiv 2405.20671): the released code's `layer_norm_position:
+    # pre_post`, src/model/modeling/custom_t5_decoder_only.py, CustomT5LayerSelfAttention
+    # and CustomT5LayerFF forward: layer_norm_2(x + f(layer_norm(x))), the residual sum
+    # normalised (not the sublayer's output, as lg-study's pre_post)
+    "pre_post_sum": NormPlacement(before=True, after=False, on_sum=True),
 }
 
 
@@ -94,19 +106,22 @@ class Residual(nn.Module):
     """x + sublayer(norm(x)) for `pre`; x + norm_out(sublayer(norm(x))) for `pre_post`,
     001 E.2's "both PreNorm and PostNorm layers"; norm(x + sublayer(x)) for `post`, the
     post-LN of Vaswani et al. 2017 ("Attention Is All You Need", arXiv 1706.03762, §3.1:
-    LayerNorm(x + Sublayer(x))) that McLeish et al. 2024 use. Choice for `pre_post`: the
+    LayerNorm(x + Sublayer(x))) that McLeish et al. 2024 use; norm_sum(x +
+    sublayer(norm_in(x))) for `pre_post_sum`, Cho et al. 2024's code. Choice for `pre_post`: the
     post norm acts on the sublayer's output before the residual addition (as in Primer
     and in NormFormer), so the residual stream itself is never normalised; `post`
     normalises the stream. A placement without a norm holds nn.Identity there, which
     has no weights: `pre` and `pre_post` have the weights they had before `post` existed."""
 
-    def __init__(self, sublayer: nn.Module, d_model: int, norm: str, placement: str) -> None:
+    def __init__(
+        self, sublayer: nn.Module, d_model: int, norm: str, placement: str, eps: float | None = None
+    ) -> None:
         super().__init__()
         where = NORM_PLACEMENTS[placement]
         self.sublayer = sublayer
-        self.norm_in = NORMS[norm](d_model) if where.before else nn.Identity()
-        self.norm_out = NORMS[norm](d_model) if where.after else nn.Identity()
-        self.norm_sum = NORMS[norm](d_model) if where.on_sum else nn.Identity()
+        self.norm_in = norm_of(norm, d_model, eps) if where.before else nn.Identity()
+        self.norm_out = norm_of(norm, d_model, eps) if where.after else nn.Identity()
+        self.norm_sum = norm_of(norm, d_model, eps) if where.on_sum else nn.Identity()
 
     def forward(self, x: torch.Tensor, *args) -> torch.Tensor:
         return self.norm_sum(x + self.norm_out(self.sublayer(self.norm_in(x), *args)))

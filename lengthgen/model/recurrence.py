@@ -15,13 +15,20 @@ is added before every layer.
 
 The state the authors start from is noise (`initial_hidden_randomized: True`,
 `state_init: embed`: N(0, 0.02^2) from torch's global generator, drawn anew at every
-forward pass, evaluation included) to which the first injection adds the embedded
-input. Here the state starts at zero, so that the first layer reads the embedded
-input itself, as a model without loops does: no draw outside the seeds, and
-`loops: 1` without injection is the plain decoder bit for bit. With `none` the
-authors' code would discard the input (only noise enters); here `none` is the plain
-stack. Their other injection types (`linear`, `ffn`: a learned map of the state and
-the input concatenated) are not implemented.
+forward pass, generation included: `initialize_state`) to which the first injection
+adds the embedded input. model.state_init `embed` (the default) starts the state at
+the embedded input itself, so that the first layer reads it as a model without loops
+does: no draw outside the seeds, and `loops: 1` without injection is the plain
+decoder bit for bit. `noise` is the authors' start: the embedded input plus N(0,
+0.02^2) noise drawn anew at every forward pass from the trial's own stream (the data
+seed and the step at training, the eval seed and the length at evaluation), so a
+trial stays reproducible; generation then re-runs the whole sequence for every token
+with fresh noise, as their `_generate` does (no KV cache). Their plain 16-layer
+stack is one recurrence of `add` injection, so noise plus the input, then no further
+injection: here `state_init: noise` with `input_injection: none` and `loops: 1`.
+Their `input_injection_type: none` would discard the input (only noise enters); here
+`none` never does. Their other injection types (`linear`, `ffn`: a
+learned map of the state and the input concatenated) are not implemented.
 
 Looped models are trained, in the authors' recipe, with a progressive loss: the loss
 at a random number of loops, the first of them without gradient (`progressive_terms`,
@@ -66,6 +73,23 @@ INPUT_INJECTIONS: dict[str, InputInjection] = {
     "loop": InputInjection(every_loop=True, every_layer=False),
     "layer": InputInjection(every_loop=True, every_layer=True),
 }
+
+
+#: model.state_init -> the standard deviation of the noise the first state adds to the
+#: embedded input (0: none); `noise` is the authors' 0.02 (`torch.randn_like(...).mul(0.02)`)
+STATE_INITS: dict[str, float] = {"embed": 0.0, "noise": 0.02}
+
+
+def state_noise(shape: tuple[int, ...], std: float, generator: torch.Generator | None) -> torch.Tensor:
+    """N(0, std^2) noise of `shape`, float32 on the CPU, from `generator` (the trial's
+    noise stream, Architecture.noise_from); refused without one, so no draw ever comes
+    from torch's global generator."""
+    if generator is None:
+        raise RuntimeError(
+            "model.state_init noise draws the first recurrent state from the trial's noise stream, and "
+            "this forward pass has none: run it inside Architecture.noise_from(generator)"
+        )
+    return torch.randn(shape, generator=generator) * std
 
 
 def progressive_terms(alpha: float, loops: int, generator: torch.Generator) -> list[tuple[float, tuple[int, int]]]:

@@ -348,10 +348,33 @@ BENCHMARKS: dict[str, Callable[[], list[Measurement] | Measurement]] = {
 }
 
 
-def run(names: list[str] | None = None, on_result: Callable[[Measurement], None] | None = None) -> list[Measurement]:
+#: rows that take many minutes here, left out of `lg-study bench` without --only or --all
+LONG_ROWS = {
+    "scale": "two synthetic stores of 1,000 and 10,000 trials, about 25 minutes here",
+    "scale_run": "a real study of 1,000 one-step trials and the commands after it, about 5 minutes here",
+    "seed_numbers": "12 quickstart trials of 2,000 steps, alone, one ulp off and in a seed batch, about 13 minutes here",
+    "seeds_run": "the quickstart's 16 trials run twice end to end at 200 steps, about 3 minutes here",
+}
+
+
+def default_names() -> list[str]:
+    """The rows `lg-study bench` runs without --only: all but LONG_ROWS."""
+    return [name for name in BENCHMARKS if name not in LONG_ROWS]
+
+
+def left_out(names: list[str]) -> list[str]:
+    """One line per long row not in ``names``: what it is and the option that runs it."""
+    return [f"left out: {name} ({what}); run it with --only {name}, or every row with --all"
+            for name, what in LONG_ROWS.items() if name not in names]
+
+
+def run(names: list[str] | None = None, on_result: Callable[[Measurement], None] | None = None,
+        trials: int | None = None) -> list[Measurement]:
+    """Run the benchmarks ``names`` (default_names() for None); ``trials`` sizes the
+    scale_run study."""
     results: list[Measurement] = []
-    for name in names or list(BENCHMARKS):
-        outcome = BENCHMARKS[name]()
+    for name in names or default_names():
+        outcome = BENCHMARKS[name]() if name != "scale_run" or trials is None else study_run_scale(trials=trials)
         for measurement in outcome if isinstance(outcome, list) else [outcome]:
             results.append(measurement)
             if on_result:

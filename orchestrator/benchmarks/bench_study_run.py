@@ -1,5 +1,5 @@
 """`lg-study bench --only scale_run`: a real study of 1,000 one-step trials on the local
-Ray, and the commands a user runs after it (issue 26, item 4).
+Ray (`--trials 10000`: ten thousand), and the commands a user runs after it.
 
 The study runs as `lg-study run` in a child process, the way a user starts it; while
 it runs, the driver's resident memory (Linux /proc) and the count of finished trials
@@ -10,7 +10,9 @@ costs once Ray is up. Ray's start, MLflow's store and the exit are the rest of t
 command's wall time, reported beside it. Then `lg-study status`, `lg-study query
 --file analysis/lucky_tickets.sql` and `lg-study report` run as commands over the
 study's store, each timed from process start to exit (interpreter and imports
-included: what the user waits for).
+included: what the user waits for). A last row checks the store: every trial has its
+rows in every table once (the same count per trial, no key twice), after `run` has
+compacted them.
 """
 
 from __future__ import annotations
@@ -69,9 +71,11 @@ def run_sampled(command: list[str], eval_dir: Path, every: float = 0.5) -> tuple
         started = time.perf_counter()
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
         samples: list[tuple[int, float]] = []
+        done = 0
         while process.poll() is None:
             memory = resident_mb(process.pid)
-            done = len(list(eval_dir.glob("trial_id=*"))) if eval_dir.exists() else 0
+            # the most seen: compaction, at the end, merges the trials' folders away
+            done = max(done, len(list(eval_dir.glob("trial_id=*"))) if eval_dir.exists() else 0)
             if memory is not None:
                 samples.append((done, memory))
             time.sleep(every)
@@ -83,13 +87,13 @@ def run_sampled(command: list[str], eval_dir: Path, every: float = 0.5) -> tuple
 
 
 def memory_per_trial(samples: list[tuple[int, float]], trials: int) -> float | None:
-    """MB the driver grew per trial between a tenth of the trials done and all done."""
-    early = [mb for done, mb in samples if done >= trials // 10]
+    """MB the driver grew per trial between a tenth of the trials done and all done
+    (the first sample of each: the compaction after the last trial is not the trials')."""
+    early = [(done, mb) for done, mb in samples if done >= trials // 10]
     late = [mb for done, mb in samples if done >= trials]
     if not early or not late:
         return None
-    counted = [done for done, _ in samples if done >= trials // 10]
-    return (max(late) - early[0]) / max(trials - counted[0], 1)
+    return (late[0] - early[0][1]) / max(trials - early[0][0], 1)
 
 
 def trial_span(root: Path) -> tuple[int, float]:
@@ -111,9 +115,10 @@ def timed_command(arguments: list[str]) -> float:
     return time.perf_counter() - started
 
 
-def study_run_scale(weight_seeds: int = 40, data_seeds: int = 25) -> list[Measurement]:
-    """Run a study of weight_seeds x data_seeds one-step trials, then time what follows."""
-    trials = weight_seeds * data_seeds
+def study_run_scale(trials: int = 1000, data_seeds: int = 25) -> list[Measurement]:
+    """Run a study of ``trials`` one-step trials (trials / data_seeds weight seeds x
+    data_seeds), then time what follows and check the store's rows."""
+    weight_seeds = trials // data_seeds
     with tempfile.TemporaryDirectory() as folder:
         study, root = Path(folder) / "study.yaml", Path(folder) / "results"
         study.write_text(study_text(weight_seeds, data_seeds))
@@ -125,7 +130,36 @@ def study_run_scale(weight_seeds: int = 40, data_seeds: int = 25) -> list[Measur
         status = timed_command(["status", STUDY, *common])
         lucky = timed_command(["query", "--study", STUDY, "--file", str(sql_file("lucky_tickets.sql")), *common])
         report = timed_command(["report", STUDY, *common])
-    return rows(trials, done, wall, span, samples, growth, status, lucky, report)
+        check = row_check(root, trials)
+    return [*rows(trials, done, wall, span, samples, growth, status, lucky, report), check]
+
+
+#: the columns that name one row of each table: no trial may hold the same key twice
+ROW_KEYS = {"trials": ("trial_id",), "train": ("trial_id", "step"),
+            "eval": ("trial_id", "step", "digits"), "samples": ("trial_id", "step", "digits", "idx")}
+
+
+def row_check(root: Path, trials: int) -> Measurement:
+    """Every trial's rows present once in every table: per table, the trials with rows,
+    the least and most rows per trial (the same for one-step trials of one design), and
+    the keys seen more than once."""
+    from analysis.query import open_results
+
+    found, complete = [], trials
+    with open_results(root, STUDY) as con:
+        for table, key in ROW_KEYS.items():
+            columns = ", ".join(key)
+            [(with_rows, least, most)] = con.sql(
+                f"select count(*), min(n), max(n) from (select count(*) as n from {table} group by trial_id)").fetchall()
+            [(twice,)] = con.sql(
+                f"select count(*) from (select {columns} from {table} group by {columns} having count(*) > 1)").fetchall()
+            found.append(f"{table} {with_rows:,} trials x {least}" + (f"-{most}" if most != least else "")
+                         + (f", {twice:,} keys twice" if twice else ""))
+            complete = min(complete, with_rows if least == most and not twice else 0)
+    files = sum(1 for _ in (root / STUDY).glob("*/**/*.parquet"))
+    return Measurement(f"rows after {trials:,} trials: every trial's rows once in every table "
+                       "(trials complete / trials)", complete / trials, ">= 1",
+                       f"{'; '.join(found)} rows; {files} Parquet files in the study")
 
 
 def rows(trials: int, done: int, wall: float, span: float, samples: list[tuple[int, float]],

@@ -20,6 +20,14 @@ from urllib.parse import urlparse
 
 from mlflow.tracking import MlflowClient
 
+from orchestrator.mlflow_tracking.moved_store import (
+    lock_file,
+    repoint_moved_artifacts,
+    sqlite_database,
+)
+
+__all__ = ["SerializedClient", "artifact_location", "create_sqlite_store", "sqlite_database"]
+
 
 def artifact_location(tracking_uri: str, experiment: str) -> str | None:
     """Keep a local store's artifacts beside its database.
@@ -48,13 +56,15 @@ class SerializedClient:
     LOCKED_RETRY_S = 120.0
 
     def __init__(self, tracking_uri: str) -> None:
-        parsed = urlparse(tracking_uri)
-        self._lock_path = Path(parsed.path + ".lock") if parsed.scheme == "sqlite" else None
+        database = sqlite_database(tracking_uri)
+        self._lock_path = lock_file(database) if database is not None else None
         self._fd: int | None = None
         with self._turn():
-            database = sqlite_database(tracking_uri)
             if database is not None and not database.exists():
                 create_sqlite_store(database)
+            # a store whose folder moved lists its artifacts again (the command line
+            # said so before, calling repoint_moved_artifacts itself)
+            self.repointed = repoint_moved_artifacts(tracking_uri, locked=True)
             self._client = MlflowClient(tracking_uri)
 
     @property
@@ -93,15 +103,6 @@ class SerializedClient:
             yield
         finally:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
-
-
-def sqlite_database(tracking_uri: str) -> Path | None:
-    """The file of a SQLite store, None for anything else. SQLAlchemy's form: the path
-    follows ``sqlite:///`` (so ``sqlite:////abs/mlflow.db`` is absolute)."""
-    if not tracking_uri.startswith("sqlite:///"):
-        return None
-    database = tracking_uri.removeprefix("sqlite:///").partition("?")[0]
-    return None if database in ("", ":memory:") else Path(database)
 
 
 def create_sqlite_store(database: Path) -> None:

@@ -31,6 +31,7 @@ from orchestrator.mlflow_tracking.mlflow_store import SerializedClient
 from orchestrator.mlflow_tracking.tracking import StudyTracker
 from orchestrator.running.recovery import study_lock
 from orchestrator.running.trainable import artifact_folder, checkpoint_path
+from orchestrator.store.compaction import extract_trials
 from orchestrator.store.results_store import read_trial_statuses
 from orchestrator.store.seed_plan import planned_trials
 from orchestrator.store.trial_rows import add_group_columns
@@ -108,6 +109,9 @@ def migrate_profile(profiled: Study, unprofiled: Study, results: Path, tracking_
         wanted = sorted(design(profiled, results) & set(written))
         shared = design(unprofiled, results)
         there = read_trial_statuses(target, name)
+        # the trials that move leave the compacted files first: their rows are then
+        # their own files, which move (or go) whole
+        extract_trials(results, name, wanted)
         for trial_id in wanted:
             keep = trial_id in shared
             if there.get(trial_id) in FINISHED:

@@ -10,10 +10,13 @@ from typing import Any
 
 from ray.tune import Callback
 
+from orchestrator.mlflow_tracking.mlflow_store import sqlite_database
 from orchestrator.mlflow_tracking.mlflow_sync import sync_trial
 from orchestrator.mlflow_tracking.tracking import StudyTracker
+from orchestrator.running.recovery import StorageFaultStop
 from orchestrator.running.seed_batches import members
 from orchestrator.running.trainable import ROWS_WRITTEN
+from orchestrator.store.storage_faults import fault_of
 
 
 class MlflowTuneCallback(Callback):
@@ -21,11 +24,13 @@ class MlflowTuneCallback(Callback):
     report of an attempt, so a started trial shows), and when the trial ends.
 
     Tune's trial is read for ``config["trial"]`` (results_root, study, trial_id) and
-    ``num_failures`` only.
+    ``num_failures`` only. A sync that meets a storage fault (the store's disk is full)
+    trips ``stop``, which stops the study; the next run's start-up syncs what was missed.
     """
 
-    def __init__(self, tracker: StudyTracker) -> None:
+    def __init__(self, tracker: StudyTracker, stop: StorageFaultStop | None = None) -> None:
         self.tracker = tracker
+        self.stop = stop or StorageFaultStop()
         #: trials synced in their current attempt
         self._attached: set[str] = set()
 
@@ -53,5 +58,16 @@ class MlflowTuneCallback(Callback):
         first = trial.config["trial"]
         if not live:
             self._attached.discard(first["trial_id"])
-        return [sync_trial(self.tracker, Path(params["results_root"]), params["study"], params["trial_id"], live,
-                           params.get("run_name")) for params in members(first)]
+        return [self._sync_one(params, live) for params in members(first)]
+
+    def _sync_one(self, params: dict[str, Any], live: bool) -> str | None:
+        root = Path(params["results_root"])
+        try:
+            return sync_trial(self.tracker, root, params["study"], params["trial_id"], live,
+                              params.get("run_name"))
+        except Exception as error:
+            fault = fault_of(error, root, sqlite_database(self.tracker.client.tracking_uri))
+            if fault is None:
+                raise
+            self.stop.trip(fault)
+            return None

@@ -4,7 +4,11 @@
   have a single writer; the lock dies with its process, even under SIGKILL.
 - `stop_on_sigterm`: SIGTERM stops a run the way Ctrl-C does.
 - `TrialFailureCallback`: a trial whose worker died and that has no retries left is
-  written to `trials` as `failed` by the driver (the worker cannot write it).
+  written to `trials` as `failed` by the driver (the worker cannot write it); a trial
+  that met a storage fault (a full disk: orchestrator.store.storage_faults) stops the
+  study through `StorageFaultStop` instead, not retried and left `running`.
+- whether a driver holds the study now: orchestrator.store.study_locks.driver_of
+  (`status` tells an interrupted trial from a running one by it).
 - the MLflow runs are a function of the Parquet files (orchestrator.mlflow_tracking.mlflow_sync): at
   start-up the driver brings the run of every trial that a killed driver left behind
   its rows up to date (mlflow_sync.sync_study).
@@ -29,6 +33,8 @@ from ray import tune
 from analysis.layout import check_path_component
 from orchestrator.running.seed_batches import members
 from orchestrator.store.results_store import read_trial_row, write_trial_table
+from orchestrator.store.storage_faults import StorageFault, fault_from_text
+from orchestrator.store.study_locks import lock_path
 from orchestrator.store.trial_rows import trials_row
 from orchestrator.store.trial_status import FINISHED, TrialStatus
 from orchestrator.studies.config_paths import TRIAL_CONFIG
@@ -43,15 +49,12 @@ class StudyBusy(RuntimeError):
 def check_not_busy(root: Path, study: str, kind: str = "") -> None:
     """Raise StudyBusy now if another driver holds the study (before starting Ray);
     creates nothing."""
-    path = Path(root) / f".{study}{kind}.lock"
+    path = lock_path(root, study, kind)
     if path.exists():
         with study_lock(root, study, kind):
             pass
 
 
-#: the lock a search driver holds for its whole run, around the study locks that each
-#: batch of its trials takes (an flock cannot be taken twice by one process)
-SEARCH_LOCK = ".search"
 
 
 @contextlib.contextmanager
@@ -65,7 +68,7 @@ def study_lock(root: Path, study: str, kind: str = "") -> Iterator[None]:
     check_path_component(study, "study")
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
-    path = root / f".{study}{kind}.lock"
+    path = lock_path(root, study, kind)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -116,15 +119,47 @@ def stop_on_sigterm() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous_int)
 
 
+class StorageFaultStop(tune.Stopper):
+    """Stops the whole study, as Ctrl-C does, once a storage fault was met (trip): Tune
+    asks stop_all after handling each event, so a trial whose attempt met the fault and
+    that Tune has just queued again is stopped before that retry starts."""
+
+    def __init__(self) -> None:
+        self.fault: StorageFault | None = None
+
+    def trip(self, fault: StorageFault) -> None:
+        self.fault = self.fault or fault
+        # the stopped trials' failed tasks are never fetched, and Ray's driver logs each as
+        # an "Unhandled error" when it is freed, after the terminal is given back: the
+        # message that ends the run says it all
+        os.environ["RAY_IGNORE_UNHANDLED_ERRORS"] = "1"
+
+    def __call__(self, trial_id: str, result: dict) -> bool:
+        return False
+
+    def stop_all(self) -> bool:
+        return self.fault is not None
+
+
 class TrialFailureCallback(tune.Callback):
     """Writes `failed` (with Tune's error text) to `trials` when Tune gives up on a
     trial. A trial that raised has written its own row with the traceback; a trial
-    whose worker process died has only its `running` row, which this replaces."""
+    whose worker process died has only its `running` row, which this replaces.
 
-    def __init__(self, root: Path, study: str) -> None:
+    An attempt that met a storage fault trips ``stop`` instead, whether Tune would
+    retry the trial or not: the trial keeps its `running` row (interrupted; the next run
+    resumes it) and the study stops."""
+
+    def __init__(self, root: Path, study: str, stop: StorageFaultStop | None = None) -> None:
         self.root, self.study = Path(root), study
+        self.stop = stop or StorageFaultStop()
+
+    def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._storage_fault(trial)
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        if self._storage_fault(trial):
+            return
         seeds = members(trial.config["trial"])
         for params in seeds:  # every seed of a seed batch but those it finished
             self._failed(trial, params, kept=(TrialStatus.FAILED, *FINISHED) if len(seeds) > 1 else (TrialStatus.FAILED,))
@@ -145,6 +180,14 @@ class TrialFailureCallback(tune.Callback):
         row.update(status=TrialStatus.FAILED, finished_at=now, error=message,
                    wall_s=(now - started).total_seconds() if started else None)
         write_trial_table(self.root, self.study, "trials", trial_id, [row])
+
+
+    def _storage_fault(self, trial: Any) -> bool:
+        """Trip the stop when the trial's last failure was a storage fault; say whether."""
+        fault = fault_from_text(_last_error(trial), self.root)
+        if fault is not None:
+            self.stop.trip(fault)
+        return fault is not None
 
 
 def _last_error(trial: Any) -> str:

@@ -21,12 +21,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analysis import groups
-from analysis.layout import PROFILES, list_studies, results_roots, table_path
+from analysis.layout import PROFILES, list_studies, results_roots
 from analysis.mlflow_ui import experiment_name
 from lengthgen import TrialConfig
 from orchestrator.running.science_versions import still_valid
 from orchestrator.running.trainable import artifact_folder
-from orchestrator.store.results_store import read_trial_row, read_trial_rows, write_trial_table
+from orchestrator.store.results_store import (
+    read_trial_row,
+    read_trial_rows,
+    read_trial_statuses,
+    write_trial_table,
+)
 from orchestrator.store.trial_rows import config_columns
 from orchestrator.store.trial_status import FINISHED
 from orchestrator.studies.study import Study
@@ -60,9 +65,10 @@ def finished_elsewhere(root: Path, study: str, configs: list[TrialConfig]) -> di
         for name in list_studies(other_root):
             if (other_root, name) == here:
                 continue
+            statuses = read_trial_statuses(other_root, name)  # its own files and its compacted rows
             for config in configs:
                 trial_id = config.trial_id
-                if trial_id in found or not table_path(other_root, name, "trials", trial_id).is_file():
+                if trial_id in found or statuses.get(trial_id) not in FINISHED:
                     continue
                 row = read_trial_row(other_root, name, trial_id)
                 if row is not None and row["status"] in FINISHED and still_valid(row, config):

@@ -49,14 +49,10 @@ from orchestrator.store.seed_plan import (
     planned_counts,
     save_target,
 )
+from orchestrator.store.study_locks import SEEDS_LOCK
 from orchestrator.store.trial_status import FINISHED
 from orchestrator.studies.seed_spec import SeedTarget
 from orchestrator.studies.study import Study
-
-#: the lock a seed-target driver holds for all its rounds, around the study lock that
-#: each round takes (as a search does)
-SEEDS_LOCK = ".seeds"
-
 
 # --- the run -----------------------------------------------------------------------------
 

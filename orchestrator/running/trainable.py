@@ -49,6 +49,7 @@ from orchestrator.store.results_store import (
     read_trial_statuses,
     write_trial_table,
 )
+from orchestrator.store.storage_faults import StorageFault, fault_of, root_gone
 from orchestrator.store.trial_rows import history_rows, result_rows, rows_history, trials_row
 from orchestrator.store.trial_status import FINISHED, TrialStatus
 from orchestrator.studies.config_paths import TRIAL_CONFIG
@@ -154,9 +155,35 @@ def save_attention_biases(root: Path, study: str, trial_id: str, biases: dict) -
     return path
 
 
+def still_there(root: Path, study: str) -> None:
+    """Raise StorageFault ("gone") when the study's folder, or the driver's lock file
+    beside it, both made before any trial started, is no longer there: the results
+    folder was deleted or unmounted (Tune's driver may have made some of its folders
+    again since). The writes would otherwise make its folders again (on the disk under
+    the mount point, or in a deleted folder's place) and the rows would land where no
+    one looks."""
+    if not (root / study).is_dir() or root_gone(root, strict=True):
+        raise StorageFault("gone", str(root / study), "the study's folder is no longer there")
+
+
 def run_trial(tune_config: dict[str, Any]) -> None:
-    """One Ray Tune trial: a trial, or a seed batch of trials (orchestrator.running.seed_batches)."""
+    """The trial of ``tune_config["trial"]`` (tune_runner.trial_params), or the seed batch of
+    trials it names (orchestrator.running.seed_batches), trained and written. A write
+    that meets a full disk or a read-only or vanished results folder raises StorageFault
+    (orchestrator.store.storage_faults), whatever the step: the driver stops the study
+    rather than retrying, and the trial, left `running`, resumes from its last
+    checkpoint once the disk has room."""
     params = tune_config["trial"]
+    try:
+        _train_trial(params)
+    except Exception as error:
+        fault = fault_of(error, Path(params["results_root"]))
+        if fault is None:
+            raise
+        raise fault from error
+
+
+def _train_trial(params: dict[str, Any]) -> None:
     torch.set_num_threads(max(1, int(params["threads"])))
     device = str(resolve_device(params.get("device")))
     if BATCH in params:
@@ -166,8 +193,8 @@ def run_trial(tune_config: dict[str, Any]) -> None:
     work.start()
     try:
         result = train(work.config, on_report=work.on_report, resume_state=work.resume_state, device=device)
-    except Exception:
-        work.failed()
+    except Exception as error:
+        work.failed(error)
         raise
     work.finish(result)
 
@@ -213,23 +240,30 @@ class TrialWork:
                               **more), **self.attempt}]
 
     def start(self) -> None:
+        still_there(self.root, self.study)
         write_trial_table(self.root, self.study, "trials", self.config.trial_id, self.row(TrialStatus.RUNNING))
 
     def on_report(self, report: Report) -> None:
         written = report.checkpoint is not None and not report.final
         if written:
+            still_there(self.root, self.study)
             state = report.checkpoint()
             # the rows first: the checkpoint never gets ahead of them
             write_history(self.root, self.study, self.config.trial_id, state.pop("history"))
             save_checkpoint(self.saved, state)
         tune.report({**report_metrics(report), ROWS_WRITTEN: written})
 
-    def failed(self) -> None:
+    def failed(self, error: Exception) -> None:
+        """The `failed` row after `error`, unless it was a storage fault: then the row would
+        not fit either, and the trial was interrupted."""
+        if fault_of(error, self.root) is not None:
+            return
         write_trial_table(self.root, self.study, "trials", self.config.trial_id, self.row(
             TrialStatus.FAILED, finished_at=datetime.now(timezone.utc), error=traceback.format_exc(limit=5)))
 
     def finish(self, result) -> None:
         root, study, config = self.root, self.study, self.config
+        still_there(root, study)
         for table, rows in result_rows(result).items():
             write_trial_table(root, study, table, config.trial_id, rows)
         if result.attention_biases:
@@ -264,9 +298,9 @@ def run_seed_batch(params: dict[str, Any], device: str) -> None:
         try:
             results = train_seed_batch([w.config for w in batch], on_report=lambda k, r, b=batch: b[k].on_report(r),
                                        resume_states=[w.resume_state for w in batch], device=device)
-        except Exception:
+        except Exception as error:
             for work in batch:
-                work.failed()
+                work.failed(error)
             raise
         for work, result in zip(batch, results, strict=True):
             work.finish(result)

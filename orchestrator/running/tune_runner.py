@@ -37,8 +37,10 @@ from analysis.layout import TUNE
 from lengthgen import TrialConfig
 from orchestrator.mlflow_tracking.mlflow_sync import sync_study
 from orchestrator.mlflow_tracking.tracking import StudyTracker
+from orchestrator.running.driver_memory import HeapTrimCallback
 from orchestrator.running.mlflow_callback import MlflowTuneCallback
 from orchestrator.running.recovery import (
+    StorageFaultStop,
     TrialFailureCallback,
     check_not_busy,
     stop_on_sigterm,
@@ -58,6 +60,7 @@ from orchestrator.running.science_versions import (
 from orchestrator.running.seed_batches import members, seed_batches
 from orchestrator.running.trainable import run_trial
 from orchestrator.running.trial_list import TrialList, pending_like_a_grid
+from orchestrator.store.compaction import compact_after_run, extract_trials
 from orchestrator.store.results_store import read_trial_statuses, remove_temp_files
 from orchestrator.store.trial_rows import add_group_columns
 from orchestrator.store.trial_status import FINISHED, TrialStatus
@@ -80,9 +83,10 @@ def eta_seconds(finishes: list[float], started: float, remaining: int) -> float:
 class ProgressCallback(tune.Callback):
     """Trials done / running / failed with an ETA, drawn with rich in the driver."""
 
-    def __init__(self, progress: Progress, total: int) -> None:
+    def __init__(self, progress: Progress, total: int, stop: StorageFaultStop | None = None) -> None:
         self.progress = progress
         self.total = total
+        self.stop = stop
         self.task = progress.add_task("trials", total=total)
         #: Tune trial -> the seeds it trains (one, or a seed batch's)
         self.running: dict[str, int] = {}
@@ -127,10 +131,16 @@ class ProgressCallback(tune.Callback):
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         if self.progress is not None:
-            self.progress.console.print(
-                f"{_named(trial)}: attempt {trial.num_failures} failed "
-                f"({_error_name(trial)}); retrying from its last checkpoint", highlight=False,
-            )
+            self.progress.console.print(_recover_line(trial, self.stop), highlight=False)
+
+
+def _recover_line(trial, stop: StorageFaultStop | None) -> str:
+    """What became of a trial's failed attempt that Tune queued again: retried, or (a
+    storage fault: ``stop`` tripped) not, as the study stops."""
+    head = f"{_named(trial)}: attempt {trial.num_failures} failed"
+    if stop is not None and stop.fault is not None:
+        return f"{head} ({stop.fault.kind}: {stop.fault.path}); not retried: the study stops"
+    return f"{head} ({_error_name(trial)}); retrying from its last checkpoint"
 
 
 def _named(trial) -> str:
@@ -282,6 +292,7 @@ def run_trials(study: Study, context: RunContext) -> RunSummary:
         summary.repaired_runs = [t for t in synced if statuses.get(t) in FINISHED]
         tracker.tag_trial_runs({trial_id: {REUSED_FROM: source} for trial_id, source in reused.items()})
         if not pending:
+            compact_after_run(results_root, study.name)
             return summary
         summary.resumed = [t.trial_id for t in pending if statuses.get(t.trial_id) is not None]
         try:
@@ -294,6 +305,8 @@ def run_trials(study: Study, context: RunContext) -> RunSummary:
         after = read_trial_statuses(results_root, study.name)
         summary.interrupted = [t.trial_id for t in pending if after.get(t.trial_id) not in (*FINISHED, TrialStatus.FAILED)]
         summary.ran = len(pending) - len(summary.interrupted)
+        # the finished trials' files merged into a few per table, while the lock is held
+        compact_after_run(results_root, study.name)
     return summary
 
 
@@ -312,6 +325,8 @@ def _set_aside_stale(results_root: Path, study: Study, tracker: StudyTracker, co
     if not study.retrain_stale:  # without it, run_trials has refused any before the lock
         return
     stale = stale_trials(results_root, study.name, study.trials, read_trial_statuses(results_root, study.name))
+    if stale:  # their rows leave the compacted files first, to move aside as their own files
+        extract_trials(results_root, study.name, stale)
     for trial_id, version in sorted(stale.items()):
         folder = set_aside(results_root, study.name, trial_id, version)
         console.print(f"trial {trial_id}: trained under science version {version_name(version)}; retraining it "
@@ -383,7 +398,8 @@ def _fit(study: Study, trials: list[dict[str, Any]], results_root: Path, tracker
         TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console,
         redirect_stdout=shared, redirect_stderr=shared,
     ) as progress:
-        progress_callback = ProgressCallback(progress, len(trials))
+        stop = StorageFaultStop()  # a full disk stops the study (recovery.StorageFaultStop)
+        progress_callback = ProgressCallback(progress, len(trials), stop)
         units = seed_batches(trials, resources.seeds_per_trial)  # one Tune trial per trial or per seed batch
         tuner = tune.Tuner(
             tune.with_resources(run_trial, {"cpu": resources.cpus_per_trial, "gpu": resources.gpus_per_trial}),
@@ -394,10 +410,12 @@ def _fit(study: Study, trials: list[dict[str, Any]], results_root: Path, tracker
             run_config=tune.RunConfig(
                 name=run_name,
                 storage_path=str(results_root / study.name / TUNE),
+                stop=stop,
                 callbacks=[
-                    TrialFailureCallback(results_root, study.name),
-                    MlflowTuneCallback(tracker),
+                    TrialFailureCallback(results_root, study.name, stop),
+                    MlflowTuneCallback(tracker, stop),
                     progress_callback,
+                    HeapTrimCallback(),  # the driver's resident memory flat over long runs
                     *_tune_file_loggers(),
                 ],
                 # a trial whose worker dies (or that raises) is retried from its checkpoint
@@ -411,6 +429,8 @@ def _fit(study: Study, trials: list[dict[str, Any]], results_root: Path, tracker
         with open(log_path, "w") as log, contextlib.redirect_stdout(log), stop_on_sigterm(), \
                 _without_tune_restore_hints(), pending_like_a_grid():
             grid = tuner.fit()
+    if stop.fault is not None:
+        raise stop.fault  # the trials it stopped stay `running`: the next run resumes them
     summary.ran = len(trials)
     summary.failed = [
         f"{params['trial_id']}: {_short_error(r.error)} (trials.error has more)"

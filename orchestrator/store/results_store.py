@@ -1,10 +1,14 @@
 """The Parquet results store that every trial writes, in the layout analysis.layout
 owns (``<root>/<study>/<table>/trial_id=<trial_id>/part-0.parquet``). The file also
-holds the trial_id column, so it stands on its own outside the folder layout.
+holds the trial_id column, so it stands on its own outside the folder layout, and
+compaction (orchestrator.store.compaction) can merge finished trials' files into one.
+The readers here read a trial's own file when it has one, else its rows in the newest
+compacted file (analysis.layout.visible_files).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import uuid
@@ -16,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.layout import ARTIFACTS, FILE_NAME, PARTITION_KEY, check_path_component, table_path
+from analysis.layout import ARTIFACTS, FILE_NAME, check_path_component, table_path, visible_files
 from orchestrator.store.trial_status import TrialStatus
 
 # Fixed schemas, so that files from different trials union cleanly in DuckDB even when
@@ -120,35 +124,88 @@ def _fsync(path: Path) -> None:
 
 
 def read_trial_statuses(root: Path, study: str) -> dict[str, str]:
-    """trial_id -> status for every trial of ``study`` with a trials file; {} if none.
+    """trial_id -> status for every trial of ``study`` with a trials row; {} if none.
 
     A damaged file is skipped with a warning: its trial counts as not finished, so
     the next run does it again and replaces the file.
     """
     check_path_component(study, "study")
+    compacted, own = visible_files(root, study, "trials")
     statuses: dict[str, str] = {}
-    for path in sorted((Path(root) / study / "trials").glob(f"{PARTITION_KEY}=*/{FILE_NAME}")):
-        try:
-            # partitioning=None: read the file alone, without the folder's hive key.
-            part = pq.read_table(path, columns=["trial_id", "status"], partitioning=None)
-        except (OSError, pa.ArrowException) as error:
-            from analysis.query import DamagedResultsWarning
-
-            warnings.warn(f"skipping damaged results file {path}: {error}",
-                          DamagedResultsWarning, stacklevel=2)
-            continue
-        statuses.update(zip(part["trial_id"].to_pylist(), part["status"].to_pylist()))
+    # a trial's own file is read after the compacted rows: its status wins
+    for path in ([compacted] if compacted else []) + list(own.values()):
+        part = _read_or_warn(path, ["trial_id", "status"])
+        if part is not None:
+            statuses.update(zip(part["trial_id"].to_pylist(), part["status"].to_pylist()))
     return statuses
+
+
+def read_table_rows(root: Path, study: str, table: str) -> list[dict[str, Any]]:
+    """Every visible row of ``table`` in ``study`` (each trial's own file, else its
+    compacted rows), as dicts in trial id order; damaged files are skipped with a warning."""
+    check_path_component(study, "study")
+    compacted, own = visible_files(root, study, table)
+    rows: list[dict[str, Any]] = []
+    merged = _read_or_warn(compacted, None) if compacted is not None else None
+    if merged is not None:
+        rows += [row for row in merged.to_pylist() if row["trial_id"] not in own]
+    for path in own.values():
+        part = _read_or_warn(path, None)
+        rows += part.to_pylist() if part is not None else []
+    return sorted(rows, key=lambda row: row["trial_id"])  # stable: a trial's rows keep their order
 
 
 def read_trial_rows(root: Path, study: str, table: str, trial_id: str) -> list[dict[str, Any]]:
     """One trial's rows of ``table`` as dicts (JSON columns stay text); [] when it has
-    none, or they cannot be read. The one reader of a single trial's file."""
+    none, or they cannot be read. The one reader of a single trial's rows."""
+    path = table_path(root, study, table, trial_id)
     try:
-        # partitioning=None: read the file alone, without the folder's hive key.
-        return pq.read_table(table_path(root, study, table, trial_id), partitioning=None).to_pylist()
+        if path.is_file():  # its own file wins over compacted rows
+            # partitioning=None: read the file alone, without the folder's hive key.
+            return pq.read_table(path, partitioning=None).to_pylist()
+        compacted, _ = visible_files(root, study, table)
+        if compacted is None:
+            return []
+        stamp = _stamp(compacted)
+        start, length = _compacted_index(compacted, *stamp).get(trial_id, (0, 0))
+        return _compacted_table(compacted, *stamp).slice(start, length).to_pylist()
     except (OSError, pa.ArrowException):
         return []
+
+
+def _read_or_warn(path: Path, columns: list[str] | None) -> pa.Table | None:
+    try:
+        # partitioning=None: read the file alone, without the folder's hive key.
+        return pq.read_table(path, columns=columns, partitioning=None)
+    except (OSError, pa.ArrowException) as error:
+        from analysis.query import DamagedResultsWarning
+
+        warnings.warn(f"skipping damaged results file {path}: {error}", DamagedResultsWarning, stacklevel=3)
+        return None
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    stat = path.stat()
+    return stat.st_mtime_ns, stat.st_size
+
+
+# A compacted file is never rewritten (a new generation has a new name), so a reader
+# that asks for many trials' rows (MLflow's re-sync, science checks, reuse) reads it
+# once; the stamp makes a replaced file a new key all the same.
+@functools.lru_cache(maxsize=4)
+def _compacted_table(path: Path, mtime_ns: int, size: int) -> pa.Table:
+    return pq.read_table(path, partitioning=None)
+
+
+@functools.lru_cache(maxsize=4)
+def _compacted_index(path: Path, mtime_ns: int, size: int) -> dict[str, tuple[int, int]]:
+    """trial_id -> (first row, row count) in a compacted file, whose rows are sorted by trial id."""
+    ids = pq.read_table(path, columns=["trial_id"], partitioning=None)["trial_id"].to_pylist()
+    index: dict[str, tuple[int, int]] = {}
+    for row, trial_id in enumerate(ids):
+        start, length = index.get(trial_id, (row, 0))
+        index[trial_id] = (start, length + 1)
+    return index
 
 
 def read_trial_row(root: Path, study: str, trial_id: str) -> dict[str, Any] | None:

@@ -14,7 +14,7 @@ import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 from optuna.distributions import (
@@ -25,8 +25,9 @@ from optuna.distributions import (
 )
 from optuna.trial import TrialState
 
-from orchestrator.studies.search_spec import SAMPLERS, SearchParam, config_field_type
-from orchestrator.studies.study import Study
+if TYPE_CHECKING:  # `lg-study status` reads searches without loading torch (through the config types)
+    from orchestrator.studies.search_spec import SearchParam
+    from orchestrator.studies.study import Study
 
 STORAGE_FILE = "optuna.db"
 #: Optuna study attribute: what the scores mean (config, params, repeat, metric)
@@ -84,6 +85,8 @@ def storage_path(results_root: Path, study_name: str) -> Path:
 
 def distribution(key: str, param: SearchParam) -> BaseDistribution:
     """The Optuna distribution of one searched field (whole numbers for an int field)."""
+    from orchestrator.studies.search_spec import config_field_type
+
     if param.choices is not None:
         return CategoricalDistribution(param.choices)
     if config_field_type(key) is int:
@@ -95,6 +98,8 @@ class SearchStore:
     """The search's Optuna study in its SQLite storage."""
 
     def __init__(self, study: Study, results_root: Path):
+        from orchestrator.studies.search_spec import SAMPLERS
+
         path = storage_path(results_root, study.name)
         path.parent.mkdir(parents=True, exist_ok=True)
         search = study.spec.search

@@ -11,14 +11,16 @@ import os
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from analysis import groups
 from analysis.layout import check_path_component, list_studies
 from analysis.query import open_results, run_sql_file, sql_file
-from lengthgen import TrialConfig
 from orchestrator.studies.seed_spec import SEED_METRICS, SeedTarget
-from orchestrator.studies.study import Study
+
+if TYPE_CHECKING:  # `lg-study status` reads plans without loading torch (lengthgen's model)
+    from lengthgen import TrialConfig
+    from orchestrator.studies.study import Study
 
 #: where a run leaves its target, for `status` and `report` (which get a study name)
 SAVED = "seed_target.json"

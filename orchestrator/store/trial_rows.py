@@ -16,16 +16,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from analysis import groups
-from analysis.layout import FILE_NAME, PARTITION_KEY, check_path_component
+from analysis.layout import check_path_component
 from lengthgen import TrialConfig, TrialResult
 from lengthgen.science import SCIENCE_VERSION
 from orchestrator.store.results_store import (
     EVAL_SCHEMA,
     TRAIN_SCHEMA,
+    read_table_rows,
     read_trial_row,
     write_trial_table,
 )
@@ -194,15 +192,7 @@ def _label_of(labels: dict[str, str], config: TrialConfig) -> str:
 def _stored_rows(root: Path, study: str) -> dict[str, tuple[dict[str, Any], bool]]:
     """trial_id -> (its trials row, whether the row has the group columns); damaged
     files are left out (the run does their trial again and writes a new row)."""
-    rows = {}
-    for path in sorted((Path(root) / study / "trials").glob(f"{PARTITION_KEY}=*/{FILE_NAME}")):
-        try:
-            has_columns = "group_id" in pq.read_schema(path).names
-            row = pq.read_table(path, partitioning=None).to_pylist()[0]
-        except (OSError, pa.ArrowException, IndexError):
-            continue
-        rows[path.parent.name.removeprefix(f"{PARTITION_KEY}=")] = (row, has_columns)
-    return rows
+    return {row["trial_id"]: (row, row.get("group_id") is not None) for row in read_table_rows(root, study, "trials")}
 
 
 def _config_of(row: dict[str, Any] | None) -> TrialConfig | None:

@@ -28,3 +28,14 @@ class TrialStatus(StrEnum):
 
 #: the statuses of trials that a run skips and the analysis compares
 FINISHED = frozenset({TrialStatus.DONE, TrialStatus.DIVERGED})
+
+
+#: what `lg-study status` shows for a `running` trial that no driver runs (its driver
+#: died): never written, since the row stays `running` and the next run resumes it
+INTERRUPTED = "interrupted"
+
+
+def shown_status(status: str, driven: bool) -> str:
+    """A trial's status as `status` shows it: `running` only while a driver holds the
+    study (``driven``), else INTERRUPTED."""
+    return INTERRUPTED if status == TrialStatus.RUNNING and not driven else status

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from lengthgen import TrialConfig
+from lengthgen.batch_ramp import micro_range
 from lengthgen.batches import training_batch
 from lengthgen.config import derive
 from lengthgen.distributions import DISTRIBUTIONS
@@ -99,7 +100,10 @@ def trial_cost(config: TrialConfig, batches: int = 3) -> TrialCost:
     looped = sum(p.numel() for p in model.blocks.parameters()) if hasattr(model, "blocks") else 0
     applied = count_parameters(model) - embedding + (loops - 1) * looped
     per_token = 6 * applied + 12 * dims.n_layers * loops * length * dims.d_model
-    return TrialCost(count_parameters(model), tokens, config.train.steps * tokens * per_token)
+    # train.batch_ramp: every micro-batch of every optimiser step (lengthgen.batch_ramp)
+    train = config.train
+    batches_trained = micro_range(train.batch_ramp, train.batch_size, train.steps, train.steps - 1).stop
+    return TrialCost(count_parameters(model), tokens, batches_trained * tokens * per_token)
 
 
 def study_cost_words(trials: list[TrialConfig], rates: dict[str, MeasuredRate] | None = None) -> str:
@@ -108,9 +112,8 @@ def study_cost_words(trials: list[TrialConfig], rates: dict[str, MeasuredRate] |
     the rate measured there}), the GPU-hours at each measured rate instead."""
     costs = {}
     for trial in trials:  # trials of one group differ by seeds only: one cost each
-        key = (trial.model, trial.task, trial.format, trial.data, trial.train.steps, trial.train.batch_size)
-        costs.setdefault(key, trial_cost(trial))
-    flops = sum(costs[(t.model, t.task, t.format, t.data, t.train.steps, t.train.batch_size)].flops for t in trials)
+        costs.setdefault(_cost_key(trial), trial_cost(trial))
+    flops = sum(costs[_cost_key(t)].flops for t in trials)
     steps = sorted({t.train.steps for t in trials})
     parameters = sorted({c.parameters for c in costs.values()})
     steps_text = f"{steps[0]:,}" if len(steps) == 1 else f"{steps[0]:,}-{steps[-1]:,}"
@@ -120,6 +123,11 @@ def study_cost_words(trials: list[TrialConfig], rates: dict[str, MeasuredRate] |
     hours = flops / QUOTED_RATE / 3600
     return (f"{size}, about {hours:,.1f} GPU-hours "
             f"at a sustained {QUOTED_RATE / 1e12:.0f} TFLOP/s (an estimate: no GPU run of it is measured here)")
+
+
+def _cost_key(trial: TrialConfig) -> tuple:
+    train = trial.train
+    return trial.model, trial.task, trial.format, trial.data, train.steps, train.batch_size, train.batch_ramp
 
 
 def _measured_hours(flops: float, gpu: str, rate: MeasuredRate) -> str:

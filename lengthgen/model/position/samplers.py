@@ -32,9 +32,12 @@ if TYPE_CHECKING:
 #: operators and "=" place 0, so s >= 1 keeps them off the 0 of uncoupled tokens
 COUPLED_ANSWERS: dict[str, int] = {"own_place": 1, "predicted_place": 0}
 #: model.coupled_equals, own_place with answers written most significant digit first:
-#: the place "=" is coupled with, beyond the operators' 0 (the paper-era code) or one
-#: past the answer's most significant digit, A + 1 (the current release)
-COUPLED_EQUALS: tuple[str, ...] = ("operators", "past_answer")
+#: the place "=" is coupled with, beyond the operators' 0 (operators, the paper-era
+#: code's choice in lg-study's numbering) or one past the answer's most significant
+#: digit, A + 1 (the current release); paper_era: the paper-era code's numbering itself,
+#: IDs counted down from the operators' (CoupledPositions._coupled_places), in either
+#: answer order, with format.pad_overflow's operands of n + 1 digits
+COUPLED_EQUALS: tuple[str, ...] = ("operators", "past_answer", "paper_era")
 
 
 class Places(NamedTuple):
@@ -239,6 +242,15 @@ class CoupledPositions(PositionSampler):
         model = config.model
         if model.coupled_equals == "operators":
             return
+        if model.coupled_equals == "paper_era":
+            if model.coupled_answer != "own_place" or model.arch != "decoder" or not config.format.pad_overflow:
+                raise ValueError(
+                    "model.coupled_equals paper_era is the paper-era code's numbering of a decoder's own "
+                    "places over operands padded to n + 1 digits: it needs model.arch decoder, "
+                    f"model.coupled_answer own_place and format.pad_overflow true; got model.arch {model.arch}, "
+                    f"model.coupled_answer {model.coupled_answer}, format.pad_overflow {config.format.pad_overflow}"
+                )
+            return
         if config.format.reverse:
             raise ValueError(
                 "model.coupled_equals past_answer moves the ID of \"=\" before an answer written most "
@@ -290,6 +302,13 @@ class CoupledPositions(PositionSampler):
         sequences = places.sequences[self.answer]
         if self.equals == "operators":
             return sequences
+        if self.equals == "paper_era":
+            # Cho et al.'s src/data/addition.py at e050132, AdditionDatasetWithCoupledPositions:
+            # end = start + max_len + 1 over operands padded to max_len = n + 1 digits; a
+            # digit of place p gets end - p, "+" and "=" get end: place p counted down
+            # from reach - 1 (reach = n + 3, the question's top place + 2)
+            top = places.reach.to(sequences[0].device)[:, None] - 1
+            return tuple(torch.where(p >= 0, top - p, p) for p in sequences)
         after = places.answer_digits[:, None] + 1
         return tuple(torch.where(equals, after, p) for p, equals in zip(sequences, places.equals))
 

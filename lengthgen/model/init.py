@@ -1,0 +1,89 @@
+"""Initialisation schemes (model.init) and the scale of attention scores
+(model.attention_scale).
+
+`gpt2` (the default): every linear and embedding weight N(0, 0.02^2), biases 0, norm
+gains 1, scores q.k / sqrt(d_head) (Radford et al. 2019, GPT-2).
+
+`t5`: the Mesh-TensorFlow scheme T5 uses (Raffel et al. 2020, arXiv 1910.10683), as
+Cho et al. 2024's released code draws it (position-coupling,
+src/model/modeling/custom_t5_decoder_only.py, CustomDecoderOnlyT5._init_weights and
+CustomT5Stack.__init__): embeddings, the learned position table included, N(0, 1); a
+linear map of fan-in n N(0, 1/n), i.e. keys and values N(0, 1/d), the attention output
+N(0, 1/(H d_kv)), the feed-forward's input maps N(0, 1/d) and its output N(0, 1/d_ff);
+queries N(0, 1/(d d_kv)). The query's extra 1/sqrt(d_kv) is T5's way of folding the
+score scale into the weights: its scores are unscaled (`attention_scale: none`). The
+release ties the output head to the token embedding and multiplies the last hidden
+state by d^-1/2; here the head is its own N(0, 1/d) map, the same distribution of
+logits at initialisation (listed in docs/methods.md).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from lengthgen.model.attention import SelfAttention
+
+
+def _gpt2_std(module: nn.Linear | nn.Embedding) -> float:
+    return 0.02
+
+
+def _t5_std(module: nn.Linear | nn.Embedding) -> float:
+    return 1.0 if isinstance(module, nn.Embedding) else module.in_features**-0.5
+
+
+@dataclass(frozen=True)
+class Initialization:
+    """One model.init scheme."""
+
+    #: the standard deviation of a linear or embedding weight
+    std: Callable[[nn.Linear | nn.Embedding], float]
+    #: the queries of a self-attention drawn 1/sqrt(d_head) narrower than its keys (T5)
+    narrow_queries: bool
+
+
+INITIALIZATIONS: dict[str, Initialization] = {
+    "gpt2": Initialization(std=_gpt2_std, narrow_queries=False),
+    "t5": Initialization(std=_t5_std, narrow_queries=True),
+}
+
+
+class UnscaledQueries(nn.Linear):
+    """A fused query-key-value map whose queries come out multiplied by sqrt(d_head):
+    the attention's q.k / sqrt(d_head) is then q.k, unscaled, as in T5 (exact where
+    sqrt(d_head) is a power of two). The gain is a buffer outside the state dict, so
+    the weights and checkpoints are those of the plain map."""
+
+    def __init__(self, plain: nn.Linear, head_dim: int) -> None:
+        super().__init__(plain.in_features, plain.out_features, bias=plain.bias is not None)
+        gain = torch.ones(plain.out_features)
+        gain[: plain.out_features // 3] = math.sqrt(head_dim)
+        self.register_buffer("gain", gain, persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x) * self.gain.to(x.dtype)
+
+
+def _scaled(qkv: nn.Linear, head_dim: int) -> nn.Linear:
+    return qkv
+
+
+#: model.attention_scale -> the query-key-value map the attention uses, given the plain one
+ATTENTION_SCALES: dict[str, Callable[[nn.Linear, int], nn.Linear]] = {
+    "inv_sqrt_d": _scaled,
+    "none": UnscaledQueries,
+}
+
+
+@torch.no_grad()
+def narrow_queries(model: nn.Module) -> None:
+    """Divide the query rows of every fused query-key-value map (drawn N(0, 1/d) with
+    the keys and values) by sqrt(d_kv): N(0, 1/(d d_kv)), T5's queries."""
+    for module in model.modules():
+        if isinstance(module, SelfAttention):
+            module.qkv.weight[: module.qkv.out_features // 3] /= math.sqrt(module.head_dim)

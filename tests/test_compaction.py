@@ -1,0 +1,232 @@
+"""Compaction (orchestrator/store/compaction.py): finished trials' files merged into one
+file per table, without a reader ever seeing a row twice or missing one, whatever step
+it is killed at; a compacted store reads as the per-trial store did (the output pins)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from test_analysis_sql import STUDY, build_study
+from test_output_pins import (
+    PINS_FILE,
+    _exact,
+    _rounded,
+    digest,
+    machine,
+    report_outputs,
+    sql_outputs,
+)
+from typer.testing import CliRunner
+
+from analysis.layout import TABLES, compacted_generations, trial_files
+from analysis.query import open_results
+from orchestrator.cli import app
+from orchestrator.running.recovery import study_lock
+from orchestrator.running.science_versions import set_aside
+from orchestrator.store.compaction import compact_study, compaction_plan, extract_trials
+from orchestrator.store.results_store import (
+    read_table_rows,
+    read_trial_rows,
+    read_trial_statuses,
+    remove_temp_files,
+    write_trial_table,
+)
+
+
+def _rows(root: Path) -> dict[str, list[str]]:
+    """Every row of every view a reader sees, as sorted JSON text (a multiset: a row seen
+    twice is there twice)."""
+    with open_results(root, STUDY) as con:
+        return {table: sorted(json.dumps(row, sort_keys=True, default=str)
+                              for row in con.sql(f"select * from {table}").to_arrow_table().to_pylist())
+                for table in (*TABLES, "grid_eval")}
+
+
+def _python_rows(root: Path) -> dict[str, object]:
+    """What the store's own readers (resume, reuse, migrate, MLflow's re-sync) see."""
+    trials = sorted(read_trial_statuses(root, STUDY))
+    return {
+        "statuses": read_trial_statuses(root, STUDY),
+        "trials": [row["trial_id"] for row in read_table_rows(root, STUDY, "trials")],
+        **{table: {t: read_trial_rows(root, STUDY, table, t) for t in trials} for table in TABLES},
+    }
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory) -> Path:
+    """build_study's store, half of it compacted once already, then a finished trial's
+    eval rows written again (its own file now replaces its compacted rows) and a
+    trial still running: what a second run leaves before its own compaction."""
+    root = tmp_path_factory.mktemp("pristine") / "results"
+    build_study(root)
+    for trial_id in sorted(read_trial_statuses(root, STUDY))[6:]:  # six trials: a step count a test can afford
+        for table in TABLES:
+            shutil.rmtree(root / STUDY / table / f"trial_id={trial_id}", ignore_errors=True)
+    finished = sorted(read_trial_statuses(root, STUDY))
+    compact_study(root, STUDY, exclude=finished[: len(finished) // 2])
+    again = finished[-1]
+    write_trial_table(root, STUDY, "eval", again, read_trial_rows(root, STUDY, "eval", again)[:2])
+    running = dict(read_table_rows(root, STUDY, "trials")[0], trial_id="running0001", status="running")
+    write_trial_table(root, STUDY, "trials", "running0001", [running])
+    return root
+
+
+def _copy(pristine: Path, to: Path) -> Path:
+    shutil.copytree(pristine, to)
+    return to
+
+
+def test_a_kill_at_any_step_loses_and_doubles_no_row(pristine: Path, tmp_path: Path) -> None:
+    expected, expected_python = _rows(pristine), _python_rows(pristine)
+    steps, _ = compaction_plan(pristine, STUDY, exclude=[sorted(read_trial_statuses(pristine, STUDY))[4]])
+    assert len(steps) > 10 and any(step.what.startswith("extract") for step in steps)
+    for killed_after in range(len(steps) + 1):
+        root = _copy(pristine, tmp_path / f"k{killed_after}")
+        steps, _ = compaction_plan(root, STUDY, exclude=[sorted(read_trial_statuses(root, STUDY))[4]])
+        for step in steps[:killed_after]:
+            step.action()
+        # killed inside the next step, if it writes: its half-written file stays behind
+        half = root / STUDY / "eval" / "_compacted" / f".gen-00000{killed_after}.parquet.tmp-1-dead"
+        half.parent.mkdir(parents=True, exist_ok=True)
+        half.write_bytes(b"PAR1 half a file")
+        assert _rows(root) == expected, f"killed after step {killed_after}: {steps[killed_after - 1].what}"
+        assert _python_rows(root) == expected_python, f"killed after step {killed_after}"
+        remove_temp_files(root, STUDY)  # what the next run does first
+        compact_study(root, STUDY)  # and the next compaction finishes the job
+        assert _rows(root) == expected and _python_rows(root) == expected_python
+        _assert_compacted(root)
+
+
+def _assert_compacted(root: Path) -> None:
+    """One generation per table, and no finished trial's own file left."""
+    finished = {t for t, s in read_trial_statuses(root, STUDY).items() if s in ("done", "diverged")}
+    for table in TABLES:
+        assert len(compacted_generations(root, STUDY, table)) == 1, table
+        assert not finished & set(trial_files(root, STUDY, table)), table
+
+
+def test_a_running_trials_files_are_never_touched(pristine: Path, tmp_path: Path) -> None:
+    root = _copy(pristine, tmp_path / "results")
+    own = trial_files(root, STUDY, "trials")["running0001"]
+    before = (own.read_bytes(), own.stat().st_mtime_ns)
+    done = compact_study(root, STUDY)
+    assert "running0001" not in done.merged["trials"]
+    assert (own.read_bytes(), own.stat().st_mtime_ns) == before
+    newest = compacted_generations(root, STUDY, "trials")
+    ids = pq.read_table(newest[max(newest)], columns=["trial_id"])["trial_id"].to_pylist()
+    assert "running0001" not in ids and ids == sorted(ids)  # sorted by trial id
+
+
+def test_excluded_trials_leave_the_compacted_files_for_their_own(pristine: Path, tmp_path: Path) -> None:
+    """What --retrain-stale and migrate --profile do before they move a trial's files."""
+    root = _copy(pristine, tmp_path / "results")
+    compact_study(root, STUDY)
+    trial = min(read_trial_statuses(root, STUDY))
+    rows = {table: read_trial_rows(root, STUDY, table, trial) for table in TABLES}
+    untouched = {table: compacted_generations(root, STUDY, table) for table in TABLES}
+    extract_trials(root, STUDY, ["not-compacted"])  # none of them compacted: nothing to do
+    assert {table: compacted_generations(root, STUDY, table) for table in TABLES} == untouched
+    extract_trials(root, STUDY, [trial])
+    for table in TABLES:
+        newest = compacted_generations(root, STUDY, table)
+        ids = pq.read_table(newest[max(newest)], columns=["trial_id"])["trial_id"].to_pylist()
+        assert trial not in ids
+        assert (trial in trial_files(root, STUDY, table)) == bool(rows[table])
+        assert read_trial_rows(root, STUDY, table, trial) == rows[table]
+    # --retrain-stale then moves its files aside: the trial is gone from every view, the rest stay
+    before = _rows(root)
+    set_aside(root, STUDY, trial, None)
+    after = _rows(root)
+    for table in TABLES:
+        assert not any(json.loads(row)["trial_id"] == trial for row in after[table])
+        assert after[table] == [row for row in before[table] if json.loads(row)["trial_id"] != trial]
+
+
+def test_a_compacted_store_gives_the_pinned_outputs(tmp_path: Path) -> None:
+    root = tmp_path / "results"
+    build_study(root)
+    compact_study(root, STUDY)
+    assert all(compacted_generations(root, STUDY, table) for table in TABLES)
+    sql = sql_outputs(root)
+    pinned = json.loads(PINS_FILE.read_text())
+    if pinned["machine"] == machine():
+        computed = {**{k: digest(_exact(v)) for k, v in sql.items()}, **report_outputs(root, tmp_path / "report")}
+        assert computed == pinned["exact"]
+    else:
+        assert {k: digest(_rounded(v)) for k, v in sql.items()} == pinned["rounded"]
+
+
+def test_lg_study_compact_merges_and_refuses_a_running_study(pristine: Path, tmp_path: Path) -> None:
+    root = _copy(pristine, tmp_path / "results")
+    expected = _rows(root)
+    with study_lock(root, STUDY):
+        busy = CliRunner().invoke(app, ["compact", STUDY, "--results", str(root)])
+    assert busy.exit_code == 2 and "compact" not in str(busy.exception or "")
+    result = CliRunner().invoke(app, ["compact", STUDY, "--results", str(root)])
+    assert result.exit_code == 0, result.output
+    assert "merged" in result.output
+    assert _rows(root) == expected
+    _assert_compacted(root)
+    unknown = CliRunner().invoke(app, ["compact", "nosuch", "--results", str(root)])
+    assert unknown.exit_code == 2 and "no study 'nosuch'" in unknown.output
+
+
+def _study_rows(root: Path, study: str) -> dict[str, list[str]]:
+    with open_results(root, study) as con:
+        return {table: sorted(json.dumps(row, sort_keys=True, default=str) for row in con.sql(
+            f"select * exclude (study) from {table}").to_arrow_table().to_pylist()) for table in TABLES}
+
+
+def _histories(client, experiment: str) -> dict[str, dict[str, list]]:
+    """trial_id -> metric -> its (step, value) history, of an experiment's runs."""
+    runs = client.search_runs([client.get_experiment_by_name(experiment).experiment_id])
+    return {run.data.tags["trial_id"]: {name: [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, name)]
+                                        for name in run.data.metrics} for run in runs}
+
+
+def test_a_compacted_study_resumes_reuses_and_resyncs_mlflow_with_the_same_rows_and_runs(tmp_path: Path) -> None:
+    import mlflow
+    import ray
+    import yaml
+
+    from orchestrator.mlflow_tracking.tracking import StudyTracker
+
+    source = Path(__file__).parent / "study_files" / "good_two_trials.yaml"
+    results, runner = tmp_path / "results", CliRunner()
+    try:
+        assert runner.invoke(app, ["run", str(source), "--results", str(results)]).exit_code == 0
+        before = _study_rows(results, "two_trials")
+        assert runner.invoke(app, ["compact", "two_trials", "--results", str(results)]).exit_code == 0
+        assert all(compacted_generations(results, "two_trials", t) and not trial_files(results, "two_trials", t)
+                   for t in TABLES)
+        assert _study_rows(results, "two_trials") == before
+        # resume: nothing to train again, and nothing to repair in MLflow
+        again = runner.invoke(app, ["run", str(source), "--results", str(results)])
+        assert again.exit_code == 0 and "2 of 2 trials had already finished" in " ".join(again.output.split())
+        assert _study_rows(results, "two_trials") == before
+        # reuse: another study of the same trials copies them from the compacted files
+        copy = tmp_path / "copy.yaml"
+        copy.write_text(yaml.safe_dump({**yaml.safe_load(source.read_text()), "name": "two_copied"}))
+        reused = runner.invoke(app, ["run", str(copy), "--results", str(results)])
+        assert reused.exit_code == 0 and reused.output.count("reused: finished in") == 2, reused.output
+        copied = _study_rows(results, "two_copied")
+        assert {t: copied[t] for t in ("train", "eval", "samples")} == {t: before[t] for t in ("train", "eval", "samples")}
+    finally:
+        ray.shutdown()
+    # MLflow's re-sync from the compacted rows: runs made anew from them match the runs the trials made
+    uri = f"sqlite:///{results.resolve()}/mlflow.db"
+    fresh = StudyTracker(uri, "two_trials_resynced")
+    from orchestrator.mlflow_tracking.mlflow_sync import sync_study
+
+    trial_ids = sorted(read_trial_statuses(results, "two_trials"))
+    assert sync_study(fresh, results, "two_trials", trial_ids) == trial_ids
+    client = mlflow.MlflowClient(uri)
+    original, resynced = _histories(client, "two_trials"), _histories(client, "two_trials_resynced")
+    for trial_id in trial_ids:
+        shared = set(original[trial_id]) & set(resynced[trial_id])
+        assert {"loss", "acc/digits_002", "acc/digits_003"} <= shared
+        assert {m: resynced[trial_id][m] for m in shared} == {m: original[trial_id][m] for m in shared}
