@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from lengthgen import TrialConfig, train
+from lengthgen.batch_ramp import BatchRamp
 from lengthgen.batches import training_batch
 from lengthgen.config import (
     EvalConfig,
@@ -194,6 +195,8 @@ def test_a_diverging_seed_stops_alone_and_the_others_go_on(monkeypatch):
         ({"model": ModelConfig(dropout=0.1)}, "model.dropout"),
         ({"model": ModelConfig(arch="encoder_decoder")}, "model.arch"),
         ({"train": replace(BASE.train, length_buckets=2)}, "train.length_buckets"),
+        ({"train": replace(BASE.train, batch_ramp=BatchRamp(to=4, over=0.5))}, "train.batch_ramp"),
+        ({"model": ModelConfig(state_init="noise")}, "model.state_init"),
     ],
 )
 def test_what_cannot_be_batched_is_refused_naming_the_field(change, field_name):
