@@ -146,79 +146,127 @@ def _train(
 ) -> TrialResult:
     tokenizer = CharTokenizer()
     task, distribution = derive(config).task, derive(config).distribution  # built once, then cached
-    positions = build_position_sampler(config.model)
-    eval_sets = build_eval_sets(config, task, tokenizer)
-    validation = validation_batch(config, tokenizer)
-    grid_cells = build_grid(config, tokenizer)
-    phase_steps = config.train.steps
     phases = 2 if ATTENTION_BIASES[config.model.attention_bias].calibrated else 1
-
     state = resume_state or {}
-    step, tokens_seen = state.get("step", 0), state.get("tokens", 0)
-    started = time.perf_counter() - state.get("wall_s", 0.0)
-    history: dict[str, list] = {
-        "train": [TrainLog(**t) for t in state.get("history", {}).get("train", [])],
-        "eval": [(s, LengthResult(**r)) for s, r in state.get("history", {}).get("eval", [])],
-        "long_loss": [tuple(pair) for pair in state.get("history", {}).get("long_loss", [])],
-    }
+    run = TrialRun.start(config, tokenizer, target_device, phases, state)
+    step = state.get("step", 0)
     #: {site: Ā}, the averaged attention logits of the first phase (abc)
     extracted: dict[str, torch.Tensor] | None = state.get("extracted")
-    last_finite_loss, final_samples, final_grid = None, [], []  # float | None, SampleRecords, GridResults
     for phase in range(state.get("phase", 0), phases):
-        model, training_step = _phase_model(config, phase, extracted, state, target_device)
+        model, training_step = phase_model(config, phase, extracted, state, target_device)
         model.train()
-        while step < (phase + 1) * phase_steps:
-            local = step - phase * phase_steps  # each phase sees the same batches (000 §5, step 3)
+        while step < (phase + 1) * run.phase_steps:
+            local = step - phase * run.phase_steps  # each phase sees the same batches (000 §5, step 3)
             loss, tokens = _train_step(config, training_step, local, task, distribution, tokenizer)
-            tokens_seen += tokens
+            run.tokens_seen += tokens
             step += 1
             if not torch.isfinite(loss):
-                return _diverged(config, model, target_device, history, step, last_finite_loss, on_report)
-            last_finite_loss = loss.item()
-
-            final = step == phases * phase_steps
-            report = Report(step=step)
-            if step % config.train.log_every == 0 or final:
-                lr = learning_rate(config, local)
-                report.train = TrainLog(step, last_finite_loss, lr, tokens_seen, time.perf_counter() - started)
-                history["train"].append(report.train)
-            if step % phase_steps == 0 or (config.eval.every and step % config.eval.every == 0):
-                with autocast(target_device, config.train.precision):
-                    report.eval, report.samples = evaluate(
-                        model, eval_sets, config, tokenizer, positions, target_device, with_samples=final
-                    )
-                    if validation is not None:
-                        report.long_loss = validation_loss(model, validation, config, positions, target_device)
-                        history["long_loss"].append((step, report.long_loss))
-                    if final and grid_cells:
-                        report.grid = evaluate_grid(model, grid_cells, config, tokenizer, positions, target_device)
-                report.summary = summarize(report.eval)
-                history["eval"] += [(step, r) for r in report.eval]
-                report.checkpoint = partial(
-                    _checkpoint, config, phase, step, tokens_seen, time.perf_counter() - started, model,
-                    training_step.optimizer, history, extracted,
-                )
-            if final:
-                report.final, report.status = True, "done"
-                report.attention_biases = _attention_biases(model, extracted, eval_sets)
-                final_samples, final_grid = report.samples, report.grid
-            if report.train or report.eval:
-                on_report(report)
+                return diverged_result(config, model, target_device, run.history, step, run.last_finite_loss, on_report)
+            run.after_step(model, training_step.optimizer, phase, step, local, loss.item(), extracted, on_report)
         if phase + 1 < phases:
-            extracted = mean_attention_logits(model, config, task, tokenizer, positions, target_device)
-
-    final_step = max((s for s, _ in history["eval"]), default=step)
-    final_eval = [r for s, r in history["eval"] if s == final_step]
-    return TrialResult(
-        status="done", steps=step, n_params=count_parameters(model), device=str(target_device),
-        train=history["train"], eval=history["eval"], samples=final_samples,
-        summary=summarize(final_eval) if final_eval else {},
-        attention_biases=_attention_biases(model, extracted, eval_sets),
-        long_loss=history["long_loss"], selected_step=selected_step(history["long_loss"]), grid=final_grid,
-    )
+            extracted = mean_attention_logits(model, config, task, tokenizer, run.positions, target_device)
+    return run.result(model, step, extracted)
 
 
-def _phase_model(
+@dataclass
+class TrialRun:
+    """What one trial carries from step to step besides its model: its evaluation sets,
+    its history and counters. `after_step` reports a step (logs, evaluation,
+    checkpoint); the trainer of one trial and that of a seed batch
+    (lengthgen.seed_batch) share it, so a seed reports as its solo run would."""
+
+    config: TrialConfig
+    tokenizer: CharTokenizer
+    device: torch.device
+    phases: int
+    started: float
+    history: dict[str, list]
+    tokens_seen: int = 0
+    last_finite_loss: float | None = None
+    final_samples: list[SampleRecord] = field(default_factory=list)
+    final_grid: list[GridResult] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        config = self.config
+        task = derive(config).task
+        self.positions = build_position_sampler(config.model)
+        self.eval_sets = build_eval_sets(config, task, self.tokenizer)
+        self.validation = validation_batch(config, self.tokenizer)
+        self.grid_cells = build_grid(config, self.tokenizer)
+        self.phase_steps = config.train.steps
+
+    @classmethod
+    def start(cls, config, tokenizer, device, phases: int, state: dict) -> TrialRun:
+        """A trial's run at its start, or where the checkpoint `state` left it."""
+        history = state.get("history", {})
+        return cls(
+            config, tokenizer, device, phases, time.perf_counter() - state.get("wall_s", 0.0),
+            {
+                "train": [TrainLog(**t) for t in history.get("train", [])],
+                "eval": [(s, LengthResult(**r)) for s, r in history.get("eval", [])],
+                "long_loss": [tuple(pair) for pair in history.get("long_loss", [])],
+            },
+            tokens_seen=state.get("tokens", 0),
+        )
+
+    def after_step(self, model, optimizer, phase: int, step: int, local: int, loss: float, extracted,
+                   on_report: Callable[[Report], None]) -> None:
+        """Record step `step`'s finite loss; log, evaluate and offer a checkpoint where due."""
+        config, history = self.config, self.history
+        self.last_finite_loss = loss
+        final = step == self.phases * self.phase_steps
+        report = Report(step=step)
+        if step % config.train.log_every == 0 or final:
+            lr = learning_rate(config, local)
+            report.train = TrainLog(step, loss, lr, self.tokens_seen, time.perf_counter() - self.started)
+            history["train"].append(report.train)
+        if self.evaluates(step):
+            self._evaluate(model, report, final)
+            report.checkpoint = partial(
+                _checkpoint, config, phase, step, self.tokens_seen, time.perf_counter() - self.started, model,
+                optimizer, history, extracted,
+            )
+        if final:
+            report.final, report.status = True, "done"
+            report.attention_biases = _attention_biases(model, extracted, self.eval_sets)
+            self.final_samples, self.final_grid = report.samples, report.grid
+        if report.train or report.eval:
+            on_report(report)
+
+    def evaluates(self, step: int) -> bool:
+        """Whether step `step` is evaluated (and offers a checkpoint)."""
+        every = self.config.eval.every
+        return step % self.phase_steps == 0 or bool(every and step % every == 0)
+
+    def _evaluate(self, model, report: Report, final: bool) -> None:
+        config, device = self.config, self.device
+        with autocast(device, config.train.precision):
+            report.eval, report.samples = evaluate(
+                model, self.eval_sets, config, self.tokenizer, self.positions, device, with_samples=final
+            )
+            if self.validation is not None:
+                report.long_loss = validation_loss(model, self.validation, config, self.positions, device)
+                self.history["long_loss"].append((report.step, report.long_loss))
+            if final and self.grid_cells:
+                report.grid = evaluate_grid(model, self.grid_cells, config, self.tokenizer, self.positions, device)
+        report.summary = summarize(report.eval)
+        self.history["eval"] += [(report.step, r) for r in report.eval]
+
+    def result(self, model, step: int, extracted) -> TrialResult:
+        """The trial's result once its last step is trained."""
+        history = self.history
+        final_step = max((s for s, _ in history["eval"]), default=step)
+        final_eval = [r for s, r in history["eval"] if s == final_step]
+        return TrialResult(
+            status="done", steps=step, n_params=count_parameters(model), device=str(self.device),
+            train=history["train"], eval=history["eval"], samples=self.final_samples,
+            summary=summarize(final_eval) if final_eval else {},
+            attention_biases=_attention_biases(model, extracted, self.eval_sets),
+            long_loss=history["long_loss"], selected_step=selected_step(history["long_loss"]), grid=self.final_grid,
+        )
+
+
+def phase_model(
     config: TrialConfig, phase: int, extracted, state: dict, target_device: torch.device
 ) -> tuple[Architecture, TrainingStep]:
     """(model, its training step) of a phase: built from the weight (and perturb) seed,
@@ -278,7 +326,7 @@ def _attention_biases(model, extracted, eval_sets) -> dict[str, np.ndarray]:
     return biases
 
 
-def _diverged(config, model, device, history, step, last_finite_loss, on_report) -> TrialResult:
+def diverged_result(config, model, device, history, step, last_finite_loss, on_report) -> TrialResult:
     """A non-finite loss ends the trial as `diverged`; nothing after it is trained."""
     on_report(Report(step=step, final=True, status="diverged"))
     return TrialResult(

@@ -63,7 +63,7 @@ AllOption = Annotated[bool, typer.Option(
 #: lists them without loading torch
 Benchmark = Enum("Benchmark", {name: name for name in (
     "evaluation", "training", "bucketing", "flops", "data", "overhead", "report", "scale", "scale_run",
-    "gpu")}, type=str)
+    "gpu", "seeds", "seed_numbers", "seeds_run")}, type=str)
 
 
 def bad_input(message: str) -> typer.Exit:

@@ -47,6 +47,11 @@ from lengthgen.tokenizer import CharTokenizer
 from lengthgen.training_step import TrainingStep
 from orchestrator.benchmarks.bench_gpu import gpu_rows
 from orchestrator.benchmarks.bench_scale import scale
+from orchestrator.benchmarks.bench_seed_batch import (
+    batching_vs_ulp,
+    quickstart_run,
+    seed_batch_rows,
+)
 from orchestrator.benchmarks.bench_study_run import study_run_scale
 from orchestrator.benchmarks.measurement import Measurement, best_seconds
 
@@ -337,6 +342,9 @@ BENCHMARKS: dict[str, Callable[[], list[Measurement] | Measurement]] = {
     "scale": scale,
     "scale_run": study_run_scale,
     "gpu": gpu_rows,
+    "seeds": seed_batch_rows,
+    "seed_numbers": batching_vs_ulp,
+    "seeds_run": quickstart_run,
 }
 
 
@@ -344,6 +352,8 @@ BENCHMARKS: dict[str, Callable[[], list[Measurement] | Measurement]] = {
 LONG_ROWS = {
     "scale": "two synthetic stores of 1,000 and 10,000 trials, about 25 minutes here",
     "scale_run": "a real study of 1,000 one-step trials and the commands after it, about 5 minutes here",
+    "seed_numbers": "12 quickstart trials of 2,000 steps, alone, one ulp off and in a seed batch, about 13 minutes here",
+    "seeds_run": "the quickstart's 16 trials run twice end to end at 200 steps, about 3 minutes here",
 }
 
 

@@ -14,6 +14,7 @@ from orchestrator.mlflow_tracking.mlflow_store import sqlite_database
 from orchestrator.mlflow_tracking.mlflow_sync import sync_trial
 from orchestrator.mlflow_tracking.tracking import StudyTracker
 from orchestrator.running.recovery import StorageFaultStop
+from orchestrator.running.seed_batches import members
 from orchestrator.running.trainable import ROWS_WRITTEN
 from orchestrator.store.storage_faults import fault_of
 
@@ -34,7 +35,7 @@ class MlflowTuneCallback(Callback):
         self._attached: set[str] = set()
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
-        trial_id = trial.config["trial"]["trial_id"]
+        trial_id = trial.config["trial"]["trial_id"]  # a seed batch's first seed
         if result.get(ROWS_WRITTEN) or trial_id not in self._attached:
             self._sync(trial, live=True)
             self._attached.add(trial_id)
@@ -48,14 +49,18 @@ class MlflowTuneCallback(Callback):
 
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         # the worker died and Tune retries the trial from its checkpoint, in the same run
-        run_id = self._sync(trial, live=True)
-        if run_id is not None:
-            self.tracker.set_tags(run_id, {"worker_failures": str(getattr(trial, "num_failures", ""))})
+        for run_id in self._sync(trial, live=True):
+            if run_id is not None:
+                self.tracker.set_tags(run_id, {"worker_failures": str(getattr(trial, "num_failures", ""))})
 
-    def _sync(self, trial: Any, live: bool) -> str | None:
-        params = trial.config["trial"]
+    def _sync(self, trial: Any, live: bool) -> list[str | None]:
+        """The MLflow run of every seed the Tune trial trains (one, or a seed batch's)."""
+        first = trial.config["trial"]
         if not live:
-            self._attached.discard(params["trial_id"])
+            self._attached.discard(first["trial_id"])
+        return [self._sync_one(params, live) for params in members(first)]
+
+    def _sync_one(self, params: dict[str, Any], live: bool) -> str | None:
         root = Path(params["results_root"])
         try:
             return sync_trial(self.tracker, root, params["study"], params["trial_id"], live,

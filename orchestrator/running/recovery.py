@@ -31,11 +31,12 @@ from typing import Any
 from ray import tune
 
 from analysis.layout import check_path_component
+from orchestrator.running.seed_batches import members
 from orchestrator.store.results_store import read_trial_row, write_trial_table
 from orchestrator.store.storage_faults import StorageFault, fault_from_text
 from orchestrator.store.study_locks import lock_path
 from orchestrator.store.trial_rows import trials_row
-from orchestrator.store.trial_status import TrialStatus
+from orchestrator.store.trial_status import FINISHED, TrialStatus
 from orchestrator.studies.config_paths import TRIAL_CONFIG
 
 ERROR_CHARS = 4000  # the end of a worker's error text kept in `trials.error`
@@ -159,10 +160,14 @@ class TrialFailureCallback(tune.Callback):
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         if self._storage_fault(trial):
             return
-        params = trial.config["trial"]
+        seeds = members(trial.config["trial"])
+        for params in seeds:  # every seed of a seed batch but those it finished
+            self._failed(trial, params, kept=(TrialStatus.FAILED, *FINISHED) if len(seeds) > 1 else (TrialStatus.FAILED,))
+
+    def _failed(self, trial: Any, params: dict[str, Any], kept: tuple[str, ...]) -> None:
         trial_id = params["trial_id"]
         row = read_trial_row(self.root, self.study, trial_id)
-        if row is not None and row["status"] == TrialStatus.FAILED:
+        if row is not None and row["status"] in kept:
             return
         attempts = getattr(trial, "num_failures", 1)
         message = f"gave up after {attempts} failed attempt(s); last error: {_last_error(trial)}"

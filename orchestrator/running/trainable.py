@@ -39,12 +39,19 @@ from ray import tune
 from analysis.layout import CHECKPOINTS, check_path_component
 from lengthgen import Report, TrialConfig, train
 from lengthgen.science import changes_since
+from lengthgen.seed_batch import train_seed_batch
 from lengthgen.training import resolve_device
+from orchestrator.running.seed_batches import BATCH, members
 from orchestrator.store.provenance import provenance
-from orchestrator.store.results_store import artifact_folder, read_trial_rows, write_trial_table
+from orchestrator.store.results_store import (
+    artifact_folder,
+    read_trial_rows,
+    read_trial_statuses,
+    write_trial_table,
+)
 from orchestrator.store.storage_faults import StorageFault, fault_of, root_gone
 from orchestrator.store.trial_rows import history_rows, result_rows, rows_history, trials_row
-from orchestrator.store.trial_status import TrialStatus
+from orchestrator.store.trial_status import FINISHED, TrialStatus
 from orchestrator.studies.config_paths import TRIAL_CONFIG
 from orchestrator.studies.metric_names import LONG_LOSS, eval_metrics, train_metrics
 
@@ -160,11 +167,12 @@ def still_there(root: Path, study: str) -> None:
 
 
 def run_trial(tune_config: dict[str, Any]) -> None:
-    """The trial of ``tune_config["trial"]`` (tune_runner.trial_params), trained and
-    written. A write that meets a full disk or a read-only or vanished results folder
-    raises StorageFault (orchestrator.store.storage_faults), whatever the step: the
-    driver stops the study rather than retrying, and the trial, left `running`, resumes
-    from its last checkpoint once the disk has room."""
+    """The trial of ``tune_config["trial"]`` (tune_runner.trial_params), or the seed batch of
+    trials it names (orchestrator.running.seed_batches), trained and written. A write
+    that meets a full disk or a read-only or vanished results folder raises StorageFault
+    (orchestrator.store.storage_faults), whatever the step: the driver stops the study
+    rather than retrying, and the trial, left `running`, resumes from its last
+    checkpoint once the disk has room."""
     params = tune_config["trial"]
     try:
         _train_trial(params)
@@ -176,67 +184,123 @@ def run_trial(tune_config: dict[str, Any]) -> None:
 
 
 def _train_trial(params: dict[str, Any]) -> None:
-    config = TRIAL_CONFIG.validate_python(params["config"])
-    study, root = params["study"], Path(params["results_root"])
     torch.set_num_threads(max(1, int(params["threads"])))
     device = str(resolve_device(params.get("device")))
-    started_at = datetime.now(timezone.utc)
-    saved = checkpoint_path(root, study, config.trial_id)
-    resume_state = load_checkpoint(saved, config)
-    if resume_state is not None:
-        resume_state["history"] = resume_history(root, study, config.trial_id, resume_state)
-        if resume_state["history"] is None:
-            # without its rows the trial's history would have a gap: it starts over
-            print(f"lg-study: ignoring checkpoint {saved}: the trial's rows do not reach its step",
-                  file=sys.stderr)
-            resume_state = None
-        else:
-            write_history(root, study, config.trial_id, resume_state["history"])  # cut back to it
-    attempt = {
-        **where_it_runs(),
-        **provenance(device, config.train.deterministic, config.train.precision),
-        "resumed_from_step": resume_state["step"] if resume_state else None,
-    }
+    if BATCH in params:
+        run_seed_batch(params, device)
+        return
+    work = TrialWork(params, device)
+    work.start()
+    try:
+        result = train(work.config, on_report=work.on_report, resume_state=work.resume_state, device=device)
+    except Exception as error:
+        work.failed(error)
+        raise
+    work.finish(result)
 
-    label = params["group_label"]  # what sets its group apart within the study (Study.group_label)
 
-    def row(status: str, **more: Any) -> list[dict[str, Any]]:
-        return [{**trials_row(study, config, status, device, started_at, group_label=label, **more), **attempt}]
+class TrialWork:
+    """One trial's side of a worker: its checkpoint, its rows and its `trials` row. The
+    trials row is written first as `running`, last with the outcome; at every
+    evaluation the rows so far, then the checkpoint. `batch`: (seeds in the batch, this
+    seed's slot) when it trains in a seed batch, recorded with its provenance."""
 
-    still_there(root, study)
-    write_trial_table(root, study, "trials", config.trial_id, row(TrialStatus.RUNNING))
+    def __init__(self, params: dict[str, Any], device: str, batch: tuple[int, int] | None = None) -> None:
+        self.config = config = TRIAL_CONFIG.validate_python(params["config"])
+        self.study, self.root, self.device = params["study"], Path(params["results_root"]), device
+        self.started_at = datetime.now(timezone.utc)
+        self.saved = checkpoint_path(self.root, self.study, config.trial_id)
+        self.resume_state = self._resume_state()
+        self.attempt = {
+            **where_it_runs(),
+            **provenance(device, config.train.deterministic, config.train.precision),
+            "resumed_from_step": self.resume_state["step"] if self.resume_state else None,
+        }
+        if batch is not None:
+            # a batched seed is a numerical replicate of its solo run: another environment
+            self.attempt["environment"] += f"; seed batch of {batch[0]}"
+            self.attempt.update(seeds_per_trial=batch[0], seed_slot=batch[1])
+        self.label = params["group_label"]  # what sets its group apart within the study (Study.group_label)
 
-    def on_report(report: Report) -> None:
+    def _resume_state(self) -> dict | None:
+        config, saved = self.config, self.saved
+        resume_state = load_checkpoint(saved, config)
+        if resume_state is not None:
+            resume_state["history"] = resume_history(self.root, self.study, config.trial_id, resume_state)
+            if resume_state["history"] is None:
+                # without its rows the trial's history would have a gap: it starts over
+                print(f"lg-study: ignoring checkpoint {saved}: the trial's rows do not reach its step",
+                      file=sys.stderr)
+                return None
+            write_history(self.root, self.study, config.trial_id, resume_state["history"])  # cut back to it
+        return resume_state
+
+    def row(self, status: str, **more: Any) -> list[dict[str, Any]]:
+        return [{**trials_row(self.study, self.config, status, self.device, self.started_at, group_label=self.label,
+                              **more), **self.attempt}]
+
+    def start(self) -> None:
+        still_there(self.root, self.study)
+        write_trial_table(self.root, self.study, "trials", self.config.trial_id, self.row(TrialStatus.RUNNING))
+
+    def on_report(self, report: Report) -> None:
         written = report.checkpoint is not None and not report.final
         if written:
-            still_there(root, study)
+            still_there(self.root, self.study)
             state = report.checkpoint()
             # the rows first: the checkpoint never gets ahead of them
-            write_history(root, study, config.trial_id, state.pop("history"))
-            save_checkpoint(saved, state)
+            write_history(self.root, self.study, self.config.trial_id, state.pop("history"))
+            save_checkpoint(self.saved, state)
         tune.report({**report_metrics(report), ROWS_WRITTEN: written})
 
-    try:
-        result = train(config, on_report=on_report, resume_state=resume_state, device=device)
-    except Exception as error:
-        if fault_of(error, root) is not None:
-            raise  # its `failed` row would not fit either: the trial was interrupted
-        write_trial_table(root, study, "trials", config.trial_id, row(
+    def failed(self, error: Exception) -> None:
+        """The `failed` row after `error`, unless it was a storage fault: then the row would
+        not fit either, and the trial was interrupted."""
+        if fault_of(error, self.root) is not None:
+            return
+        write_trial_table(self.root, self.study, "trials", self.config.trial_id, self.row(
             TrialStatus.FAILED, finished_at=datetime.now(timezone.utc), error=traceback.format_exc(limit=5)))
-        raise
-    still_there(root, study)
-    for table, rows in result_rows(result).items():
-        write_trial_table(root, study, table, config.trial_id, rows)
-    if result.attention_biases:
-        save_attention_biases(root, study, config.trial_id, result.attention_biases)
-    error = None
-    if result.status == TrialStatus.DIVERGED:
-        error = f"non-finite loss at step {result.diverged_at}; last finite loss {result.last_finite_loss}"
-    write_trial_table(root, study, "trials", config.trial_id, [{
-        **trials_row(study, config, result.status, result.device, started_at,
-                     datetime.now(timezone.utc), result.n_params, error, group_label=label),
-        **attempt,
-        "diverged_at": result.diverged_at,
-        "last_finite_loss": result.last_finite_loss,
-    }])
-    saved.unlink(missing_ok=True)
+
+    def finish(self, result) -> None:
+        root, study, config = self.root, self.study, self.config
+        still_there(root, study)
+        for table, rows in result_rows(result).items():
+            write_trial_table(root, study, table, config.trial_id, rows)
+        if result.attention_biases:
+            save_attention_biases(root, study, config.trial_id, result.attention_biases)
+        error = None
+        if result.status == TrialStatus.DIVERGED:
+            error = f"non-finite loss at step {result.diverged_at}; last finite loss {result.last_finite_loss}"
+        write_trial_table(root, study, "trials", config.trial_id, [{
+            **trials_row(study, config, result.status, result.device, self.started_at,
+                         datetime.now(timezone.utc), result.n_params, error, group_label=self.label),
+            **self.attempt,
+            "diverged_at": result.diverged_at,
+            "last_finite_loss": result.last_finite_loss,
+        }])
+        self.saved.unlink(missing_ok=True)
+
+
+def run_seed_batch(params: dict[str, Any], device: str) -> None:
+    """The seeds of a batch still to finish (a retried batch skips those that finished),
+    trained together: those resuming from checkpoints of one step as one seed batch,
+    so a worker killed between two seeds' checkpoints resumes every seed where it was."""
+    seeds = members(params)
+    statuses = read_trial_statuses(Path(params["results_root"]), params["study"])
+    works = [TrialWork(seed, device, (len(seeds), slot)) for slot, seed in enumerate(seeds)
+             if statuses.get(seed["trial_id"]) not in FINISHED]
+    for work in works:
+        work.start()
+    by_step: dict[int, list[TrialWork]] = {}
+    for work in works:
+        by_step.setdefault((work.resume_state or {}).get("step", 0), []).append(work)
+    for _, batch in sorted(by_step.items()):
+        try:
+            results = train_seed_batch([w.config for w in batch], on_report=lambda k, r, b=batch: b[k].on_report(r),
+                                       resume_states=[w.resume_state for w in batch], device=device)
+        except Exception as error:
+            for work in batch:
+                work.failed(error)
+            raise
+        for work, result in zip(batch, results, strict=True):
+            work.finish(result)

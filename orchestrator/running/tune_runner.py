@@ -57,6 +57,7 @@ from orchestrator.running.science_versions import (
     superseded_run_tags,
     version_name,
 )
+from orchestrator.running.seed_batches import members, seed_batches
 from orchestrator.running.trainable import run_trial
 from orchestrator.running.trial_list import TrialList, pending_like_a_grid
 from orchestrator.store.compaction import compact_after_run, extract_trials
@@ -87,7 +88,8 @@ class ProgressCallback(tune.Callback):
         self.total = total
         self.stop = stop
         self.task = progress.add_task("trials", total=total)
-        self.running: set[str] = set()
+        #: Tune trial -> the seeds it trains (one, or a seed batch's)
+        self.running: dict[str, int] = {}
         self.done = self.failed = 0
         self.started = time.perf_counter()
         self.finishes: collections.deque[float] = collections.deque(maxlen=ETA_WINDOW + 1)
@@ -99,7 +101,7 @@ class ProgressCallback(tune.Callback):
     def _refresh(self, finished: str | None = None) -> None:
         if self.progress is None:
             return
-        status = f"running {len(self.running)}  done {self.done}  failed {self.failed}"
+        status = f"running {sum(self.running.values())}  done {self.done}  failed {self.failed}"
         self.progress.update(self.task, completed=self.done + self.failed, description=status)
         if finished and not self.progress.console.is_terminal:
             # no live bar in a log file: one line per finished trial instead
@@ -114,18 +116,18 @@ class ProgressCallback(tune.Callback):
             )
 
     def on_trial_start(self, iteration, trials, trial, **info):
-        self.running.add(trial.trial_id)
+        self.running[trial.trial_id] = len(members(trial.config["trial"]))
         self._refresh()
 
     def on_trial_complete(self, iteration, trials, trial, **info):
-        self.running.discard(trial.trial_id)
-        self.done += 1
-        self._refresh(f"trial {trial.config['trial']['trial_id']} finished")
+        self.running.pop(trial.trial_id, None)
+        self.done += len(members(trial.config["trial"]))
+        self._refresh(f"{_named(trial)} finished")
 
     def on_trial_error(self, iteration, trials, trial, **info):
-        self.running.discard(trial.trial_id)
-        self.failed += 1
-        self._refresh(f"trial {trial.config['trial']['trial_id']} failed")
+        self.running.pop(trial.trial_id, None)
+        self.failed += len(members(trial.config["trial"]))
+        self._refresh(f"{_named(trial)} failed")
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         if self.progress is not None:
@@ -135,10 +137,16 @@ class ProgressCallback(tune.Callback):
 def _recover_line(trial, stop: StorageFaultStop | None) -> str:
     """What became of a trial's failed attempt that Tune queued again: retried, or (a
     storage fault: ``stop`` tripped) not, as the study stops."""
-    head = f"trial {trial.config['trial']['trial_id']}: attempt {trial.num_failures} failed"
+    head = f"{_named(trial)}: attempt {trial.num_failures} failed"
     if stop is not None and stop.fault is not None:
         return f"{head} ({stop.fault.kind}: {stop.fault.path}); not retried: the study stops"
     return f"{head} ({_error_name(trial)}); retrying from its last checkpoint"
+
+
+def _named(trial) -> str:
+    """`trial <id>`, or `trials <id>, <id>, ...` of a seed batch: seeds count as trials."""
+    ids = [params["trial_id"] for params in members(trial.config["trial"])]
+    return f"trial{'s' * (len(ids) > 1)} {', '.join(ids)}"
 
 
 def _error_name(trial) -> str:
@@ -392,10 +400,11 @@ def _fit(study: Study, trials: list[dict[str, Any]], results_root: Path, tracker
     ) as progress:
         stop = StorageFaultStop()  # a full disk stops the study (recovery.StorageFaultStop)
         progress_callback = ProgressCallback(progress, len(trials), stop)
+        units = seed_batches(trials, resources.seeds_per_trial)  # one Tune trial per trial or per seed batch
         tuner = tune.Tuner(
             tune.with_resources(run_trial, {"cpu": resources.cpus_per_trial, "gpu": resources.gpus_per_trial}),
             tune_config=tune.TuneConfig(
-                search_alg=TrialList(trials), num_samples=len(trials),
+                search_alg=TrialList(units), num_samples=len(units),
                 max_concurrent_trials=resources.max_concurrent_trials, reuse_actors=True
             ),
             run_config=tune.RunConfig(
@@ -424,8 +433,9 @@ def _fit(study: Study, trials: list[dict[str, Any]], results_root: Path, tracker
         raise stop.fault  # the trials it stopped stay `running`: the next run resumes them
     summary.ran = len(trials)
     summary.failed = [
-        f"{r.config['trial']['trial_id']}: {_short_error(r.error)} (trials.error has more)"
+        f"{params['trial_id']}: {_short_error(r.error)} (trials.error has more)"
         for r in grid
         if r.error is not None
+        for params in members(r.config["trial"])
     ]
     summary.wall_s = time.perf_counter() - started

@@ -16,7 +16,7 @@ import re
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import pydantic
 import yaml
@@ -26,6 +26,7 @@ from analysis import groups
 from analysis.layout import profile_root
 from analysis.mlflow_ui import experiment_name
 from lengthgen.config import TrialConfig
+from lengthgen.seed_batch import check_seed_batch
 from orchestrator.studies.config_paths import (
     AXES,
     TRIAL_CONFIG,
@@ -69,6 +70,11 @@ class Resources(BaseModel):
     #: times a trial is retried, from its last checkpoint, after its worker process
     #: died (or it raised); past this the trial is `failed` and the study goes on
     max_failures: int = Field(1, ge=0, le=100)
+    #: trials of one configuration group (differing only in seeds) trained together as
+    #: one seed batch in one Ray Tune trial (lengthgen.seed_batch), K at most, each
+    #: still its own trial; `auto`: every pending seed of the group, up to
+    #: orchestrator.running.seed_batches.AUTO_SEEDS. 1: one trial per Tune trial
+    seeds_per_trial: Annotated[int, Field(ge=1)] | Literal["auto"] = 1
 
 
 class StudyFile(BaseModel):
@@ -252,6 +258,9 @@ def load_study(path: Path, profile: str | None = None) -> Study:
     if spec.search is not None and spec.seeds.until is not None:
         raise source.error("seeds.until", "applies to grid studies only; a search runs each "
                            "point over the seeds of search.repeat", ("seeds", "until"))
+    if spec.search is not None and spec.resources.seeds_per_trial != 1:
+        raise source.error("resources.seeds_per_trial", "seed batches train the trials of a grid study; a "
+                           "search's points are suggested one at a time: set it to 1", ("resources", "seeds_per_trial"))
     if spec.search is not None:
         check_search(source, spec, profile, base)  # its trials are made as it runs
         _check_other_profiles(source, written, profile)
@@ -271,8 +280,21 @@ def load_study(path: Path, profile: str | None = None) -> Study:
             trials.append(trial)
             axis_values.append(settings)
     _check_seed_target(source, spec, trials)
+    _check_seed_batches(source, spec, trials)
     _check_other_profiles(source, written, profile)
     return Study(path, spec, profile, trials, axis_values, base)
+
+
+def _check_seed_batches(source: StudySource, spec: StudyFile, trials: list[TrialConfig]) -> None:
+    """resources.seeds_per_trial other than 1: every trial must be one a seed batch trains."""
+    if spec.resources.seeds_per_trial == 1:
+        return
+    for trial in trials:
+        try:
+            check_seed_batch([trial])
+        except ValueError as error:
+            raise source.error("resources.seeds_per_trial", f"trial {trial.trial_id}: {error}",
+                               ("resources", "seeds_per_trial")) from None
 
 
 def _check_seed_target(source: StudySource, spec: StudyFile, trials: list[TrialConfig]) -> None:

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from lengthgen.formats import pairs_places
+from lengthgen.model.position.checks import checks_inside
 from lengthgen.model.position.places import is_digit
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ class Abacus(nn.Module):
         """tokens, indices (B, T) -> (B, T, d): E[index] on the digits, 0 elsewhere."""
         if indices is None:
             raise ValueError("model.abacus needs the Abacus index of every token (Architecture.sample_positions)")
-        if not torch.compiler.is_compiling():  # a compiled step checks before (Architecture.check_positions)
+        if checks_inside():  # a compiled step or a seed batch checks before (Architecture.check_positions)
             self.check_indices(indices)
         used = is_digit(tokens) & (indices > 0)
         vectors = self.table((indices - 1).clamp(min=0))  # (B, T, d)

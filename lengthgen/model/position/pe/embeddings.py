@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from lengthgen.model.position.checks import checks_inside
+
 
 class SinusoidalEmbedding(nn.Module):
     """Vaswani et al. 2017, §3.5:
@@ -36,7 +38,7 @@ class LearnedEmbedding(nn.Module):
         self.max_positions = max_positions
 
     def forward(self, positions: torch.Tensor) -> torch.Tensor:
-        if not torch.compiler.is_compiling():  # a compiled step checks before (Architecture.check_positions)
+        if checks_inside():  # a compiled step or a seed batch checks before (Architecture.check_positions)
             self.check_indices(positions)
         return self.table(positions)
 

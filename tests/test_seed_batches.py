@@ -1,0 +1,82 @@
+"""Seed batches as Ray Tune trials (orchestrator.running.seed_batches) and their study
+field, resources.seeds_per_trial: 1 leaves the Tune trials as they were; K groups the
+trials of each configuration group K at a time; what a seed batch cannot train is
+refused at load, naming the field. (The batches trained through Ray, killed and
+resumed: tests/test_seed_batch_faults.py.)"""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.running.seed_batches import AUTO_SEEDS, BATCH, members, seed_batches
+from orchestrator.studies.study import StudyError, load_study
+
+STUDY = """\
+name: batches
+base:
+  task: {name: successor, train_digits: [1, 2]}
+  model: {arch: decoder, size: tiny, pe: nope}
+  train: {steps: 2, batch_size: 4}
+  eval: {digits: [2], samples: 2}
+axes:
+  train.lr: [1.0e-3, 3.0e-3]
+  seeds.weight: [0, 1, 2]
+  seeds.data: [0, 1]
+resources: {seeds_per_trial: SEEDS}
+"""
+
+
+def study_with(tmp_path, seeds, more: str = ""):
+    path = tmp_path / "batches.yaml"
+    path.write_text(STUDY.replace("SEEDS", str(seeds)) + more)
+    return load_study(path)
+
+
+def params_of(study) -> list[dict]:
+    return [{"trial_id": c.trial_id, "config": c.to_dict()} for c in study.trials]
+
+
+def test_one_seed_per_trial_leaves_every_tune_trial_as_it_was(tmp_path):
+    trials = params_of(study_with(tmp_path, 1))
+    assert seed_batches(trials, 1) == trials
+    assert all(members(params) == [params] for params in trials)
+
+
+@pytest.mark.parametrize(("seeds", "sizes"), [(4, [4, 2, 4, 2]), (6, [6, 6]), ("auto", [6, 6])])
+def test_trials_are_batched_within_their_configuration_group(tmp_path, seeds, sizes):
+    study = study_with(tmp_path, seeds)
+    trials = params_of(study)
+    units = seed_batches(trials, study.spec.resources.seeds_per_trial)
+    assert [len(members(unit)) for unit in units] == sizes
+    assert sorted(p["trial_id"] for unit in units for p in members(unit)) == sorted(p["trial_id"] for p in trials)
+    for unit in units:
+        lrs = {p["config"]["train"]["lr"] for p in members(unit)}
+        assert len(lrs) == 1  # one configuration group: the batch differs only in seeds
+        assert unit["trial_id"] == members(unit)[0]["trial_id"] and (BATCH in unit) == (len(members(unit)) > 1)
+    assert AUTO_SEEDS >= 6
+
+
+def test_a_batch_of_one_is_a_plain_trial(tmp_path):
+    trials = params_of(study_with(tmp_path, 4))[:1]
+    assert seed_batches(trials, 4) == trials
+
+
+def test_a_study_that_a_seed_batch_cannot_train_is_refused_naming_the_fields(tmp_path):
+    path = tmp_path / "batches.yaml"
+    path.write_text(STUDY.replace("SEEDS", "4").replace("pe: nope}", "pe: nope, dropout: 0.1}"))
+    with pytest.raises(StudyError, match=r"resources\.seeds_per_trial: .*model\.dropout cannot be trained in a seed"):
+        load_study(path)
+    path.write_text(STUDY.replace("SEEDS", "0"))
+    with pytest.raises(StudyError, match=r"resources\.seeds_per_trial"):
+        load_study(path)
+
+
+def test_the_quickstart_bench_runs_the_quickstart_in_batches_of_four_at_fewer_steps(tmp_path):
+    from orchestrator.benchmarks.bench_seed_batch import quickstart_text
+
+    path = tmp_path / "quickstart.yaml"
+    path.write_text(quickstart_text(4, 20))
+    study = load_study(path)
+    assert study.spec.resources.seeds_per_trial == 4 and {c.train.steps for c in study.trials} == {20}
+    units = seed_batches(params_of(study), 4)
+    assert sorted(len(members(unit)) for unit in units) == [2, 2, 4, 4, 4]
