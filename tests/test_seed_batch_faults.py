@@ -14,11 +14,11 @@ import time
 
 import mlflow
 import pytest
+from test_faults import LG_STUDY, STEPS, mlflow_runs, trial_rows
+from test_faults import STUDY as FAULTS_STUDY
 
 from analysis.query import open_results, run_query
 from orchestrator.studies.study import load_study
-from tests.test_faults import LG_STUDY, STEPS, mlflow_runs, trial_rows
-from tests.test_faults import STUDY as FAULTS_STUDY
 
 pytestmark = pytest.mark.slow
 
