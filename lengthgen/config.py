@@ -16,7 +16,6 @@ from dataclasses import asdict, dataclass, field, fields
 from functools import lru_cache
 from typing import Literal, NamedTuple
 
-from lengthgen.batch_ramp import BatchRamp
 from lengthgen.distributions import DISTRIBUTIONS, PAIR_BALANCES, TEST_QUESTIONS, Distribution
 from lengthgen.eval_config import STRICT, EvalConfig
 from lengthgen.formats import check_format, input_layout, sequence_length
@@ -32,8 +31,8 @@ from lengthgen.model.position.pe import POSITIONAL_ENCODINGS
 from lengthgen.model.position.samplers import COUPLED_ANSWERS, COUPLED_EQUALS, POSITION_SAMPLERS
 from lengthgen.model.recurrence import INPUT_INJECTIONS, STATE_INITS
 from lengthgen.model.sizes import SIZES
-from lengthgen.precision import PRECISIONS
 from lengthgen.tasks import TASKS, Task, build_task
+from lengthgen.train_config import PrecisionName, TrainConfig  # noqa: F401 (re-exported)
 
 TaskName = Literal[tuple(TASKS)]
 DistributionName = Literal[tuple(DISTRIBUTIONS)]
@@ -44,7 +43,6 @@ PositionSamplerName = Literal[tuple(POSITION_SAMPLERS)]
 CoupledAnswerName = Literal[tuple(COUPLED_ANSWERS)]
 CoupledEqualsName = Literal[COUPLED_EQUALS]
 FeedForwardName = Literal[tuple(FEED_FORWARDS)]
-PrecisionName = Literal[tuple(PRECISIONS)]
 NormName = Literal[tuple(NORMS)]
 NormPlacementName = Literal[tuple(NORM_PLACEMENTS)]
 AttentionBiasName = Literal[tuple(ATTENTION_BIASES)]
@@ -276,83 +274,6 @@ class ModelConfig:
                 f"{self.loops} of model.size {self.size}'s {n_layers} layer(s): the first layer's input is the "
                 f"embedded input already. Raise model.loops, or choose among none"
                 + "".join(f", {name}" for name in choices)
-            )
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    __pydantic_config__ = _STRICT
-    steps: int = 2000
-    #: rows of a batch (with batch_ramp: of a micro-batch)
-    batch_size: int = 64
-    #: peak learning rate, reached after `warmup` steps, then cosine decay to
-    #: `min_lr_ratio` x lr
-    lr: float = 1e-3
-    warmup: int = 100
-    #: the cosine's floor as a share of lr: 0 decays to 0 (001 E.2), 0.1 to a tenth (001
-    #: Table E.1; Cho et al. 2024's recipe)
-    min_lr_ratio: float = 0.0
-    weight_decay: float = 0.1
-    #: AdamW's epsilon (torch's default 1e-8; McLeish et al. 2024's code: 1e-12)
-    adam_eps: float = 1e-8
-    #: gradient norm clip (0 disables)
-    grad_clip: float = 1.0
-    #: report the training loss every this many steps
-    log_every: int = 50
-    #: fp32; tf32 (float32 storage, TF32 CUDA matmuls); or bf16 autocast
-    #: (lengthgen.precision). Part of the trial's identity at tf32 or bf16
-    precision: PrecisionName = "fp32"
-    #: compile the model's forward with torch.compile, whole (no graph break) and with a
-    #: symbolic batch width (lengthgen.compiled_step): slower start, faster steps on GPUs
-    compile: bool = False
-    #: torch's deterministic algorithms (and cuDNN's, cuBLAS's fixed workspace): two runs
-    #: on one GPU give the same numbers bit for bit, at some cost in speed; on a CPU
-    #: training is repeatable without it (lengthgen.determinism)
-    deterministic: bool = False
-    #: train each batch as at most this many groups of rows of consecutive lengths, each
-    #: trimmed to its longest row, by gradient accumulation before the one optimizer step:
-    #: the same questions, positions and gradient as the padded batch (up to float
-    #: rounding), less compute on padding (lengthgen.batches.length_buckets). 1: one
-    #: padded batch. A no-op with format.fixed_length (aligned rows all have one width).
-    #: With model.dropout > 0 the dropout masks differ from the padded batch's; with
-    #: train.compile the group widths share the graph of a symbolic width
-    length_buckets: int = 1
-    #: looped models (model.loops >= 2): McLeish et al. 2024's objective, the progressive
-    #: loss of Bansal et al. 2022 with this alpha (1 in every run of theirs): each step's
-    #: loss is (1 - alpha) x that of loops//2 trained loops after the others without
-    #: gradient + alpha x that of a random number of loops, the last of them trained
-    #: (lengthgen.model.recurrence.progressive_terms). 0: off, the plain loss through every loop
-    progressive_loss_alpha: float = 0.0
-    #: null: every optimiser step trains one batch of batch_size rows. {to: B, over: r}:
-    #: the optimiser batch grows from one micro-batch of batch_size rows to B rows over the
-    #: first r of the steps, by gradient accumulation, as McLeish et al. 2024's code
-    #: (lengthgen.batch_ramp); B a multiple of batch_size
-    batch_ramp: BatchRamp | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("steps", "batch_size", "log_every", "length_buckets"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"train.{name} must be >= 1, got {getattr(self, name)}")
-        if self.lr <= 0:
-            raise ValueError(f"train.lr must be > 0, got {self.lr}")
-        if not 0 <= self.min_lr_ratio <= 1:
-            raise ValueError(f"train.min_lr_ratio must be in [0, 1] (the cosine's floor as a share of "
-                             f"train.lr), got {self.min_lr_ratio}")
-        if not 0 <= self.progressive_loss_alpha <= 1:
-            raise ValueError(f"train.progressive_loss_alpha must be in [0, 1] (0: off), got {self.progressive_loss_alpha}")
-        if self.batch_ramp is not None and (self.batch_ramp.to % self.batch_size or self.batch_ramp.to <= self.batch_size):
-            raise ValueError(
-                f"train.batch_ramp.to ({self.batch_ramp.to}) is the optimiser batch the ramp reaches in micro-batches "
-                f"of train.batch_size ({self.batch_size}) rows: a multiple of it, larger than it"
-            )
-        if not self.adam_eps > 0:
-            raise ValueError(f"train.adam_eps must be > 0, got {self.adam_eps}")
-        if self.warmup < 0 or self.weight_decay < 0 or self.grad_clip < 0:
-            raise ValueError("train.warmup, train.weight_decay and train.grad_clip must be >= 0")
-        if self.deterministic and self.compile:
-            raise ValueError(
-                "train.deterministic: true cannot be honoured with train.compile: true (compiled "
-                "kernels are chosen by autotuning, which may differ between runs); set one of them to false"
             )
 
 

@@ -37,6 +37,7 @@ from orchestrator.cli_support import (
     print_summary,
     refuse_all_for_a_search,
     results_warnings,
+    run_and_report,
     say_if_moved,
     storage_fault_exit,
     study_argument,
@@ -133,7 +134,7 @@ def run(
     context = RunContext(root, uri, address=address, console=err, restart=restart)
     again = continue_command(study_file, profile, results, tracking_uri, address)
     if verbose:
-        _run(study, study_file, context, log=None, show_all=show_all, again=again)
+        run_and_report(study, study_file, context, log=None, show_all=show_all, again=again)
         return
     log = run_log_path(root, study.name)
     with contextlib.ExitStack() as stack:
@@ -143,64 +144,11 @@ def run(
             raise storage_fault_exit(error, context, study.name, again) from None
         err.print(f"Ray's, Tune's and MLflow's messages: {log} (--verbose prints them here)", highlight=False)
         try:
-            _run(study, study_file, context, log, show_all, again)
+            run_and_report(study, study_file, context, log, show_all, again)
         except typer.Exit as stop:
             if stop.exit_code == 2:  # refused before anything ran
                 quiet.discard = True
             raise
-
-
-def _run(study, study_file: Path, context: RunContext, log: Path | None, show_all: bool = False,
-         again: str = "") -> None:
-    """The body of `run`: the study's trials (or its search, or its seed rounds) under
-    the context's results root (its profile's), what became of them, the table, and the
-    exit code. ``again`` is the command that continues the run."""
-    from analysis.layout import list_studies
-    from orchestrator.console.render import best_point, interrupted_line, run_summary, search_points
-    from orchestrator.console.run_table import read_summary
-    from orchestrator.running.dispatch import run_study
-    from orchestrator.running.recovery import StudyBusy
-    from orchestrator.running.search import SearchSummary
-    from orchestrator.running.tune_runner import ResourceError, StaleScience
-    from orchestrator.store.search_store import SearchChanged
-
-    root = context.results_root
-    try:
-        summary = run_study(study, context)
-    except (ResourceError, StaleScience) as error:
-        raise bad_input(f"{study_file}: {error}") from None
-    except (StudyBusy, SearchChanged) as error:
-        raise bad_input(str(error)) from None
-    except KeyboardInterrupt:
-        err.print("[yellow]interrupted[/yellow]: run the same command again to resume "
-                  "(unfinished trials continue from their last checkpoint)")
-        raise typer.Exit(130) from None
-    except Exception as error:  # noqa: BLE001 (re-raised unless a storage fault: a full disk)
-        raise storage_fault_exit(error, context, study.name, again) from None
-    for line in run_summary(summary):
-        err.print(line, highlight=False)
-    if isinstance(summary, SearchSummary):
-        state = summary.state
-        err.print(f"search {state.name}: {summary.scored} points scored by this run, "
-                  f"{len(state.points)} of {study.spec.search.points} in all")
-        out.print(search_points(state, top=5, total=study.spec.search.points))
-        if state.points:
-            out.print(best_point(state), highlight=False)
-    elif study.name in list_studies(root):
-        with results_warnings():
-            summary_tables = read_summary(root, study.name, study).tables(show_all)
-        for table in summary_tables:
-            out.print(table)
-    if summary.interrupted:
-        err.print(interrupted_line(summary))
-        raise typer.Exit(130)
-    if summary.failed:
-        err.print("[red]failed trials:[/red]")
-        for line in summary.failed:
-            err.print(f"  {line}", highlight=False)
-        if log is not None:
-            err.print(f"Ray's and Tune's messages of this run: {log}", highlight=False)
-        raise typer.Exit(1)
 
 
 @app.command()

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator.console.run_table import LISTED_AT_MOST
+from orchestrator.running.run_context import RunContext
 
 # wide tables stay readable when stdout is a file or a pipe (rich would assume 80 columns)
 out = Console(width=None if sys.stdout.isatty() else 160)
@@ -278,3 +279,56 @@ def _kept(root: Path, study: str, kind: str) -> str:
     stopped = sum(status == TrialStatus.RUNNING for status in statuses.values())
     return (f"{finished} finished trials, and {stopped} interrupted ones with their rows up to their last "
             "checkpoint; no half-written file is visible, and the MLflow runs catch up from the rows next time")
+
+
+def run_and_report(study, study_file: Path, context: RunContext, log: Path | None, show_all: bool = False,
+         again: str = "") -> None:
+    """The body of `run`: the study's trials (or its search, or its seed rounds) under
+    the context's results root (its profile's), what became of them, the table, and the
+    exit code. ``again`` is the command that continues the run."""
+    from analysis.layout import list_studies
+    from orchestrator.console.render import best_point, interrupted_line, run_summary, search_points
+    from orchestrator.console.run_table import read_summary
+    from orchestrator.running.dispatch import run_study
+    from orchestrator.running.recovery import StudyBusy
+    from orchestrator.running.search import SearchSummary
+    from orchestrator.running.tune_runner import ResourceError, StaleScience
+    from orchestrator.store.search_store import SearchChanged
+
+    root = context.results_root
+    try:
+        summary = run_study(study, context)
+    except (ResourceError, StaleScience) as error:
+        raise bad_input(f"{study_file}: {error}") from None
+    except (StudyBusy, SearchChanged) as error:
+        raise bad_input(str(error)) from None
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted[/yellow]: run the same command again to resume "
+                  "(unfinished trials continue from their last checkpoint)")
+        raise typer.Exit(130) from None
+    except Exception as error:  # noqa: BLE001 (re-raised unless a storage fault: a full disk)
+        raise storage_fault_exit(error, context, study.name, again) from None
+    for line in run_summary(summary):
+        err.print(line, highlight=False)
+    if isinstance(summary, SearchSummary):
+        state = summary.state
+        err.print(f"search {state.name}: {summary.scored} points scored by this run, "
+                  f"{len(state.points)} of {study.spec.search.points} in all")
+        out.print(search_points(state, top=5, total=study.spec.search.points))
+        if state.points:
+            out.print(best_point(state), highlight=False)
+    elif study.name in list_studies(root):
+        with results_warnings():
+            summary_tables = read_summary(root, study.name, study).tables(show_all)
+        for table in summary_tables:
+            out.print(table)
+    if summary.interrupted:
+        err.print(interrupted_line(summary))
+        raise typer.Exit(130)
+    if summary.failed:
+        err.print("[red]failed trials:[/red]")
+        for line in summary.failed:
+            err.print(f"  {line}", highlight=False)
+        if log is not None:
+            err.print(f"Ray's and Tune's messages of this run: {log}", highlight=False)
+        raise typer.Exit(1)
