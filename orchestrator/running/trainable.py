@@ -41,6 +41,7 @@ from lengthgen import Report, TrialConfig, train
 from lengthgen.science import changes_since
 from lengthgen.seed_batch import train_seed_batch
 from lengthgen.training import resolve_device
+from orchestrator.mlflow_tracking.run_artifacts import leave_accuracy_plot
 from orchestrator.running.seed_batches import BATCH, members
 from orchestrator.store.provenance import provenance
 from orchestrator.store.results_store import (
@@ -264,10 +265,12 @@ class TrialWork:
     def finish(self, result) -> None:
         root, study, config = self.root, self.study, self.config
         still_there(root, study)
-        for table, rows in result_rows(result).items():
+        tables = result_rows(result)
+        for table, rows in tables.items():
             write_trial_table(root, study, table, config.trial_id, rows)
         if result.attention_biases:
             save_attention_biases(root, study, config.trial_id, result.attention_biases)
+        leave_accuracy_plot(root, study, config.trial_id, config.to_dict(), tables["eval"])
         error = None
         if result.status == TrialStatus.DIVERGED:
             error = f"non-finite loss at step {result.diverged_at}; last finite loss {result.last_finite_loss}"
