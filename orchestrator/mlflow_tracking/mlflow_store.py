@@ -25,6 +25,7 @@ from orchestrator.mlflow_tracking.moved_store import (
     repoint_moved_artifacts,
     sqlite_database,
 )
+from orchestrator.mlflow_tracking.sqlite_journal import use_write_ahead_log
 
 __all__ = ["SerializedClient", "artifact_location", "create_sqlite_store", "sqlite_database"]
 
@@ -62,6 +63,8 @@ class SerializedClient:
         with self._turn():
             if database is not None and not database.exists():
                 create_sqlite_store(database)
+            if database is not None:
+                use_write_ahead_log(database)
             # a store whose folder moved lists its artifacts again (the command line
             # said so before, calling repoint_moved_artifacts itself)
             self.repointed = repoint_moved_artifacts(tracking_uri, locked=True)
