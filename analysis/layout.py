@@ -100,12 +100,17 @@ def generation_of(path: Path) -> int | None:
     return int(match.group(1)) if match and path.parent.name == COMPACTED else None
 
 
+def newest_compacted(root: Path, study: str, table: str) -> Path | None:
+    """The compacted file a reader of ``table`` reads (the newest generation), or None;
+    found without listing the trials' own folders, which one trial's reader need not."""
+    generations = compacted_generations(root, study, table)
+    return generations[max(generations)] if generations else None
+
+
 def visible_files(root: Path, study: str, table: str) -> tuple[Path | None, dict[str, Path]]:
     """What a reader of ``table`` reads: (the newest compacted file or None, trial_id ->
     each trial's own file). A trial's own file wins over its rows in the compacted file."""
-    generations = compacted_generations(root, study, table)
-    newest = generations[max(generations)] if generations else None
-    return newest, trial_files(root, study, table)
+    return newest_compacted(root, study, table), trial_files(root, study, table)
 
 
 def profile_root(root: Path, profile: str | None) -> Path:

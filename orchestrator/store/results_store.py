@@ -20,7 +20,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.layout import ARTIFACTS, FILE_NAME, check_path_component, table_path, visible_files
+from analysis.layout import (
+    ARTIFACTS,
+    FILE_NAME,
+    check_path_component,
+    newest_compacted,
+    table_path,
+    visible_files,
+)
 from orchestrator.store.trial_status import TrialStatus
 
 # Fixed schemas, so that files from different trials union cleanly in DuckDB even when
@@ -163,7 +170,9 @@ def read_trial_rows(root: Path, study: str, table: str, trial_id: str) -> list[d
         if path.is_file():  # its own file wins over compacted rows
             # partitioning=None: read the file alone, without the folder's hive key.
             return pq.read_table(path, partitioning=None).to_pylist()
-        compacted, _ = visible_files(root, study, table)
+        # the newest generation alone: listing every trial's folder (visible_files) made
+        # each trial's MLflow sync cost in proportion to the trials before it
+        compacted = newest_compacted(root, study, table)
         if compacted is None:
             return []
         stamp = _stamp(compacted)
