@@ -86,11 +86,11 @@ FULL = "_full"
 
 
 def short_labelled(tables: dict[str, list[dict]]) -> tuple[dict[str, list[dict]], dict[str, str]]:
-    """The tables as the page shows them: every group label short (analysis.groups.
+    """The tables as the page shows them: every group label short (results_contract.groups.
     short_labels over every label of the page), the full label kept beside it (``<column>_full``)
     for the key and the tables' hover; and that key, full label -> short. The SQL files'
     rows themselves are not changed."""
-    from analysis.groups import short_labels
+    from results_contract.groups import short_labels
 
     found = [row[c] for rows in tables.values() for row in rows for c in LABEL_COLUMNS if row.get(c)]
     key = short_labels(sorted(set(found)))
@@ -112,7 +112,7 @@ def label_key(key: dict[str, str]) -> str:
     return ("<h2 id='groups'>Configuration groups</h2>" + table(
         rows, [("short", "short label"), ("full", "full label (task/pe/size/distribution, then its settings)")],
         "Each group's short label, used in every figure and table below (the settings that tell the "
-        "groups apart; analysis/groups.py), and the full label its trials rows and MLflow runs carry "
+        "groups apart; results_contract/groups.py), and the full label its trials rows and MLflow runs carry "
         "(group_label); a table's group cell shows the full label on hover."))
 
 

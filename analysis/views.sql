@@ -172,7 +172,7 @@ where status in ('done', 'diverged');
 -- perturb_seed 0 is an unperturbed trial.
 --
 -- group_id and group_label are columns of `trials`, written with each trial's row by
--- the one Python definition (analysis/groups.py) that also gives its MLflow tags
+-- the one Python definition (results_contract/groups.py) that also gives its MLflow tags
 -- `group` and `group_label`: group_id hashes the trial's identity less its weight and
 -- data seeds, as trial_id hashes the identity; group_label is task/pe/size/distribution
 -- followed by the settings that tell apart the study's groups sharing those four, e.g.

@@ -1,5 +1,5 @@
 """Configuration groups as columns of `trials` (issue 13): one Python definition
-(analysis/groups.py) gives the row's group_id and group_label and the MLflow tags
+(results_contract/groups.py) gives the row's group_id and group_label and the MLflow tags
 `group` and `group_label`; views.sql selects the columns; rows written before the
 columns existed are refused until `lg-study migrate` (or a run) adds the columns."""
 
@@ -17,7 +17,6 @@ import pytest
 import ray
 from typer.testing import CliRunner
 
-from analysis import groups
 from analysis.layout import table_path
 from analysis.query import MigrationNeeded, open_results, run_query
 from lengthgen.config import EvalConfig, SeedConfig, TaskConfig, TrainConfig, TrialConfig
@@ -30,6 +29,7 @@ from orchestrator.running.tune_runner import trial_params
 from orchestrator.store.results_store import write_trial_table
 from orchestrator.store.trial_rows import add_group_columns, trials_row
 from orchestrator.studies.study import load_study
+from results_contract import groups
 
 STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 STUDY = """\

@@ -164,7 +164,7 @@ def _room(module: str) -> str | None:
 
 def test_the_graph_reader_sees_wrong_way_imports():
     assert wrong_way({"analysis.query": {"orchestrator.cli"}}) == ["analysis.query -> orchestrator.cli"]
-    assert wrong_way({"lengthgen.training": {"analysis.groups"}}) == ["lengthgen.training -> analysis.groups"]
+    assert wrong_way({"lengthgen.training": {"results_contract.groups"}}) == ["lengthgen.training -> results_contract.groups"]
     assert wrong_way({"orchestrator.store.trial_rows": {"orchestrator.running.trainable"}}) != []
     assert wrong_way({"orchestrator.running.trainable": {"orchestrator.store.trial_rows", "lengthgen.training",
                                                          "analysis.layout"}}) == []

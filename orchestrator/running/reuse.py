@@ -20,7 +20,6 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from analysis import groups
 from analysis.layout import PROFILES, list_studies, results_roots
 from analysis.mlflow_ui import experiment_name
 from lengthgen import TrialConfig
@@ -35,6 +34,7 @@ from orchestrator.store.results_store import (
 from orchestrator.store.trial_rows import config_columns
 from orchestrator.store.trial_status import FINISHED
 from orchestrator.studies.study import Study
+from results_contract import groups
 
 #: the trials column (and MLflow tag) naming the experiment a reused trial trained in
 REUSED_FROM = "reused_from"

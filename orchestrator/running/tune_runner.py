@@ -32,7 +32,6 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from analysis.groups import run_name
 from analysis.layout import TUNE
 from lengthgen import TrialConfig
 from orchestrator.mlflow_tracking.mlflow_sync import sync_study
@@ -65,6 +64,7 @@ from orchestrator.store.results_store import read_trial_statuses, remove_temp_fi
 from orchestrator.store.trial_rows import add_group_columns
 from orchestrator.store.trial_status import FINISHED, TrialStatus
 from orchestrator.studies.study import Study
+from results_contract.groups import run_name
 
 #: trials whose finishing times set the ETA: the recent rate, not the start-up's
 ETA_WINDOW = 50

@@ -22,7 +22,6 @@ import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from analysis import groups
 from analysis.layout import profile_root
 from analysis.mlflow_ui import experiment_name
 from lengthgen.config import TrialConfig
@@ -55,6 +54,7 @@ from orchestrator.studies.seed_spec import (
     profiled_seeds,
     until_key_problem,
 )
+from results_contract import groups
 
 DEFAULT_CONFIG = TrialConfig().to_dict()
 
@@ -175,7 +175,7 @@ class Study:
 
     def group_label(self, config: TrialConfig) -> str:
         """What sets the config's configuration group apart within the study: the
-        settings in which it departs from the study's base (analysis.groups.group_labels
+        settings in which it departs from the study's base (results_contract.groups.group_labels
         over the study's trials; a search names its
         searched and repeated fields in every label, since its trials come a batch at a
         time). A config outside the study's trials is labelled among them."""
@@ -186,7 +186,7 @@ class Study:
         return labels[gid]
 
     def short_label(self, config: TrialConfig) -> str:
-        """The config's group's short label among the study's groups (analysis.groups.
+        """The config's group's short label among the study's groups (results_contract.groups.
         short_labels of their labels): what the run table and MLflow run names show."""
         label = self.group_label(config)
         if label in self._short_labels:
