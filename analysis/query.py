@@ -22,7 +22,10 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.layout import (
+from analysis.quantiles import register_quantiles
+from analysis.questions import reads_table
+from analysis.share_intervals import register_share_intervals
+from results_contract.layout import (
     COMPACTED,
     PARTITION_KEY,
     TABLES,
@@ -32,9 +35,6 @@ from analysis.layout import (
     profile_root,
     results_roots,
 )
-from analysis.quantiles import register_quantiles
-from analysis.questions import reads_table
-from analysis.share_intervals import register_share_intervals
 
 #: views.sql's views that read a table's files besides the table's own view: the eval
 #: files hold eval.grid's rows too, which grid_eval shows and eval leaves out

@@ -157,7 +157,7 @@ where false;
 -- finished_trials: the trials whose results are final, the only ones the analysis files
 -- compare. A trial is finished when it is done, or diverged: a diverged trial keeps what
 -- it measured before its loss went non-finite, and dropping it would flatter its group
--- (orchestrator/store/trial_status.py, FINISHED; `lg-study run` skips the same trials).
+-- (results_contract/trial_status.py, FINISHED; `lg-study run` skips the same trials).
 -- Running (or interrupted) and failed trials are not.
 
 create or replace view finished_trials as

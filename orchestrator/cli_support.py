@@ -172,9 +172,9 @@ def print_drivers(root: Path, study: str, statuses: dict[str, str], driver: str 
     """`status`'s word on the study's `running` trials: who runs them (``driver``,
     recovery.driver_of), or (no driver holds the study's locks: it died) that they were
     interrupted, when each last wrote, and the command that resumes them."""
-    from analysis.layout import table_path
     from orchestrator.store.results_store import read_trial_row, read_trial_rows
-    from orchestrator.store.trial_status import TrialStatus
+    from results_contract.layout import table_path
+    from results_contract.trial_status import TrialStatus
 
     running = sorted(trial_id for trial_id, status in statuses.items() if status == TrialStatus.RUNNING)
     if not running or driver is not None:
@@ -213,7 +213,7 @@ def print_summary(root: Path, study: str, spec, show_all: bool, output_format: S
     `running` trials show as interrupted."""
     from analysis.query import QueryError
     from orchestrator.console.run_table import read_summary
-    from orchestrator.store.trial_status import shown_status
+    from results_contract.trial_status import shown_status
 
     try:
         with results_warnings():
@@ -266,7 +266,7 @@ def storage_fault_exit(error: Exception, context, study: str, again: str) -> typ
 def _kept(root: Path, study: str, kind: str) -> str:
     """What a run stopped by a storage fault of ``kind`` left, in words."""
     from orchestrator.store.results_store import read_trial_statuses
-    from orchestrator.store.trial_status import FINISHED, TrialStatus
+    from results_contract.trial_status import FINISHED, TrialStatus
 
     try:
         statuses = {} if kind == "gone" else read_trial_statuses(root, study)
@@ -286,7 +286,6 @@ def run_and_report(study, study_file: Path, context: RunContext, log: Path | Non
     """The body of `run`: the study's trials (or its search, or its seed rounds) under
     the context's results root (its profile's), what became of them, the table, and the
     exit code. ``again`` is the command that continues the run."""
-    from analysis.layout import list_studies
     from orchestrator.console.render import best_point, interrupted_line, run_summary, search_points
     from orchestrator.console.run_table import read_summary
     from orchestrator.running.dispatch import run_study
@@ -294,6 +293,7 @@ def run_and_report(study, study_file: Path, context: RunContext, log: Path | Non
     from orchestrator.running.search import SearchSummary
     from orchestrator.running.tune_runner import ResourceError, StaleScience
     from orchestrator.store.search_store import SearchChanged
+    from results_contract.layout import list_studies
 
     root = context.results_root
     try:

@@ -22,7 +22,6 @@ from test_output_pins import (
 )
 from typer.testing import CliRunner
 
-from analysis.layout import TABLES, compacted_generations, trial_files
 from analysis.query import open_results
 from orchestrator.cli import app
 from orchestrator.running.recovery import study_lock
@@ -35,6 +34,7 @@ from orchestrator.store.results_store import (
     remove_temp_files,
     write_trial_table,
 )
+from results_contract.layout import TABLES, compacted_generations, trial_files
 
 
 def _rows(root: Path) -> dict[str, list[str]]:

@@ -17,7 +17,6 @@ import pytest
 import ray
 from typer.testing import CliRunner
 
-from analysis.layout import table_path
 from analysis.query import MigrationNeeded, open_results, run_query
 from lengthgen.config import EvalConfig, SeedConfig, TaskConfig, TrainConfig, TrialConfig
 from orchestrator.cli import app
@@ -30,6 +29,7 @@ from orchestrator.store.results_store import write_trial_table
 from orchestrator.store.trial_rows import add_group_columns, trials_row
 from orchestrator.studies.study import load_study
 from results_contract import groups
+from results_contract.layout import table_path
 
 STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 STUDY = """\

@@ -1,4 +1,4 @@
-"""analysis/layout.py owns the results layout: it imports the standard library only,
+"""results_contract/layout.py owns the results layout: it imports the standard library only,
 the writer and the readers use its names, and no other module spells a folder or file
 name of the layout again."""
 
@@ -9,7 +9,7 @@ import sys
 import types
 from pathlib import Path
 
-from analysis import layout
+from results_contract import layout
 
 ROOT = Path(__file__).parents[1]
 NAMES = (layout.FILE_NAME, layout.PROFILES, layout.ARTIFACTS, layout.CHECKPOINTS, layout.LOGS,
@@ -26,7 +26,7 @@ def test_the_layout_imports_the_standard_library_only() -> None:
 
 
 def test_the_layouts_names_are_imported_from_the_layout() -> None:
-    """The writer and the readers import the layout's names from analysis.layout itself,
+    """The writer and the readers import the layout's names from results_contract.layout itself,
     never through another module (so no module re-exports them)."""
     names = {name for name, value in vars(layout).items() if not name.startswith("_")
              and not isinstance(value, types.ModuleType) and getattr(value, "__module__", layout.__name__) == layout.__name__}
@@ -34,7 +34,7 @@ def test_the_layouts_names_are_imported_from_the_layout() -> None:
     for package in ("analysis", "orchestrator", "tests"):
         for path in sorted((ROOT / package).rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.ImportFrom) and node.module not in (None, "analysis.layout"):
+                if isinstance(node, ast.ImportFrom) and node.module not in (None, "results_contract.layout"):
                     through += [f"{path.relative_to(ROOT)}:{node.lineno} {alias.name} from {node.module}"
                                 for alias in node.names
                                 if alias.name in names and node.module.split(".")[0] in ("analysis", "orchestrator")]

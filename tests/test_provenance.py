@@ -15,7 +15,6 @@ import pytest
 import ray
 from typer.testing import CliRunner
 
-from analysis.layout import table_path
 from analysis.query import open_results, run_query, run_sql_file
 from analysis.report import sql_path
 from lengthgen.science import SCIENCE_VERSION
@@ -24,6 +23,7 @@ from orchestrator.running.reuse import finished_elsewhere
 from orchestrator.store.provenance import PROVENANCE_COLUMNS, cpu_model, environment_label
 from orchestrator.store.results_store import read_trial_row, write_trial_table
 from orchestrator.studies.study import load_study
+from results_contract.layout import table_path
 
 STUDY_TEXT = """\
 name: replicas

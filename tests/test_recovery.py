@@ -21,7 +21,6 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from analysis.layout import table_path
 from analysis.query import DamagedResultsWarning, QueryError, open_results, run_query
 from lengthgen import train
 from orchestrator.cli import app
@@ -49,6 +48,7 @@ from orchestrator.store.results_store import (
 )
 from orchestrator.store.trial_rows import result_rows, trials_row
 from orchestrator.studies.study import load_study
+from results_contract.layout import table_path
 
 STUDY = Path(__file__).parent / "study_files" / "good_two_trials.yaml"
 TINY = {"train.steps": 6, "train.log_every": 3, "eval.every": 3, "eval.samples": 4}

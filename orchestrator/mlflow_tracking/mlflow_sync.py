@@ -25,10 +25,10 @@ from orchestrator.mlflow_tracking.tracking import RUN_NAME_TAG, StudyTracker
 from orchestrator.store.provenance import PROVENANCE_COLUMNS
 from orchestrator.store.results_store import read_trial_row, read_trial_rows, read_trial_statuses
 from orchestrator.store.trial_rows import flatten_config
-from orchestrator.store.trial_status import TrialStatus
 from orchestrator.studies.config_paths import TRIAL_CONFIG
 from orchestrator.studies.metric_names import eval_metrics, length_results, train_metrics
 from results_contract import groups
+from results_contract.trial_status import TrialStatus
 
 #: how a trial's status ends its run: MLflow's run status and the run's `status` tag.
 #: A `running` trial that no driver runs was interrupted; the next run resumes it in

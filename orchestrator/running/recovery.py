@@ -30,14 +30,14 @@ from typing import Any
 
 from ray import tune
 
-from analysis.layout import check_path_component
 from orchestrator.running.seed_batches import members
 from orchestrator.store.results_store import read_trial_row, write_trial_table
 from orchestrator.store.storage_faults import StorageFault, fault_from_text
 from orchestrator.store.study_locks import lock_path
 from orchestrator.store.trial_rows import trials_row
-from orchestrator.store.trial_status import FINISHED, TrialStatus
 from orchestrator.studies.config_paths import TRIAL_CONFIG
+from results_contract.layout import check_path_component
+from results_contract.trial_status import FINISHED, TrialStatus
 
 ERROR_CHARS = 4000  # the end of a worker's error text kept in `trials.error`
 

@@ -40,9 +40,9 @@ from orchestrator.store.search_store import (
     SearchStore,
 )
 from orchestrator.store.study_locks import SEARCH_LOCK
-from orchestrator.store.trial_status import FINISHED, TrialStatus
 from orchestrator.studies.metric_names import eval_metrics, length_results
 from orchestrator.studies.study import Study
+from results_contract.trial_status import FINISHED, TrialStatus
 
 #: the score of a diverged seed-trial
 DIVERGED_SCORE = 0.0

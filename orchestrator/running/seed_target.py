@@ -50,9 +50,9 @@ from orchestrator.store.seed_plan import (
     save_target,
 )
 from orchestrator.store.study_locks import SEEDS_LOCK
-from orchestrator.store.trial_status import FINISHED
 from orchestrator.studies.seed_spec import SeedTarget
 from orchestrator.studies.study import Study
+from results_contract.trial_status import FINISHED
 
 # --- the run -----------------------------------------------------------------------------
 

@@ -36,7 +36,6 @@ import ray
 import torch
 from ray import tune
 
-from analysis.layout import CHECKPOINTS, check_path_component
 from lengthgen import Report, TrialConfig, train
 from lengthgen.science import changes_since
 from lengthgen.seed_batch import train_seed_batch
@@ -51,9 +50,10 @@ from orchestrator.store.results_store import (
 )
 from orchestrator.store.storage_faults import StorageFault, fault_of, root_gone
 from orchestrator.store.trial_rows import history_rows, result_rows, rows_history, trials_row
-from orchestrator.store.trial_status import FINISHED, TrialStatus
 from orchestrator.studies.config_paths import TRIAL_CONFIG
 from orchestrator.studies.metric_names import LONG_LOSS, eval_metrics, train_metrics
+from results_contract.layout import CHECKPOINTS, check_path_component
+from results_contract.trial_status import FINISHED, TrialStatus
 
 #: the key of a Tune result that says the worker has just written the trial's rows
 #: (read by orchestrator.running.mlflow_callback)

@@ -32,7 +32,6 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from analysis.layout import TUNE
 from lengthgen import TrialConfig
 from orchestrator.mlflow_tracking.mlflow_sync import sync_study
 from orchestrator.mlflow_tracking.tracking import StudyTracker
@@ -62,9 +61,10 @@ from orchestrator.running.trial_list import TrialList, pending_like_a_grid
 from orchestrator.store.compaction import compact_after_run, extract_trials
 from orchestrator.store.results_store import read_trial_statuses, remove_temp_files
 from orchestrator.store.trial_rows import add_group_columns
-from orchestrator.store.trial_status import FINISHED, TrialStatus
 from orchestrator.studies.study import Study
 from results_contract.groups import run_name
+from results_contract.layout import TUNE
+from results_contract.trial_status import FINISHED, TrialStatus
 
 #: trials whose finishing times set the ETA: the recent rate, not the start-up's
 ETA_WINDOW = 50

@@ -1,9 +1,9 @@
-"""The Parquet results store that every trial writes, in the layout analysis.layout
+"""The Parquet results store that every trial writes, in the layout results_contract.layout
 owns (``<root>/<study>/<table>/trial_id=<trial_id>/part-0.parquet``). The file also
 holds the trial_id column, so it stands on its own outside the folder layout, and
 compaction (orchestrator.store.compaction) can merge finished trials' files into one.
 The readers here read a trial's own file when it has one, else its rows in the newest
-compacted file (analysis.layout.visible_files).
+compacted file (results_contract.layout.visible_files).
 """
 
 from __future__ import annotations
@@ -20,8 +20,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.layout import ARTIFACTS, FILE_NAME, check_path_component, table_path, visible_files
-from orchestrator.store.trial_status import TrialStatus
+from results_contract.layout import (
+    ARTIFACTS,
+    FILE_NAME,
+    check_path_component,
+    table_path,
+    visible_files,
+)
+from results_contract.trial_status import TrialStatus
 
 # Fixed schemas, so that files from different trials union cleanly in DuckDB even when
 # one trial has a column that is all null. analysis/empty_tables.sql mirrors them.

@@ -7,7 +7,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from analysis.layout import check_path_component
+from results_contract.layout import check_path_component
 
 #: the lock a search driver holds for its whole run, around the study locks that each
 #: batch of its trials takes (an flock cannot be taken twice by one process)

@@ -16,7 +16,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from analysis.layout import check_path_component
 from lengthgen import TrialConfig, TrialResult
 from lengthgen.science import SCIENCE_VERSION
 from orchestrator.store.results_store import (
@@ -28,6 +27,7 @@ from orchestrator.store.results_store import (
 )
 from orchestrator.studies.config_paths import TRIAL_CONFIG
 from results_contract import groups
+from results_contract.layout import check_path_component
 
 KEY_COLUMNS = {
     "task.name": "task",

@@ -22,7 +22,6 @@ import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from analysis.layout import profile_root
 from analysis.mlflow_ui import experiment_name
 from lengthgen.config import TrialConfig
 from lengthgen.seed_batch import check_seed_batch
@@ -55,6 +54,7 @@ from orchestrator.studies.seed_spec import (
     until_key_problem,
 )
 from results_contract import groups
+from results_contract.layout import profile_root
 
 DEFAULT_CONFIG = TrialConfig().to_dict()
 
@@ -120,7 +120,7 @@ class StudyFile(BaseModel):
     @pydantic.field_validator("profiles")
     @classmethod
     def _profile_folder_names(cls, profiles: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        for name in profiles:  # each names its results root (analysis.layout.profile_root)
+        for name in profiles:  # each names its results root (results_contract.layout.profile_root)
             _folder_name(name, "a profile's results folder")
         return profiles
 
