@@ -53,19 +53,6 @@ class UiServer:
             _group_gone(self.process.pid, timeout)
 
 
-def default_store_uri(results_root: Path) -> str:
-    """The SQLite store ``lg-study run`` writes beside the results: the same URI as
-    orchestrator.mlflow_tracking.tracking.default_tracking_uri (a test checks), which is not imported
-    here because that module loads Ray and MLflow, seconds the UI command need not wait."""
-    return f"sqlite:///{Path(results_root).resolve()}/mlflow.db"
-
-
-def experiment_name(study: str, profile: str | None = None) -> str:
-    """The MLflow experiment of a study's trials: the study's name, and
-    ``<study>/<profile>`` for a profile's (each profile is kept apart, as its results are)."""
-    return study if profile is None else f"{study}/{profile}"
-
-
 def server_command(tracking_uri: str, port: int, artifacts: Path) -> list[str]:
     """The ``mlflow server`` command line: one worker, on 127.0.0.1 only."""
     return [

@@ -75,7 +75,7 @@ def bad_input(message: str) -> typer.Exit:
 @contextlib.contextmanager
 def results_warnings() -> Iterator[None]:
     """Print the results files that reading skipped (damaged, foreign) on stderr."""
-    from analysis.query import DamagedResultsWarning
+    from results_contract.damaged import DamagedResultsWarning
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", DamagedResultsWarning)
@@ -144,7 +144,7 @@ def parse_params(items: list[str] | None) -> dict[str, str]:
 def migrate_profile_of(study_file: Path, profile: str, results: Path, uri: str) -> None:
     """`lg-study migrate STUDY.yaml --profile P`: move the profile's trials, and say what moved."""
     from orchestrator.running.migrate import migrate_profile
-    from orchestrator.running.recovery import StudyBusy
+    from orchestrator.store.study_locks import StudyBusy
     from orchestrator.studies.study import StudyError
 
     profiled, unprofiled = load_study_file(study_file, profile), load_study_file(study_file, None)
@@ -213,7 +213,7 @@ def print_summary(root: Path, study: str, spec, show_all: bool, output_format: S
     `running` trials show as interrupted."""
     from analysis.query import QueryError
     from orchestrator.console.run_table import read_summary
-    from results_contract.trial_status import shown_status
+    from orchestrator.store.study_locks import shown_status
 
     try:
         with results_warnings():
@@ -289,10 +289,10 @@ def run_and_report(study, study_file: Path, context: RunContext, log: Path | Non
     from orchestrator.console.render import best_point, interrupted_line, run_summary, search_points
     from orchestrator.console.run_table import read_summary
     from orchestrator.running.dispatch import run_study
-    from orchestrator.running.recovery import StudyBusy
     from orchestrator.running.search import SearchSummary
     from orchestrator.running.tune_runner import ResourceError, StaleScience
     from orchestrator.store.search_store import SearchChanged
+    from orchestrator.store.study_locks import StudyBusy
     from results_contract.layout import list_studies
 
     root = context.results_root

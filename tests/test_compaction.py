@@ -24,7 +24,6 @@ from typer.testing import CliRunner
 
 from analysis.query import open_results
 from orchestrator.cli import app
-from orchestrator.running.recovery import study_lock
 from orchestrator.running.science_versions import set_aside
 from orchestrator.store.compaction import compact_study, compaction_plan, extract_trials
 from orchestrator.store.results_store import (
@@ -34,6 +33,7 @@ from orchestrator.store.results_store import (
     remove_temp_files,
     write_trial_table,
 )
+from orchestrator.store.study_locks import study_lock
 from results_contract.layout import TABLES, compacted_generations, trial_files
 
 

@@ -20,10 +20,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from analysis.mlflow_ui import experiment_name
 from lengthgen import TrialConfig
 from orchestrator.running.science_versions import still_valid
-from orchestrator.running.trainable import artifact_folder
 from orchestrator.store.results_store import (
     read_trial_row,
     read_trial_rows,
@@ -33,7 +31,8 @@ from orchestrator.store.results_store import (
 from orchestrator.store.trial_rows import config_columns
 from orchestrator.studies.study import Study
 from results_contract import groups
-from results_contract.layout import PROFILES, list_studies, results_roots
+from results_contract.experiments import experiment_name
+from results_contract.layout import PROFILES, artifact_folder, list_studies, results_roots
 from results_contract.trial_status import FINISHED
 
 #: the trials column (and MLflow tag) naming the experiment a reused trial trained in

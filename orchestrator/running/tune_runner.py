@@ -40,9 +40,7 @@ from orchestrator.running.mlflow_callback import MlflowTuneCallback
 from orchestrator.running.recovery import (
     StorageFaultStop,
     TrialFailureCallback,
-    check_not_busy,
     stop_on_sigterm,
-    study_lock,
     wipe_study,
 )
 from orchestrator.running.reuse import REUSED_FROM, finished_elsewhere, reuse_trials
@@ -60,6 +58,7 @@ from orchestrator.running.trainable import run_trial
 from orchestrator.running.trial_list import TrialList, pending_like_a_grid
 from orchestrator.store.compaction import compact_after_run, extract_trials
 from orchestrator.store.results_store import read_trial_statuses, remove_temp_files
+from orchestrator.store.study_locks import check_not_busy, study_lock
 from orchestrator.store.trial_rows import add_group_columns
 from orchestrator.studies.study import Study
 from results_contract.groups import run_name

@@ -20,8 +20,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from results_contract.damaged import DamagedResultsWarning
 from results_contract.layout import (
-    ARTIFACTS,
     FILE_NAME,
     check_path_component,
     table_path,
@@ -184,8 +184,6 @@ def _read_or_warn(path: Path, columns: list[str] | None) -> pa.Table | None:
         # partitioning=None: read the file alone, without the folder's hive key.
         return pq.read_table(path, columns=columns, partitioning=None)
     except (OSError, pa.ArrowException) as error:
-        from analysis.query import DamagedResultsWarning
-
         warnings.warn(f"skipping damaged results file {path}: {error}", DamagedResultsWarning, stacklevel=3)
         return None
 
@@ -218,13 +216,6 @@ def read_trial_row(root: Path, study: str, trial_id: str) -> dict[str, Any] | No
     """The trial's row of ``trials``, or None."""
     rows = read_trial_rows(root, study, "trials", trial_id)
     return rows[0] if rows else None
-
-
-def artifact_folder(root: Path, study: str, trial_id: str) -> Path:
-    """Files a trial's worker leaves for its MLflow run (e.g. ABC's bias matrices)."""
-    check_path_component(study, "study")
-    check_path_component(trial_id, "trial_id")
-    return Path(root) / study / ARTIFACTS / trial_id
 
 
 def remove_temp_files(root: Path, study: str) -> list[Path]:

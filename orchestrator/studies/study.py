@@ -22,7 +22,6 @@ import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from analysis.mlflow_ui import experiment_name
 from lengthgen.config import TrialConfig
 from lengthgen.seed_batch import check_seed_batch
 from orchestrator.studies.config_paths import (
@@ -54,6 +53,7 @@ from orchestrator.studies.seed_spec import (
     until_key_problem,
 )
 from results_contract import groups
+from results_contract.experiments import experiment_name
 from results_contract.layout import profile_root
 
 DEFAULT_CONFIG = TrialConfig().to_dict()
