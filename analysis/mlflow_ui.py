@@ -3,6 +3,8 @@
 Starts ``python -m mlflow server`` as a child process and asks it for the study's
 experiment over MLflow's REST API. Only the standard library is used here: the MLflow
 Python API stays in orchestrator/mlflow_tracking/tracking.py, and analysis/ imports neither.
+The store's URI and a study's experiment name are the ones the tracker writes under
+(results_contract.experiments).
 """
 
 from __future__ import annotations

@@ -170,7 +170,7 @@ def refuse_all_for_a_search(show_all: bool, spec) -> None:
 def print_drivers(root: Path, study: str, statuses: dict[str, str], driver: str | None, again: str,
                   say: Console) -> None:
     """`status`'s word on the study's `running` trials: who runs them (``driver``,
-    recovery.driver_of), or (no driver holds the study's locks: it died) that they were
+    store.study_locks.driver_of), or (no driver holds the study's locks: it died) that they were
     interrupted, when each last wrote, and the command that resumes them."""
     from orchestrator.store.results_store import read_trial_row, read_trial_rows
     from results_contract.layout import table_path

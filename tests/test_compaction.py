@@ -24,7 +24,6 @@ from typer.testing import CliRunner
 
 from analysis.query import open_results
 from orchestrator.cli import app
-from orchestrator.running.science_versions import set_aside
 from orchestrator.store.compaction import compact_study, compaction_plan, extract_trials
 from orchestrator.store.results_store import (
     read_table_rows,
@@ -33,6 +32,7 @@ from orchestrator.store.results_store import (
     remove_temp_files,
     write_trial_table,
 )
+from orchestrator.store.science_versions import set_aside
 from orchestrator.store.study_locks import study_lock
 from results_contract.layout import TABLES, compacted_generations, trial_files
 

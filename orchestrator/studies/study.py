@@ -146,11 +146,11 @@ class Study:
     #: the base config with the profile applied (a search builds its trials from it)
     base: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: a trial already finished under the same results root, in another study or
-    #: profile, is reused rather than trained (orchestrator.running.reuse); `run --no-reuse`
+    #: profile, is reused rather than trained (orchestrator.store.reuse); `run --no-reuse`
     #: and `run --restart` set it False
     reuse: bool = True
     #: trials finished under another science version train again (their old rows set
-    #: aside: orchestrator.running.science_versions); False: the run refuses them. `run --retrain-stale`
+    #: aside: orchestrator.store.science_versions); False: the run refuses them. `run --retrain-stale`
     retrain_stale: bool = False
 
     @property

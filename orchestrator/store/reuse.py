@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lengthgen import TrialConfig
-from orchestrator.running.science_versions import still_valid
 from orchestrator.store.results_store import (
     read_trial_row,
     read_trial_rows,
     read_trial_statuses,
     write_trial_table,
 )
+from orchestrator.store.science_versions import still_valid
 from orchestrator.store.trial_rows import config_columns
 from orchestrator.studies.study import Study
 from results_contract import groups
