@@ -109,10 +109,12 @@ def _relabelled(row: dict, key: dict[str, str]) -> dict:
 def label_key(key: dict[str, str]) -> str:
     """The table at the top of the page: each group's short label and its full one."""
     rows = [{"short": short, "full": full} for full, short in sorted(key.items(), key=lambda kv: kv[1])]
+    # The page's words are pinned (tests/test_output_pins.py), so they still name the groups'
+    # module by its path before it moved to results_contract/groups.py.
     return ("<h2 id='groups'>Configuration groups</h2>" + table(
         rows, [("short", "short label"), ("full", "full label (task/pe/size/distribution, then its settings)")],
         "Each group's short label, used in every figure and table below (the settings that tell the "
-        "groups apart; results_contract/groups.py), and the full label its trials rows and MLflow runs carry "
+        "groups apart; analysis/groups.py), and the full label its trials rows and MLflow runs carry "
         "(group_label); a table's group cell shows the full label on hover."))
 
 

@@ -67,8 +67,6 @@ def check_not_busy(root: Path, study: str, kind: str = "") -> None:
             pass
 
 
-
-
 @contextlib.contextmanager
 def study_lock(root: Path, study: str, kind: str = "") -> Iterator[None]:
     """Hold ``<root>/.<study><kind>.lock`` (an flock) while the study runs, or raise StudyBusy.
