@@ -47,7 +47,7 @@ test: setup
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: setup
-	$(BIN)/ruff check lengthgen orchestrator analysis tests
+	$(BIN)/ruff check lengthgen orchestrator analysis results_contract tests
 
 clean:
 	rm -rf $(VENV) results

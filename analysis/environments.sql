@@ -9,7 +9,7 @@
 -- floating-point chaos into its seed variance. environment is null for rows written
 -- before lg-study recorded it. (Science versions need no check here: `lg-study run`
 -- never lets a group hold trials whose numbers a later science change moved,
--- orchestrator/running/science_versions.py; the column science_versions lists the versions
+-- orchestrator/store/science_versions.py; the column science_versions lists the versions
 -- that trained the group's trials in that environment.)
 
 with

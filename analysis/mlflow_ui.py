@@ -3,6 +3,8 @@
 Starts ``python -m mlflow server`` as a child process and asks it for the study's
 experiment over MLflow's REST API. Only the standard library is used here: the MLflow
 Python API stays in orchestrator/mlflow_tracking/tracking.py, and analysis/ imports neither.
+The store's URI and a study's experiment name are the ones the tracker writes under
+(results_contract.experiments).
 """
 
 from __future__ import annotations
@@ -51,19 +53,6 @@ class UiServer:
         if not _group_gone(self.process.pid, timeout):
             _signal_group(self.process, signal.SIGKILL)
             _group_gone(self.process.pid, timeout)
-
-
-def default_store_uri(results_root: Path) -> str:
-    """The SQLite store ``lg-study run`` writes beside the results: the same URI as
-    orchestrator.mlflow_tracking.tracking.default_tracking_uri (a test checks), which is not imported
-    here because that module loads Ray and MLflow, seconds the UI command need not wait."""
-    return f"sqlite:///{Path(results_root).resolve()}/mlflow.db"
-
-
-def experiment_name(study: str, profile: str | None = None) -> str:
-    """The MLflow experiment of a study's trials: the study's name, and
-    ``<study>/<profile>`` for a profile's (each profile is kept apart, as its results are)."""
-    return study if profile is None else f"{study}/{profile}"
 
 
 def server_command(tracking_uri: str, port: int, artifacts: Path) -> list[str]:

@@ -22,7 +22,11 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.layout import (
+from analysis.quantiles import register_quantiles
+from analysis.questions import reads_table
+from analysis.share_intervals import register_share_intervals
+from results_contract.damaged import DamagedResultsWarning
+from results_contract.layout import (
     COMPACTED,
     PARTITION_KEY,
     TABLES,
@@ -32,9 +36,6 @@ from analysis.layout import (
     profile_root,
     results_roots,
 )
-from analysis.quantiles import register_quantiles
-from analysis.questions import reads_table
-from analysis.share_intervals import register_share_intervals
 
 #: views.sql's views that read a table's files besides the table's own view: the eval
 #: files hold eval.grid's rows too, which grid_eval shows and eval leaves out
@@ -70,11 +71,6 @@ class MigrationNeeded(LookupError):
     """Results that an older lg-study wrote and `lg-study migrate` upgrades (trials rows
     without the group columns). A LookupError, as for an unknown study: the commands
     that read results say it and stop."""
-
-
-class DamagedResultsWarning(UserWarning):
-    """A file under a study's results that the views leave out (truncated, not Parquet,
-    or outside the ``<table>/trial_id=<id>/*.parquet`` layout)."""
 
 
 # Statements that write files or reach outside the in-memory database: `query` and the

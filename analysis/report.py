@@ -14,7 +14,6 @@ from typing import Any
 
 from analysis import report_html as rendering
 from analysis import report_sections
-from analysis.layout import REPORT
 from analysis.query import (
     QueryError,
     open_results,
@@ -25,6 +24,7 @@ from analysis.query import (
 )
 from analysis.questions import QUESTIONS, report_files
 from analysis.report_parts import Canvas
+from results_contract.layout import REPORT
 
 SQL_FILES = report_files()
 

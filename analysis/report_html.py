@@ -86,11 +86,11 @@ FULL = "_full"
 
 
 def short_labelled(tables: dict[str, list[dict]]) -> tuple[dict[str, list[dict]], dict[str, str]]:
-    """The tables as the page shows them: every group label short (analysis.groups.
+    """The tables as the page shows them: every group label short (results_contract.groups.
     short_labels over every label of the page), the full label kept beside it (``<column>_full``)
     for the key and the tables' hover; and that key, full label -> short. The SQL files'
     rows themselves are not changed."""
-    from analysis.groups import short_labels
+    from results_contract.groups import short_labels
 
     found = [row[c] for rows in tables.values() for row in rows for c in LABEL_COLUMNS if row.get(c)]
     key = short_labels(sorted(set(found)))
@@ -109,6 +109,8 @@ def _relabelled(row: dict, key: dict[str, str]) -> dict:
 def label_key(key: dict[str, str]) -> str:
     """The table at the top of the page: each group's short label and its full one."""
     rows = [{"short": short, "full": full} for full, short in sorted(key.items(), key=lambda kv: kv[1])]
+    # The page's words are pinned (tests/test_output_pins.py), so they still name the groups'
+    # module by its path before it moved to results_contract/groups.py.
     return ("<h2 id='groups'>Configuration groups</h2>" + table(
         rows, [("short", "short label"), ("full", "full label (task/pe/size/distribution, then its settings)")],
         "Each group's short label, used in every figure and table below (the settings that tell the "

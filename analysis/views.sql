@@ -157,7 +157,7 @@ where false;
 -- finished_trials: the trials whose results are final, the only ones the analysis files
 -- compare. A trial is finished when it is done, or diverged: a diverged trial keeps what
 -- it measured before its loss went non-finite, and dropping it would flatter its group
--- (orchestrator/store/trial_status.py, FINISHED; `lg-study run` skips the same trials).
+-- (results_contract/trial_status.py, FINISHED; `lg-study run` skips the same trials).
 -- Running (or interrupted) and failed trials are not.
 
 create or replace view finished_trials as
@@ -172,7 +172,7 @@ where status in ('done', 'diverged');
 -- perturb_seed 0 is an unperturbed trial.
 --
 -- group_id and group_label are columns of `trials`, written with each trial's row by
--- the one Python definition (analysis/groups.py) that also gives its MLflow tags
+-- the one Python definition (results_contract/groups.py) that also gives its MLflow tags
 -- `group` and `group_label`: group_id hashes the trial's identity less its weight and
 -- data seeds, as trial_id hashes the identity; group_label is task/pe/size/distribution
 -- followed by the settings that tell apart the study's groups sharing those four, e.g.

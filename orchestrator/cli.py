@@ -114,8 +114,10 @@ def run(
     are reused). Ctrl-C or SIGTERM stops it cleanly (exit 130); so does a full disk, or a read-only
     or vanished results folder (exit 74: no trial is retried on it; run again once it is fixed).
     Ray's, Tune's and MLflow's messages go to a log file under the study's results folder."""
-    from analysis.mlflow_ui import default_store_uri  # the same URI, without importing MLflow
     from orchestrator.console.terminal import quiet_terminal, run_log_path
+    from results_contract.experiments import (
+        default_store_uri,  # the same URI, without importing MLflow
+    )
 
     study = dataclasses.replace(load_study_file(study_file, profile), reuse=reuse and not restart, retrain_stale=retrain_stale)
     if study.spec.search:
@@ -163,9 +165,9 @@ def migrate(
     --profile, also move that profile's trials written into RESULTS/STUDY (before profiles were kept apart)
     into the profile's own folder, with their checkpoints; their MLflow runs leave experiment STUDY, and the
     next `lg-study run --profile` makes them in STUDY/PROFILE (training only what was unfinished)."""
-    from analysis.mlflow_ui import default_store_uri
     from orchestrator.running.migrate import migrate_group_columns
-    from orchestrator.running.recovery import StudyBusy
+    from orchestrator.store.study_locks import StudyBusy
+    from results_contract.experiments import default_store_uri
 
     if profile is not None and study_file is None:
         raise bad_input("--profile moves the trials of a study's profile: name the study's YAML file")
@@ -198,13 +200,13 @@ def status(
     """Trials by status, progress, failures with their reasons, the table `lg-study run` prints at the
     end (by configuration group: seed pairs, mean and its interval, min, max, the share that succeeds,
     the best seed pair), a search's best points, and where each group of a seeds-until study stopped."""
-    from analysis.layout import profile_root
     from analysis.query import open_results, read_once, run_sql_file, sql_file
     from orchestrator.console.render import problem_tables, progress_line, search_points
     from orchestrator.store.search_store import search_name, search_states
     from orchestrator.store.seed_plan import planned_trials
-    from orchestrator.store.study_locks import driver_of
-    from orchestrator.store.trial_status import TrialStatus, shown_status
+    from orchestrator.store.study_locks import driver_of, shown_status
+    from results_contract.layout import profile_root
+    from results_contract.trial_status import TrialStatus
 
     if show_all and output_format is not SummaryFormat.table:
         raise bad_input(f"--all lists every seed pair in the table; --format {output_format.value} writes one "
@@ -258,9 +260,9 @@ def compact(
 ):
     """Merge the finished trials' result files of a study into one file per table (`lg-study run` does it
     when it ends); readers see the same rows before, during and after, and a running study is refused."""
-    from analysis.layout import list_studies, profile_root
-    from orchestrator.running.recovery import StudyBusy, study_lock
     from orchestrator.store.compaction import UnmigratedRows, compact_study
+    from orchestrator.store.study_locks import StudyBusy, study_lock
+    from results_contract.layout import list_studies, profile_root
 
     root = profile_root(results, profile)
     study, _ = study_argument(study, profile)
@@ -320,7 +322,6 @@ def query(
     results: ResultsOption = DEFAULT_RESULTS,
 ):
     """Ask DuckDB SQL over the study's Parquet results (a profile's: --profile)."""
-    from analysis.layout import profile_root
     from analysis.query import (
         QueryError,
         open_results,
@@ -331,6 +332,7 @@ def query(
         write_parquet,
     )
     from orchestrator.console.render import arrow_table
+    from results_contract.layout import profile_root
 
     if (sql is None) == (file is None):
         raise bad_input("give either SQL or --file, not both and not neither")
@@ -373,10 +375,10 @@ def report(
 ):
     """One HTML page of the study's analysis: seed variance, lucky tickets, cascades, errors, training."""
     params = parse_params(param)
-    from analysis.layout import profile_root
     from analysis.query import QueryError
     from analysis.report import build_report
     from orchestrator.store.seed_plan import seed_states, state_rows
+    from results_contract.layout import profile_root
 
     root = profile_root(results, profile)
     study, _ = study_argument(study, profile)
@@ -407,9 +409,9 @@ def plan(
     """How many weight x data seeds give a target half width, by simulation from each group's fit."""
     import pyarrow as pa
 
-    from analysis.layout import profile_root
     from analysis.study_plan import plan_study
     from orchestrator.console.render import arrow_table
+    from results_contract.layout import profile_root
 
     study, _ = study_argument(study, profile)
     try:
@@ -430,7 +432,8 @@ def ui(
     tracking_uri: TrackingOption = None,
 ):
     """The MLflow UI on 127.0.0.1 over the study's tracking store (Ctrl-C stops it)."""
-    from analysis.mlflow_ui import UiError, default_store_uri, experiment_name, serve, start
+    from analysis.mlflow_ui import UiError, serve, start
+    from results_contract.experiments import default_store_uri, experiment_name
 
     if profile is not None and study is None:
         raise bad_input("--profile names a study's experiment (STUDY/PROFILE): give --study too")

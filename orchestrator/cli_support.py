@@ -75,7 +75,7 @@ def bad_input(message: str) -> typer.Exit:
 @contextlib.contextmanager
 def results_warnings() -> Iterator[None]:
     """Print the results files that reading skipped (damaged, foreign) on stderr."""
-    from analysis.query import DamagedResultsWarning
+    from results_contract.damaged import DamagedResultsWarning
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", DamagedResultsWarning)
@@ -144,7 +144,7 @@ def parse_params(items: list[str] | None) -> dict[str, str]:
 def migrate_profile_of(study_file: Path, profile: str, results: Path, uri: str) -> None:
     """`lg-study migrate STUDY.yaml --profile P`: move the profile's trials, and say what moved."""
     from orchestrator.running.migrate import migrate_profile
-    from orchestrator.running.recovery import StudyBusy
+    from orchestrator.store.study_locks import StudyBusy
     from orchestrator.studies.study import StudyError
 
     profiled, unprofiled = load_study_file(study_file, profile), load_study_file(study_file, None)
@@ -170,11 +170,11 @@ def refuse_all_for_a_search(show_all: bool, spec) -> None:
 def print_drivers(root: Path, study: str, statuses: dict[str, str], driver: str | None, again: str,
                   say: Console) -> None:
     """`status`'s word on the study's `running` trials: who runs them (``driver``,
-    recovery.driver_of), or (no driver holds the study's locks: it died) that they were
+    store.study_locks.driver_of), or (no driver holds the study's locks: it died) that they were
     interrupted, when each last wrote, and the command that resumes them."""
-    from analysis.layout import table_path
     from orchestrator.store.results_store import read_trial_row, read_trial_rows
-    from orchestrator.store.trial_status import TrialStatus
+    from results_contract.layout import table_path
+    from results_contract.trial_status import TrialStatus
 
     running = sorted(trial_id for trial_id, status in statuses.items() if status == TrialStatus.RUNNING)
     if not running or driver is not None:
@@ -213,7 +213,7 @@ def print_summary(root: Path, study: str, spec, show_all: bool, output_format: S
     `running` trials show as interrupted."""
     from analysis.query import QueryError
     from orchestrator.console.run_table import read_summary
-    from orchestrator.store.trial_status import shown_status
+    from orchestrator.store.study_locks import shown_status
 
     try:
         with results_warnings():
@@ -266,7 +266,7 @@ def storage_fault_exit(error: Exception, context, study: str, again: str) -> typ
 def _kept(root: Path, study: str, kind: str) -> str:
     """What a run stopped by a storage fault of ``kind`` left, in words."""
     from orchestrator.store.results_store import read_trial_statuses
-    from orchestrator.store.trial_status import FINISHED, TrialStatus
+    from results_contract.trial_status import FINISHED, TrialStatus
 
     try:
         statuses = {} if kind == "gone" else read_trial_statuses(root, study)
@@ -286,14 +286,14 @@ def run_and_report(study, study_file: Path, context: RunContext, log: Path | Non
     """The body of `run`: the study's trials (or its search, or its seed rounds) under
     the context's results root (its profile's), what became of them, the table, and the
     exit code. ``again`` is the command that continues the run."""
-    from analysis.layout import list_studies
     from orchestrator.console.render import best_point, interrupted_line, run_summary, search_points
     from orchestrator.console.run_table import read_summary
     from orchestrator.running.dispatch import run_study
-    from orchestrator.running.recovery import StudyBusy
     from orchestrator.running.search import SearchSummary
     from orchestrator.running.tune_runner import ResourceError, StaleScience
     from orchestrator.store.search_store import SearchChanged
+    from orchestrator.store.study_locks import StudyBusy
+    from results_contract.layout import list_studies
 
     root = context.results_root
     try:

@@ -24,9 +24,9 @@ STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 @pytest.fixture(scope="module")
 def mlflow_store(tmp_path_factory: pytest.TempPathFactory) -> str:
     """One MLflow store per test module: creating one (schema migrations) costs about a second."""
-    from orchestrator.mlflow_tracking.tracking import default_tracking_uri
+    from results_contract.experiments import default_store_uri
 
-    return default_tracking_uri(tmp_path_factory.mktemp("results"))
+    return default_store_uri(tmp_path_factory.mktemp("results"))
 
 
 @pytest.fixture

@@ -1,5 +1,7 @@
-"""The analysis layer reads Parquet only: it imports duckdb, pyarrow, matplotlib and the
-standard library, never lengthgen, Ray, MLflow or the orchestrator (the layering of lg-study: lengthgen, orchestrator, analysis)."""
+"""The analysis layer reads Parquet only: it imports duckdb, pyarrow, matplotlib, the
+standard library and the results contract (where the files live, what the groups are
+called), never lengthgen, Ray, MLflow or the orchestrator (the layering of lg-study:
+results_contract, lengthgen, orchestrator, analysis)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import sys
 from pathlib import Path
 
 ANALYSIS = Path(__file__).parents[1] / "analysis"
-ALLOWED = {"duckdb", "pyarrow", "matplotlib", "numpy", "scipy", "analysis"} | set(sys.stdlib_module_names)
+ALLOWED = {"duckdb", "pyarrow", "matplotlib", "numpy", "scipy", "analysis", "results_contract"} | set(sys.stdlib_module_names)
 FORBIDDEN = ("lengthgen", "ray", "mlflow", "orchestrator", "torch")
 
 

@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from analysis import groups
 from analysis.query import QueryError, open_results, run_query, run_sql_file
 from analysis.questions import report_files
 from orchestrator.cli import app
 from orchestrator.store.results_store import write_trial_table
-from orchestrator.store.trial_status import FINISHED, TrialStatus
+from results_contract import groups
+from results_contract.trial_status import FINISHED, TrialStatus
 
 STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 SQL = files("analysis")

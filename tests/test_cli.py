@@ -96,10 +96,9 @@ def test_migrate_moves_a_profiles_trials_out_of_the_unprofiled_folder(tmp_path: 
 
     import mlflow
 
-    from analysis.layout import profile_root
-    from orchestrator.running.trainable import checkpoint_path
     from orchestrator.store.results_store import read_trial_statuses, write_trial_table
     from orchestrator.store.trial_rows import trials_row
+    from results_contract.layout import checkpoint_path, profile_root
 
     results = tmp_path / "results"
     default, smoke = load_study(STUDY).trials[0], load_study(STUDY, "longer").trials[0]

@@ -22,11 +22,8 @@ from test_output_pins import (
 )
 from typer.testing import CliRunner
 
-from analysis.layout import TABLES, compacted_generations, trial_files
 from analysis.query import open_results
 from orchestrator.cli import app
-from orchestrator.running.recovery import study_lock
-from orchestrator.running.science_versions import set_aside
 from orchestrator.store.compaction import compact_study, compaction_plan, extract_trials
 from orchestrator.store.results_store import (
     read_table_rows,
@@ -35,6 +32,9 @@ from orchestrator.store.results_store import (
     remove_temp_files,
     write_trial_table,
 )
+from orchestrator.store.science_versions import set_aside
+from orchestrator.store.study_locks import study_lock
+from results_contract.layout import TABLES, compacted_generations, trial_files
 
 
 def _rows(root: Path) -> dict[str, list[str]]:
@@ -236,7 +236,7 @@ def test_one_trials_rows_are_read_without_listing_every_trials_folder(pristine: 
                                                                       monkeypatch) -> None:
     """The MLflow sync reads each trial's rows as it ends: listing the table's folders there
     made the n-th trial cost in proportion to n (54 % of the driver's time at 5,400 trials)."""
-    from analysis import layout
+    from results_contract import layout
 
     root = _copy(pristine, tmp_path / "results")
     trials = sorted(read_trial_statuses(root, STUDY))

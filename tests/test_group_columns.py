@@ -1,5 +1,5 @@
 """Configuration groups as columns of `trials` (issue 13): one Python definition
-(analysis/groups.py) gives the row's group_id and group_label and the MLflow tags
+(results_contract/groups.py) gives the row's group_id and group_label and the MLflow tags
 `group` and `group_label`; views.sql selects the columns; rows written before the
 columns existed are refused until `lg-study migrate` (or a run) adds the columns."""
 
@@ -17,19 +17,20 @@ import pytest
 import ray
 from typer.testing import CliRunner
 
-from analysis import groups
-from analysis.layout import table_path
 from analysis.query import MigrationNeeded, open_results, run_query
 from lengthgen.config import EvalConfig, SeedConfig, TaskConfig, TrainConfig, TrialConfig
 from orchestrator.cli import app
 from orchestrator.mlflow_tracking.mlflow_sync import describe
-from orchestrator.mlflow_tracking.tracking import StudyTracker, default_tracking_uri
+from orchestrator.mlflow_tracking.tracking import StudyTracker
 from orchestrator.running.dispatch import run_study
 from orchestrator.running.run_context import RunContext
 from orchestrator.running.tune_runner import trial_params
 from orchestrator.store.results_store import write_trial_table
 from orchestrator.store.trial_rows import add_group_columns, trials_row
 from orchestrator.studies.study import load_study
+from results_contract import groups
+from results_contract.experiments import default_store_uri
+from results_contract.layout import table_path
 
 STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 STUDY = """\
@@ -294,7 +295,7 @@ def test_a_run_regroups_legacy_rows_and_retags_their_mlflow_runs(
     it trains nothing (so starts no Ray) but gives the rows their columns and the MLflow
     runs the same group tags, before any new row could join them."""
     study = load_study(study_file)
-    uri = default_tracking_uri(tmp_path)
+    uri = default_store_uri(tmp_path)
     tracker = StudyTracker(uri, study.name)
     for config in study.trials:
         write_finished_trial(tmp_path, study, config, 0.25, legacy=True)

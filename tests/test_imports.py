@@ -1,9 +1,12 @@
-"""The modules of lengthgen, orchestrator and analysis form a graph without cycles:
-every lengthgen module imports alone, no two modules import each other (not even from
-inside a function, which is how cycles used to be hidden), the layers import one way
-only (lengthgen <- orchestrator -> analysis, never back), the orchestrator's rooms
-import only the rooms below them (docs/design.md), and the data side of lengthgen
-(digits, tasks, formats, distributions) loads neither torch nor the trainer."""
+"""The modules of results_contract, lengthgen, orchestrator and analysis form a graph
+without cycles: every lengthgen module imports alone, no two modules import each other
+(not even from inside a function, which is how cycles used to be hidden), the layers
+import one way only (lengthgen <- orchestrator -> analysis, never back, and both
+orchestrator and analysis -> results_contract, which imports the standard library
+only), the orchestrator imports analysis only where it answers a user (ANSWERING), the
+orchestrator's rooms import only the rooms below them (docs/design.md), and the data
+side of lengthgen (digits, tasks, formats, distributions) loads neither torch nor the
+trainer."""
 
 from __future__ import annotations
 
@@ -15,11 +18,38 @@ from pathlib import Path
 import analysis
 import lengthgen
 import orchestrator
+import results_contract
 
-PACKAGES = {package.__name__: Path(package.__file__).parent for package in (lengthgen, orchestrator, analysis)}
+PACKAGES = {package.__name__: Path(package.__file__).parent
+            for package in (results_contract, lengthgen, orchestrator, analysis)}
 
-#: the packages each package may import (besides itself)
-LAYERS = {"lengthgen": set(), "analysis": set(), "orchestrator": {"lengthgen", "analysis"}}
+#: the packages each package may import (besides itself): the results contract at the
+#: bottom none, so that the writer and the reader share it without sharing anything else
+LAYERS = {
+    "results_contract": set(),
+    "lengthgen": set(),
+    "analysis": {"results_contract"},
+    "orchestrator": {"lengthgen", "analysis", "results_contract"},
+}
+
+#: the orchestrator's modules that may import analysis, and the user's question each
+#: answers with it. Running a study needs none of analysis: where the files live and
+#: what the groups are called is results_contract's. A seeds-until round is a plan: it
+#: asks the report's own interval (the analysis's SQL and seed planner) whether to add
+#: seeds, so that the rule and the report cannot disagree.
+ANSWERING = {
+    "orchestrator.cli": "query, report, plan, status and ui: what the analysis computes",
+    "orchestrator.cli_support": "status's tables, and the query errors a command shows",
+    "orchestrator.console.run_table": "the run table: each trial's accuracy and its export",
+    "orchestrator.benchmarks.bench": "the report a benchmark times",
+    "orchestrator.benchmarks.bench_scale": "the queries and the report a benchmark times",
+    "orchestrator.benchmarks.bench_study_run": "the analysis files a benchmark reads back",
+    "orchestrator.mlflow_tracking.run_artifacts": "the accuracy plot a run's MLflow page shows",
+    "orchestrator.running.seed_target": "a seeds-until round: the report's interval, the seed planner",
+    "orchestrator.store.seed_plan": "where a seeds-until group stands: the report's interval",
+}
+#: what no module of results_contract loads: it is read and written without any of them
+CONTRACT_FREE = ("lengthgen", "orchestrator", "analysis", "torch", "ray", "mlflow", "duckdb", "pyarrow")
 
 #: the orchestrator's rooms, bottom first: each may import the rooms before it (the
 #: order of docs/design.md); the modules at the top (cli, cli_support) may import any
@@ -164,11 +194,13 @@ def _room(module: str) -> str | None:
 
 def test_the_graph_reader_sees_wrong_way_imports():
     assert wrong_way({"analysis.query": {"orchestrator.cli"}}) == ["analysis.query -> orchestrator.cli"]
-    assert wrong_way({"lengthgen.training": {"analysis.groups"}}) == ["lengthgen.training -> analysis.groups"]
+    assert wrong_way({"lengthgen.training": {"results_contract.groups"}}) == ["lengthgen.training -> results_contract.groups"]
     assert wrong_way({"orchestrator.store.trial_rows": {"orchestrator.running.trainable"}}) != []
     assert wrong_way({"orchestrator.running.trainable": {"orchestrator.store.trial_rows", "lengthgen.training",
-                                                         "analysis.layout"}}) == []
+                                                         "results_contract.layout"}}) == []
     assert wrong_way({"orchestrator.cli": {"orchestrator.benchmarks.bench"}}) == []
+    assert wrong_way({"results_contract.layout": {"analysis.query"}}) == ["results_contract.layout -> analysis.query"]
+    assert wrong_way({"analysis.query": {"results_contract.layout"}}) == []
 
 
 def test_layers_and_rooms_import_one_way():
@@ -239,6 +271,52 @@ for room in ("studies", "store", "console"):
 for name in rooms["mlflow_tracking"]:
     importlib.import_module(name)
     assert "ray" not in sys.modules, f"importing {{name}} loaded ray"
+"""
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+
+
+def analysis_users(graph: dict[str, set[str]]) -> set[str]:
+    """The orchestrator's modules that import a module of analysis."""
+    return {module for module, targets in graph.items()
+            if module.startswith("orchestrator.") and any(t.split(".")[0] == "analysis" for t in targets)}
+
+
+def test_the_graph_reader_sees_who_imports_analysis():
+    graph = {"orchestrator.store.trial_rows": {"analysis.query", "results_contract.groups"},
+             "orchestrator.store.compaction": {"results_contract.layout"}, "analysis.report": {"analysis.query"}}
+    assert analysis_users(graph) == {"orchestrator.store.trial_rows"}
+
+
+def test_the_orchestrator_imports_analysis_only_to_answer_a_user():
+    """Exactly the modules of ANSWERING import analysis: a new one fails (what it needs
+    to run a study belongs in results_contract, or ANSWERING says which question it
+    answers), and so does one that no longer does (ANSWERING stays exact)."""
+    users = analysis_users(import_graph())
+    assert sorted(users - set(ANSWERING)) == [], "import what a study runs on from results_contract"
+    assert sorted(set(ANSWERING) - users) == [], "no longer imports analysis: drop it from ANSWERING"
+
+
+def test_the_results_contract_imports_the_standard_library_only():
+    """By its source: every import of results_contract is the standard library's or its own."""
+    imported = set()
+    for path in module_names(("results_contract",)).values():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                imported.add(node.module.split(".")[0])
+    assert imported - set(sys.stdlib_module_names) - {"__future__", "results_contract"} == set()
+
+
+def test_loading_the_results_contract_loads_no_other_layer():
+    """By running it: importing every module of results_contract loads none of CONTRACT_FREE."""
+    code = f"""
+import importlib, sys
+for name in {sorted(module_names(("results_contract",)))!r}:
+    importlib.import_module(name)
+loaded = sorted({{m.split(".")[0] for m in sys.modules}} & set({CONTRACT_FREE!r}))
+assert not loaded, f"importing results_contract loaded {{loaded}}"
 """
     result = run_python(code)
     assert result.returncode == 0, result.stderr

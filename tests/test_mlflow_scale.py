@@ -15,18 +15,19 @@ from pathlib import Path
 
 import pytest
 
-from analysis.mlflow_ui import _get_json, _post_json, default_store_uri, experiment_id, start
+from analysis.mlflow_ui import _get_json, _post_json, experiment_id, start
 from orchestrator.mlflow_tracking.mlflow_sync import describe
-from orchestrator.mlflow_tracking.tracking import StudyTracker, default_tracking_uri
+from orchestrator.mlflow_tracking.tracking import StudyTracker
 from orchestrator.store.trial_rows import trials_row
 from orchestrator.studies.study import load_study
+from results_contract.experiments import default_store_uri
 
 RUNS = 1000
 
 
 def write_runs(root: Path, count: int) -> None:
     study = load_study(Path(__file__).parents[1] / "studies" / "quickstart.yaml")
-    tracker = StudyTracker(default_tracking_uri(root), study.name)
+    tracker = StudyTracker(default_store_uri(root), study.name)
     base = study.trials[0]
     for weight in range(count):
         config = dataclasses.replace(base, seeds=dataclasses.replace(base.seeds, weight=weight))

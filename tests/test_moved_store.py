@@ -20,9 +20,10 @@ from typer.testing import CliRunner
 from orchestrator.cli import app
 from orchestrator.mlflow_tracking.mlflow_sync import describe
 from orchestrator.mlflow_tracking.moved_store import repoint_moved_artifacts
-from orchestrator.mlflow_tracking.tracking import StudyTracker, default_tracking_uri
+from orchestrator.mlflow_tracking.tracking import StudyTracker
 from orchestrator.store.trial_rows import trials_row
 from orchestrator.studies.study import load_study
+from results_contract.experiments import default_store_uri
 
 QUICKSTART = Path(__file__).parents[1] / "studies" / "quickstart.yaml"
 STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
@@ -34,7 +35,7 @@ def write_store(results: Path, experiment: str, trials: int = 2) -> dict[str, li
     """Finished runs with metrics and two artifacts each, and one run left RUNNING
     with none (an interrupted trial): run id -> its artifact names."""
     study = load_study(QUICKSTART)
-    tracker = StudyTracker(default_tracking_uri(results), experiment)
+    tracker = StudyTracker(default_store_uri(results), experiment)
     made = {}
     for index, config in enumerate(study.trials[: trials + 1]):
         row = trials_row(study.name, config, "done", "cpu", STARTED, group_label=study.group_label(config))
@@ -78,7 +79,7 @@ def moved(tmp_path: Path) -> tuple[Path, Path, dict[str, list[str]], dict]:
     old, new = tmp_path / "old" / "results", tmp_path / "new" / "results"
     made = write_store(old, "quickstart")
     made.update(write_store(old, "quickstart/laptop", trials=1))  # a profile's experiment
-    assert listed(default_tracking_uri(old), made) == made
+    assert listed(default_store_uri(old), made) == made
     cells = table_cells(old / "mlflow.db")
     new.parent.mkdir()
     shutil.move(old, new)
@@ -87,7 +88,7 @@ def moved(tmp_path: Path) -> tuple[Path, Path, dict[str, list[str]], dict]:
 
 def test_a_moved_store_lists_no_artifacts_until_repointed_then_every_one(moved) -> None:
     old, new, made, cells = moved
-    uri = default_tracking_uri(new)
+    uri = default_store_uri(new)
     assert all(files == [] for files in listed(uri, made).values())  # what the user saw
     repointed = repoint_moved_artifacts(uri)
     assert sorted((r.old, r.new, r.runs) for r in repointed) == [
@@ -108,7 +109,7 @@ def test_a_moved_store_reached_through_a_symlink_is_repointed_to_where_it_is(mov
     _, new, made, cells = moved
     mount = tmp_path / "laptop-mount"
     mount.symlink_to(new)
-    uri = default_tracking_uri(mount)
+    uri = default_store_uri(mount)
     assert len(repoint_moved_artifacts(uri)) == 2
     assert listed(uri, made) == made
     assert table_cells(new / "mlflow.db") == cells
@@ -117,12 +118,12 @@ def test_a_moved_store_reached_through_a_symlink_is_repointed_to_where_it_is(mov
 def test_a_store_that_did_not_move_or_lost_its_artifacts_is_left_alone(moved, tmp_path: Path) -> None:
     _, new, _, _ = moved
     shutil.rmtree(new / "mlartifacts" / "quickstart" / "laptop")  # brought without that experiment's files
-    assert [r.new for r in repoint_moved_artifacts(default_tracking_uri(new))] == [
+    assert [r.new for r in repoint_moved_artifacts(default_store_uri(new))] == [
         (new / "mlartifacts" / "quickstart").as_uri()]
     in_place = tmp_path / "in-place"
     write_store(in_place, "quickstart", trials=1)
     before = (in_place / "mlflow.db").read_bytes()
-    assert repoint_moved_artifacts(default_tracking_uri(in_place)) == []
+    assert repoint_moved_artifacts(default_store_uri(in_place)) == []
     assert (in_place / "mlflow.db").read_bytes() == before
 
 
@@ -130,13 +131,13 @@ def test_a_new_run_in_a_moved_store_writes_its_artifacts_here(moved) -> None:
     """The run of an interrupted trial, resumed after the move, puts its artifacts in
     this folder, not under the old path (opening the store through StudyTracker re-points)."""
     old, new, made, _ = moved
-    tracker = StudyTracker(default_tracking_uri(new), "quickstart")
+    tracker = StudyTracker(default_store_uri(new), "quickstart")
     assert sorted(r.runs for r in tracker.client.repointed) == [2, 3]  # the whole store
     running = next(run_id for run_id, files in made.items() if not files)
     config = new / "config.yaml"
     config.write_text("resumed: true\n")
     tracker.finish(running, "FINISHED", {}, {"config.yaml": config})
-    assert listed(default_tracking_uri(new), [running]) == {running: ["config.yaml"]}
+    assert listed(default_store_uri(new), [running]) == {running: ["config.yaml"]}
     assert not old.exists()
 
 
@@ -149,6 +150,6 @@ def test_ui_and_run_say_once_that_the_store_was_repointed(moved, monkeypatch) ->
     assert first.exit_code == 0, first.output
     said = " ".join(first.output.split())
     assert f"{new / 'mlflow.db'} was moved" in said and "(they named " in said and "nothing else was changed" in said
-    assert listed(default_tracking_uri(new), made) == made
+    assert listed(default_store_uri(new), made) == made
     second = runner.invoke(app, ["migrate", "--results", str(new)])
     assert "was moved" not in second.output

@@ -16,10 +16,10 @@ import pytest
 import ray
 from typer.testing import CliRunner
 
-from analysis.layout import profile_root
 from analysis.query import open_results, run_query
 from orchestrator.cli import app
 from orchestrator.studies.study import load_study
+from results_contract.layout import profile_root
 
 runner = CliRunner()
 STUDY = """\

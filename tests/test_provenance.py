@@ -15,15 +15,15 @@ import pytest
 import ray
 from typer.testing import CliRunner
 
-from analysis.layout import table_path
 from analysis.query import open_results, run_query, run_sql_file
 from analysis.report import sql_path
 from lengthgen.science import SCIENCE_VERSION
 from orchestrator.cli import app
-from orchestrator.running.reuse import finished_elsewhere
 from orchestrator.store.provenance import PROVENANCE_COLUMNS, cpu_model, environment_label
 from orchestrator.store.results_store import read_trial_row, write_trial_table
+from orchestrator.store.reuse import finished_elsewhere
 from orchestrator.studies.study import load_study
+from results_contract.layout import table_path
 
 STUDY_TEXT = """\
 name: replicas
@@ -149,7 +149,7 @@ def test_a_science_change_sends_back_only_the_configs_it_touches():
     version (written before versions) never does."""
     from lengthgen.config import FormatConfig, ModelConfig, TaskConfig, TrialConfig
     from lengthgen.science import CHANGES, changes_since
-    from orchestrator.running.science_versions import still_valid
+    from orchestrator.store.science_versions import still_valid
 
     successor = TrialConfig(task=TaskConfig(name="successor"))
     parity = TrialConfig(task=TaskConfig(name="parity", train_digits=(1, 4)),

@@ -12,7 +12,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from analysis.layout import list_studies
 from analysis.query import (
     _VIEW_NAME,
     QueryError,
@@ -24,6 +23,7 @@ from analysis.query import (
     write_parquet,
 )
 from orchestrator.store.results_store import write_trial_table
+from results_contract.layout import list_studies
 
 STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 SQL_DIR = files("analysis")

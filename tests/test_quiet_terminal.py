@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from analysis.layout import LOGS
 from orchestrator.console.terminal import ACTIONABLE, quiet_terminal
+from results_contract.layout import LOGS
 
 STUDY = Path(__file__).parent / "study_files" / "good_two_trials.yaml"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

@@ -21,20 +21,13 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from analysis.layout import table_path
-from analysis.query import DamagedResultsWarning, QueryError, open_results, run_query
+from analysis.query import QueryError, open_results, run_query
 from lengthgen import train
 from orchestrator.cli import app
 from orchestrator.mlflow_tracking.mlflow_sync import sync_study
-from orchestrator.mlflow_tracking.tracking import StudyTracker, default_tracking_uri
-from orchestrator.running.recovery import (
-    StudyBusy,
-    TrialFailureCallback,
-    stop_on_sigterm,
-    study_lock,
-)
+from orchestrator.mlflow_tracking.tracking import StudyTracker
+from orchestrator.running.recovery import TrialFailureCallback, stop_on_sigterm
 from orchestrator.running.trainable import (
-    checkpoint_path,
     load_checkpoint,
     resume_history,
     save_checkpoint,
@@ -47,8 +40,12 @@ from orchestrator.store.results_store import (
     remove_temp_files,
     write_trial_table,
 )
+from orchestrator.store.study_locks import StudyBusy, study_lock
 from orchestrator.store.trial_rows import result_rows, trials_row
 from orchestrator.studies.study import load_study
+from results_contract.damaged import DamagedResultsWarning
+from results_contract.experiments import default_store_uri
+from results_contract.layout import checkpoint_path, table_path
 
 STUDY = Path(__file__).parent / "study_files" / "good_two_trials.yaml"
 TINY = {"train.steps": 6, "train.log_every": 3, "eval.every": 3, "eval.samples": 4}
@@ -292,7 +289,7 @@ def test_status_and_resume_survive_a_damaged_trials_file(tmp_path) -> None:
     assert f"skipping damaged results file {broken}" in " ".join(outcome.stderr.split())
 
 
-@pytest.mark.filterwarnings("ignore::analysis.query.DamagedResultsWarning")
+@pytest.mark.filterwarnings("ignore::results_contract.damaged.DamagedResultsWarning")
 def test_queries_cannot_write(tmp_path) -> None:
     damaged_study(tmp_path)
     with open_results(tmp_path, "two_trials") as con:
@@ -340,7 +337,7 @@ def test_drivers_of_several_studies_share_a_new_sqlite_store(tmp_path) -> None:
 
     context = multiprocessing.get_context("fork")  # the children inherit the imports
     barrier, outcomes = context.Barrier(4), context.Queue()
-    uri = default_tracking_uri(tmp_path)
+    uri = default_store_uri(tmp_path)
     drivers = [context.Process(target=_share_a_new_store, args=(uri, i, barrier, outcomes)) for i in range(4)]
     for driver in drivers:
         driver.start()
@@ -370,7 +367,7 @@ def test_the_workers_accuracy_plot_is_attached_and_the_driver_draws_only_without
         leave_accuracy_plot,
         run_artifacts,
     )
-    from orchestrator.store.results_store import artifact_folder
+    from results_contract.layout import artifact_folder
 
     config = {"task": {"train_digits": [1, 2]}}
     rows = [{"step": 5, "digits": d, "accuracy": a} for d, a in ((1, 1.0), (2, 0.9), (4, 0.1))]

@@ -10,10 +10,10 @@ import pytest
 import ray
 from typer.testing import CliRunner
 
-from analysis import groups
 from analysis.query import open_results, run_query
 from orchestrator.cli import app
 from orchestrator.studies.study import load_study
+from results_contract import groups
 
 STUDY = Path(__file__).parent / "study_files" / "good_two_trials.yaml"
 runner = CliRunner()
@@ -55,7 +55,7 @@ def test_mlflow_holds_one_finished_run_per_trial(finished_study):
     assert len(runs) == 2
     assert {r.info.status for r in runs} == {"FINISHED"}
     assert {r.data.tags["trial_id"] for r in runs} == {c.trial_id for c in study.trials}
-    # the group columns of `trials` (one definition, analysis.groups) are the runs' tags
+    # the group columns of `trials` (one definition, results_contract.groups) are the runs' tags
     with open_results(results, "two_trials") as con:
         columns = {r["trial_id"]: (r["group_id"], r["group_label"]) for r in
                    run_query(con, "select trial_id, group_id, group_label from trials").to_pylist()}

@@ -16,7 +16,6 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from analysis.groups import group_id
 from analysis.query import open_results, run_sql_file
 from orchestrator.cli import app
 from orchestrator.console.run_table import (
@@ -29,6 +28,7 @@ from orchestrator.running.run_context import RunSummary
 from orchestrator.store.results_store import write_trial_table
 from orchestrator.store.trial_rows import trials_row
 from orchestrator.studies.study import load_study
+from results_contract.groups import group_id
 
 STUDIES = Path(__file__).parent / "study_files"
 SQL = Path(__file__).parent.parent / "analysis"

@@ -13,8 +13,6 @@ import pytest
 import ray
 from typer.testing import CliRunner
 
-from analysis import groups
-from analysis.mlflow_ui import default_store_uri
 from analysis.query import open_results, run_query, run_sql_file, sql_file
 from orchestrator.cli import app
 from orchestrator.running import seed_target
@@ -25,6 +23,8 @@ from orchestrator.store.seed_plan import ADDING, MAX_REACHED, TARGET_HELD, Group
 from orchestrator.studies.config_paths import StudyError
 from orchestrator.studies.seed_spec import SeedTarget
 from orchestrator.studies.study import load_study
+from results_contract import groups
+from results_contract.experiments import default_store_uri
 
 Z2 = 1.959963984540054**2  # z² of success.sql's 95 % level
 runner = CliRunner()

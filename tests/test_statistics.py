@@ -20,7 +20,6 @@ import pyarrow as pa
 import pytest
 from test_analysis_sql import SQL, canonical, config, trial_id
 
-from analysis import groups
 from analysis.query import (
     DERIVED_VIEWS,
     QueryError,
@@ -28,6 +27,7 @@ from analysis.query import (
     prepare_connection,
     run_sql_file,
 )
+from results_contract import groups
 
 # --- an in-memory study -------------------------------------------------------------------
 
@@ -55,7 +55,7 @@ class Study:
 
     def grouped_trials(self) -> list[dict]:
         """The trials rows with the group columns `lg-study migrate` gives rows of
-        configs that are no TrialConfig (analysis.groups.StoredConfig)."""
+        configs that are no TrialConfig (results_contract.groups.StoredConfig)."""
         stored = {row["trial_id"]: groups.StoredConfig(row["config_json"]) for row in self.trials}
         labels = groups.group_labels(stored.values())
         return [{**row, "group_id": groups.group_id(stored[row["trial_id"]]),

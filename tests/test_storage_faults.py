@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from orchestrator.cli import app
 from orchestrator.running import trainable
-from orchestrator.running.recovery import StorageFaultStop, TrialFailureCallback, study_lock
+from orchestrator.running.recovery import StorageFaultStop, TrialFailureCallback
 from orchestrator.running.tune_runner import _recover_line, trial_params
 from orchestrator.store.results_store import read_trial_row, write_trial_table
 from orchestrator.store.storage_faults import (
@@ -34,7 +34,7 @@ from orchestrator.store.storage_faults import (
     free_space,
     words,
 )
-from orchestrator.store.study_locks import driver_of
+from orchestrator.store.study_locks import driver_of, study_lock
 from orchestrator.store.trial_rows import trials_row
 from orchestrator.studies.study import load_study
 

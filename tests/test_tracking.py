@@ -16,11 +16,12 @@ import pytest
 from analysis.plots import accuracy_vs_length
 from orchestrator.mlflow_tracking.mlflow_store import create_sqlite_store
 from orchestrator.mlflow_tracking.mlflow_sync import sync_trial
-from orchestrator.mlflow_tracking.tracking import StudyTracker, default_tracking_uri
+from orchestrator.mlflow_tracking.tracking import StudyTracker
 from orchestrator.running.mlflow_callback import MlflowTuneCallback
 from orchestrator.store.results_store import write_trial_table
 from orchestrator.store.trial_rows import flatten_config, trials_row
 from orchestrator.studies.config_paths import TRIAL_CONFIG
+from results_contract.experiments import default_store_uri
 
 CONFIG = {
     "task": {"name": "addition", "train_digits": [1, 5]},
@@ -46,8 +47,8 @@ def eval_rows(step: int) -> list[dict[str, Any]]:
              "in_distribution": d <= 5} for d in (5, 10)]
 
 
-def test_default_tracking_uri_is_absolute_sqlite(tmp_path: Path) -> None:
-    uri = default_tracking_uri(tmp_path / "r")
+def test_default_store_uri_is_absolute_sqlite(tmp_path: Path) -> None:
+    uri = default_store_uri(tmp_path / "r")
     assert uri == f"sqlite:///{(tmp_path / 'r').resolve()}/mlflow.db"
     assert not (tmp_path / "r").exists()  # naming the store writes nothing
 

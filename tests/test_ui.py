@@ -26,12 +26,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from analysis.mlflow_ui import default_store_uri
 from orchestrator.cli import app
 from orchestrator.mlflow_tracking.mlflow_sync import describe
-from orchestrator.mlflow_tracking.tracking import StudyTracker, default_tracking_uri
+from orchestrator.mlflow_tracking.tracking import StudyTracker
 from orchestrator.store.trial_rows import trials_row
 from orchestrator.studies.study import load_study
+from results_contract.experiments import default_store_uri
 
 QUICKSTART = Path(__file__).parents[1] / "studies" / "quickstart.yaml"
 LG_STUDY = Path(sys.executable).parent / "lg-study"
@@ -51,7 +51,7 @@ def store(tmp_path_factory) -> tuple[Path, str, dict[str, dict[str, str]]]:
     """Three finished runs of the quickstart study: run name -> tags."""
     results = tmp_path_factory.mktemp("results")
     study = load_study(QUICKSTART)
-    tracker = StudyTracker(default_tracking_uri(results), study.name)
+    tracker = StudyTracker(default_store_uri(results), study.name)
     runs = {}
     for config in study.trials[:3]:
         row = trials_row(study.name, config, "done", "cpu", STARTED, group_label=study.group_label(config))
@@ -152,10 +152,6 @@ def test_browser_shows_the_experiment_and_its_runs(ui, store, tmp_path: Path) ->
     assert name in text, "the experiment's name is on the page"
     missing = [run for run in runs if run not in text]
     assert not missing, f"runs not shown: {missing}; page text: {text[:2000]}"
-
-
-def test_ui_default_store_is_the_one_run_writes(tmp_path: Path) -> None:
-    assert default_store_uri(tmp_path / "r") == default_tracking_uri(tmp_path / "r")
 
 
 def test_without_a_store_ui_is_bad_input(tmp_path: Path) -> None:

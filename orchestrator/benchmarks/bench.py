@@ -285,10 +285,10 @@ def report_speed(rows: int = 10_000_000, weight_seeds: int = 5, data_seeds: int 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from analysis.layout import table_path
     from analysis.report import build_report
     from orchestrator.store.results_store import SAMPLES_SCHEMA, write_trial_table
     from orchestrator.store.trial_rows import trials_row
+    from results_contract.layout import table_path
 
     trials = weight_seeds * data_seeds
     per_trial = rows // trials

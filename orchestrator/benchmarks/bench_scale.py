@@ -1,7 +1,7 @@
 """`lg-study bench --only scale`: lucky_tickets.sql and `lg-study report` on synthetic
 stores of 1,000 and 10,000 finished trials (issue 23, item 7).
 
-A store is configuration groups (model.pe x model.size, so analysis.groups puts them
+A store is configuration groups (model.pe x model.size, so results_contract.groups puts them
 apart) each crossing every weight seed with every data seed, one `trials` row,
 six `eval` rows per trial (the final step; test lengths 5 and 10 inside the training
 range 1-10, 15, 20, 30 and 40 outside it), a few `samples` rows (4 questions per
@@ -77,9 +77,9 @@ def accuracies(n_groups: int, weight_seeds: int, data_seeds: int, seed: int = 0)
 def write_store(root: Path, n_groups: int, weight_seeds: int, data_seeds: int, seed: int = 0) -> int:
     """A results store under ``root`` (study ``scale``) with every trial done; returns
     the number of trials."""
-    from analysis.groups import group_id, group_labels
     from orchestrator.store.results_store import write_trial_table
     from orchestrator.store.trial_rows import trials_row
+    from results_contract.groups import group_id, group_labels
 
     bases = group_configs(n_groups)
     labels = group_labels(bases)

@@ -7,7 +7,7 @@ import math
 import pyarrow as pa
 from rich.table import Table
 
-from orchestrator.store.trial_status import FINISHED
+from results_contract.trial_status import FINISHED
 
 
 def arrow_table(table: pa.Table, title: str | None = None, max_rows: int = 200) -> Table:

@@ -2,7 +2,7 @@
 by configuration group, summarised where a group has many seed pairs.
 
 One section per configuration group (trials equal but for their seeds), named by the
-label the trials rows, the MLflow tags and the report give it (analysis.groups), one
+label the trials rows, the MLflow tags and the report give it (results_contract.groups), one
 column per test length. Lengths longer than the training range carry their ratio to its longest length,
 the question the table answers: does the model still work at 2x?
 
@@ -78,7 +78,7 @@ def study_layout(study, trials) -> Layout:
     grid or more (a `seeds.until` study's added seeds): one group column, the label the
     trials rows, the MLflow tags and the report give the group (study.group_label), in
     the order of the study's design."""
-    from analysis.groups import group_id
+    from results_contract.groups import group_id
 
     groups: dict[str, Group] = {}
     for config in [*study.trials, *trials]:
@@ -105,9 +105,9 @@ def results_layout(name: str, rows: list[dict[str, Any]]) -> Layout:
 
 
 def _shorten(groups: dict[str, Group]) -> None:
-    """Each group's cell: its short label among these groups (analysis.groups.short_labels),
+    """Each group's cell: its short label among these groups (results_contract.groups.short_labels),
     as the report and the MLflow run names give it."""
-    from analysis.groups import short_labels
+    from results_contract.groups import short_labels
 
     short = short_labels(g.full_label for g in groups.values())
     for group in groups.values():

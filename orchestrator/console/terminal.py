@@ -26,7 +26,7 @@ from typing import IO, Any
 
 from rich.console import Console
 
-from analysis.layout import LOGS
+from results_contract.layout import LOGS
 
 
 @dataclass(frozen=True)

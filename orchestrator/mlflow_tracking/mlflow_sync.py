@@ -20,15 +20,15 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any
 
-from analysis import groups
 from orchestrator.mlflow_tracking.run_artifacts import run_artifacts
 from orchestrator.mlflow_tracking.tracking import RUN_NAME_TAG, StudyTracker
 from orchestrator.store.provenance import PROVENANCE_COLUMNS
 from orchestrator.store.results_store import read_trial_row, read_trial_rows, read_trial_statuses
 from orchestrator.store.trial_rows import flatten_config
-from orchestrator.store.trial_status import TrialStatus
 from orchestrator.studies.config_paths import TRIAL_CONFIG
 from orchestrator.studies.metric_names import eval_metrics, length_results, train_metrics
+from results_contract import groups
+from results_contract.trial_status import TrialStatus
 
 #: how a trial's status ends its run: MLflow's run status and the run's `status` tag.
 #: A `running` trial that no driver runs was interrupted; the next run resumes it in
@@ -77,7 +77,7 @@ def sync_trial(
     says, with its artifacts (orchestrator.mlflow_tracking.run_artifacts) when it ends other than
     killed. ``live``: a driver runs the trial now, so a `running` trial's run stays
     RUNNING rather than ending as killed. ``run_name``: the name the driver gives the run
-    (its group's short label and seeds, analysis.groups.run_name); without it a new run is
+    (its group's short label and seeds, results_contract.groups.run_name); without it a new run is
     named from its row alone and an existing run keeps its name.
     """
     row = read_trial_row(root, study, trial_id)

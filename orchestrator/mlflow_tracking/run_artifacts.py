@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from orchestrator.store.results_store import artifact_folder
+from results_contract.layout import artifact_folder
 
 CONFIG_FILE = "config.yaml"
 PLOT_FILE = "accuracy_vs_length.png"

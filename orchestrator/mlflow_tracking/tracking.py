@@ -33,11 +33,6 @@ OUTCOME = {"FINISHED": "done", "FAILED": "failed", "KILLED": "killed"}
 T = TypeVar("T")
 
 
-def default_tracking_uri(results_root: Path) -> str:
-    """SQLite store beside the results; the folder is made when a study first runs."""
-    return f"sqlite:///{Path(results_root).resolve()}/mlflow.db"
-
-
 def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]

@@ -11,7 +11,7 @@ Before profiles were kept apart, `lg-study run --profile P` wrote its trials int
 ``<results>/<study>/`` and MLflow experiment ``<study>``, beside the unprofiled run's.
 Migrating moves the trials of P's design found there (every status, with their
 checkpoints and artifacts, so an interrupted trial still resumes) into P's own root
-(analysis.layout.profile_root) and deletes their runs from experiment ``<study>``; the
+(results_contract.layout.profile_root) and deletes their runs from experiment ``<study>``; the
 next `lg-study run --profile P` makes their runs in experiment ``<study>/<P>`` from the
 moved rows, as it does for any finished trial without a run, and trains only what was
 unfinished. A trial of both designs is copied, not moved. A trial the profile's root
@@ -26,17 +26,23 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis.layout import TABLES, list_studies, results_roots, table_path
 from orchestrator.mlflow_tracking.mlflow_store import SerializedClient
 from orchestrator.mlflow_tracking.tracking import StudyTracker
-from orchestrator.running.recovery import study_lock
-from orchestrator.running.trainable import artifact_folder, checkpoint_path
 from orchestrator.store.compaction import extract_trials
 from orchestrator.store.results_store import read_trial_statuses
 from orchestrator.store.seed_plan import planned_trials
+from orchestrator.store.study_locks import study_lock
 from orchestrator.store.trial_rows import add_group_columns
-from orchestrator.store.trial_status import FINISHED
 from orchestrator.studies.study import Study, StudyError
+from results_contract.layout import (
+    TABLES,
+    artifact_folder,
+    checkpoint_path,
+    list_studies,
+    results_roots,
+    table_path,
+)
+from results_contract.trial_status import FINISHED
 
 
 @dataclass

@@ -1,14 +1,12 @@
 """What makes a study safe to stop, crash and run again (docs/reliability.md).
 
-- `study_lock`: one driver per study at a time, so the tables and the MLflow runs
-  have a single writer; the lock dies with its process, even under SIGKILL.
+- one driver per study at a time (orchestrator.store.study_locks.study_lock), so the
+  tables and the MLflow runs have a single writer; the lock dies with its process.
 - `stop_on_sigterm`: SIGTERM stops a run the way Ctrl-C does.
 - `TrialFailureCallback`: a trial whose worker died and that has no retries left is
   written to `trials` as `failed` by the driver (the worker cannot write it); a trial
   that met a storage fault (a full disk: orchestrator.store.storage_faults) stops the
   study through `StorageFaultStop` instead, not retried and left `running`.
-- whether a driver holds the study now: orchestrator.store.study_locks.driver_of
-  (`status` tells an interrupted trial from a running one by it).
 - the MLflow runs are a function of the Parquet files (orchestrator.mlflow_tracking.mlflow_sync): at
   start-up the driver brings the run of every trial that a killed driver left behind
   its rows up to date (mlflow_sync.sync_study).
@@ -17,11 +15,9 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import shutil
 import signal
-import socket
 import threading
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -30,63 +26,15 @@ from typing import Any
 
 from ray import tune
 
-from analysis.layout import check_path_component
 from orchestrator.running.seed_batches import members
 from orchestrator.store.results_store import read_trial_row, write_trial_table
 from orchestrator.store.storage_faults import StorageFault, fault_from_text
-from orchestrator.store.study_locks import lock_path
 from orchestrator.store.trial_rows import trials_row
-from orchestrator.store.trial_status import FINISHED, TrialStatus
 from orchestrator.studies.config_paths import TRIAL_CONFIG
+from results_contract.layout import check_path_component
+from results_contract.trial_status import FINISHED, TrialStatus
 
 ERROR_CHARS = 4000  # the end of a worker's error text kept in `trials.error`
-
-
-class StudyBusy(RuntimeError):
-    """Another driver is running the study."""
-
-
-def check_not_busy(root: Path, study: str, kind: str = "") -> None:
-    """Raise StudyBusy now if another driver holds the study (before starting Ray);
-    creates nothing."""
-    path = lock_path(root, study, kind)
-    if path.exists():
-        with study_lock(root, study, kind):
-            pass
-
-
-
-
-@contextlib.contextmanager
-def study_lock(root: Path, study: str, kind: str = "") -> Iterator[None]:
-    """Hold ``<root>/.<study><kind>.lock`` (an flock) while the study runs, or raise StudyBusy.
-
-    The lock file sits beside the study folder so that ``--restart`` can delete the
-    folder while holding it. On a shared filesystem without flock support, run one
-    driver per study by hand.
-    """
-    check_path_component(study, "study")
-    root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    path = lock_path(root, study, kind)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown"
-        os.close(fd)
-        raise StudyBusy(
-            f"study {study!r} is being run by another lg-study process ({holder}); "
-            "wait for it or stop it, then run again"
-        ) from None
-    try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since "
-                      f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M:%S} UTC\n".encode(), 0)
-        yield
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
 
 
 def wipe_study(root: Path, study: str) -> None:

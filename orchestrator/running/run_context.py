@@ -50,7 +50,7 @@ class RunSummary:
     #: finished trials whose MLflow run was completed from the Parquet files (mlflow_sync)
     repaired_runs: list[str] = field(default_factory=list)
     #: trials finished in another study or profile under the same results folder, taken
-    #: from there rather than trained (orchestrator.running.reuse): trial_id -> experiment trained in
+    #: from there rather than trained (orchestrator.store.reuse): trial_id -> experiment trained in
     reused: dict[str, str] = field(default_factory=dict)
 
     def add_batch(self, batch: RunSummary) -> None:

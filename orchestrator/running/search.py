@@ -28,7 +28,6 @@ from optuna.trial import TrialState
 
 from lengthgen import TrialConfig
 from orchestrator.mlflow_tracking.tracking import StudyTracker
-from orchestrator.running.recovery import check_not_busy, study_lock
 from orchestrator.running.run_context import RunContext, RunSummary
 from orchestrator.running.tune_runner import check_resources, run_trials, start_ray
 from orchestrator.store.results_store import read_trial_rows, read_trial_statuses
@@ -39,10 +38,10 @@ from orchestrator.store.search_store import (
     SearchState,
     SearchStore,
 )
-from orchestrator.store.study_locks import SEARCH_LOCK
-from orchestrator.store.trial_status import FINISHED, TrialStatus
+from orchestrator.store.study_locks import SEARCH_LOCK, check_not_busy, study_lock
 from orchestrator.studies.metric_names import eval_metrics, length_results
 from orchestrator.studies.study import Study
+from results_contract.trial_status import FINISHED, TrialStatus
 
 #: the score of a diverged seed-trial
 DIVERGED_SCORE = 0.0

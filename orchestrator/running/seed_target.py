@@ -35,7 +35,6 @@ from pathlib import Path
 
 from analysis.query import open_results, run_sql_file, sql_file
 from analysis.seed_planning import PilotFit, plan
-from orchestrator.running.recovery import check_not_busy, study_lock
 from orchestrator.running.run_context import RunContext, RunSummary
 from orchestrator.running.tune_runner import run_trials
 from orchestrator.store.results_store import read_trial_statuses
@@ -49,10 +48,10 @@ from orchestrator.store.seed_plan import (
     planned_counts,
     save_target,
 )
-from orchestrator.store.study_locks import SEEDS_LOCK
-from orchestrator.store.trial_status import FINISHED
+from orchestrator.store.study_locks import SEEDS_LOCK, check_not_busy, study_lock
 from orchestrator.studies.seed_spec import SeedTarget
 from orchestrator.studies.study import Study
+from results_contract.trial_status import FINISHED
 
 # --- the run -----------------------------------------------------------------------------
 

@@ -36,7 +36,6 @@ import ray
 import torch
 from ray import tune
 
-from analysis.layout import CHECKPOINTS, check_path_component
 from lengthgen import Report, TrialConfig, train
 from lengthgen.science import changes_since
 from lengthgen.seed_batch import train_seed_batch
@@ -45,16 +44,16 @@ from orchestrator.mlflow_tracking.run_artifacts import leave_accuracy_plot
 from orchestrator.running.seed_batches import BATCH, members
 from orchestrator.store.provenance import provenance
 from orchestrator.store.results_store import (
-    artifact_folder,
     read_trial_rows,
     read_trial_statuses,
     write_trial_table,
 )
 from orchestrator.store.storage_faults import StorageFault, fault_of, root_gone
 from orchestrator.store.trial_rows import history_rows, result_rows, rows_history, trials_row
-from orchestrator.store.trial_status import FINISHED, TrialStatus
 from orchestrator.studies.config_paths import TRIAL_CONFIG
 from orchestrator.studies.metric_names import LONG_LOSS, eval_metrics, train_metrics
+from results_contract.layout import artifact_folder, checkpoint_path
+from results_contract.trial_status import FINISHED, TrialStatus
 
 #: the key of a Tune result that says the worker has just written the trial's rows
 #: (read by orchestrator.running.mlflow_callback)
@@ -71,12 +70,6 @@ def report_metrics(report: Report) -> dict[str, Any]:
     if report.long_loss is not None:
         metrics[LONG_LOSS] = report.long_loss
     return metrics
-
-
-def checkpoint_path(root: Path, study: str, trial_id: str) -> Path:
-    check_path_component(study, "study")
-    check_path_component(trial_id, "trial_id")
-    return Path(root) / study / CHECKPOINTS / f"{trial_id}.pt"
 
 
 def save_checkpoint(path: Path, state: dict) -> None:

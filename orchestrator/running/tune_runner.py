@@ -32,8 +32,6 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from analysis.groups import run_name
-from analysis.layout import TUNE
 from lengthgen import TrialConfig
 from orchestrator.mlflow_tracking.mlflow_sync import sync_study
 from orchestrator.mlflow_tracking.tracking import StudyTracker
@@ -42,14 +40,17 @@ from orchestrator.running.mlflow_callback import MlflowTuneCallback
 from orchestrator.running.recovery import (
     StorageFaultStop,
     TrialFailureCallback,
-    check_not_busy,
     stop_on_sigterm,
-    study_lock,
     wipe_study,
 )
-from orchestrator.running.reuse import REUSED_FROM, finished_elsewhere, reuse_trials
 from orchestrator.running.run_context import RunContext, RunSummary
-from orchestrator.running.science_versions import (
+from orchestrator.running.seed_batches import members, seed_batches
+from orchestrator.running.trainable import run_trial
+from orchestrator.running.trial_list import TrialList, pending_like_a_grid
+from orchestrator.store.compaction import compact_after_run, extract_trials
+from orchestrator.store.results_store import read_trial_statuses, remove_temp_files
+from orchestrator.store.reuse import REUSED_FROM, finished_elsewhere, reuse_trials
+from orchestrator.store.science_versions import (
     SCIENCE_VERSION,
     StaleScience,
     set_aside,
@@ -57,14 +58,12 @@ from orchestrator.running.science_versions import (
     superseded_run_tags,
     version_name,
 )
-from orchestrator.running.seed_batches import members, seed_batches
-from orchestrator.running.trainable import run_trial
-from orchestrator.running.trial_list import TrialList, pending_like_a_grid
-from orchestrator.store.compaction import compact_after_run, extract_trials
-from orchestrator.store.results_store import read_trial_statuses, remove_temp_files
+from orchestrator.store.study_locks import check_not_busy, study_lock
 from orchestrator.store.trial_rows import add_group_columns
-from orchestrator.store.trial_status import FINISHED, TrialStatus
 from orchestrator.studies.study import Study
+from results_contract.groups import run_name
+from results_contract.layout import TUNE
+from results_contract.trial_status import FINISHED, TrialStatus
 
 #: trials whose finishing times set the ETA: the recent rate, not the start-up's
 ETA_WINDOW = 50
@@ -240,7 +239,7 @@ def run_trials(study: Study, context: RunContext) -> RunSummary:
     Trials done or diverged in `trials` are skipped; the others (never started,
     `running` when a run was interrupted, `failed`) run, each continuing from its
     checkpoint when it has one, or is reused when it finished in another study or
-    profile under the same results folder (orchestrator.running.reuse; not with
+    profile under the same results folder (orchestrator.store.reuse; not with
     ``study.reuse`` False). ``context.restart`` deletes the study's results and MLflow
     runs first and trains every trial. Raises StudyBusy when another driver runs the study.
     """
@@ -321,7 +320,7 @@ def _stale_or_refused(results_root: Path, study: Study, statuses: dict[str, str]
 
 def _set_aside_stale(results_root: Path, study: Study, tracker: StudyTracker, console: Console) -> None:
     """With --retrain-stale: the design's trials finished under another science version
-    move aside (orchestrator.running.science_versions) and train again. Under the study lock."""
+    move aside (orchestrator.store.science_versions) and train again. Under the study lock."""
     if not study.retrain_stale:  # without it, run_trials has refused any before the lock
         return
     stale = stale_trials(results_root, study.name, study.trials, read_trial_statuses(results_root, study.name))

@@ -5,7 +5,7 @@ trials, each opened (listed, its footer read) by every reader. Compaction writes
 table, ``<table>/_compacted/gen-<n>.parquet``: the rows of the newest generation that
 no trial's own file replaces, with the own files of finished trials, sorted by trial
 id (so DuckDB skips row groups by their trial id statistics), and then deletes what it
-merged. Readers (analysis.layout.visible_files) read a trial's rows from its own file
+merged. Readers (results_contract.layout.visible_files) read a trial's rows from its own file
 when it has one, else from the newest generation, so at every point of the protocol
 below each row is seen once:
 
@@ -37,7 +37,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.layout import (
+from orchestrator.store.results_store import read_trial_statuses, write_trial_table
+from results_contract.layout import (
     PARTITION_KEY,
     TABLES,
     check_path_component,
@@ -45,8 +46,7 @@ from analysis.layout import (
     compacted_path,
     trial_files,
 )
-from orchestrator.store.results_store import read_trial_statuses, write_trial_table
-from orchestrator.store.trial_status import FINISHED
+from results_contract.trial_status import FINISHED
 
 #: rows per row group of a compacted file: small enough that a trial id's statistics
 #: let DuckDB skip most groups, large enough to keep the footer small

@@ -1,9 +1,9 @@
-"""The Parquet results store that every trial writes, in the layout analysis.layout
+"""The Parquet results store that every trial writes, in the layout results_contract.layout
 owns (``<root>/<study>/<table>/trial_id=<trial_id>/part-0.parquet``). The file also
 holds the trial_id column, so it stands on its own outside the folder layout, and
 compaction (orchestrator.store.compaction) can merge finished trials' files into one.
 The readers here read a trial's own file when it has one, else its rows in the newest
-compacted file (analysis.layout.visible_files).
+compacted file (results_contract.layout.visible_files).
 """
 
 from __future__ import annotations
@@ -20,15 +20,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.layout import (
-    ARTIFACTS,
+from results_contract.damaged import DamagedResultsWarning
+from results_contract.layout import (
     FILE_NAME,
     check_path_component,
     newest_compacted,
     table_path,
     visible_files,
 )
-from orchestrator.store.trial_status import TrialStatus
+from results_contract.trial_status import TrialStatus
 
 # Fixed schemas, so that files from different trials union cleanly in DuckDB even when
 # one trial has a column that is all null. analysis/empty_tables.sql mirrors them.
@@ -187,8 +187,6 @@ def _read_or_warn(path: Path, columns: list[str] | None) -> pa.Table | None:
         # partitioning=None: read the file alone, without the folder's hive key.
         return pq.read_table(path, columns=columns, partitioning=None)
     except (OSError, pa.ArrowException) as error:
-        from analysis.query import DamagedResultsWarning
-
         warnings.warn(f"skipping damaged results file {path}: {error}", DamagedResultsWarning, stacklevel=3)
         return None
 
@@ -221,13 +219,6 @@ def read_trial_row(root: Path, study: str, trial_id: str) -> dict[str, Any] | No
     """The trial's row of ``trials``, or None."""
     rows = read_trial_rows(root, study, "trials", trial_id)
     return rows[0] if rows else None
-
-
-def artifact_folder(root: Path, study: str, trial_id: str) -> Path:
-    """Files a trial's worker leaves for its MLflow run (e.g. ABC's bias matrices)."""
-    check_path_component(study, "study")
-    check_path_component(trial_id, "trial_id")
-    return Path(root) / study / ARTIFACTS / trial_id
 
 
 def remove_temp_files(root: Path, study: str) -> list[Path]:

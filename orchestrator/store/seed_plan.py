@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from analysis import groups
-from analysis.layout import check_path_component, list_studies
 from analysis.query import open_results, run_sql_file, sql_file
 from orchestrator.studies.seed_spec import SEED_METRICS, SeedTarget
+from results_contract import groups
+from results_contract.layout import check_path_component, list_studies
 
 if TYPE_CHECKING:  # `lg-study status` reads plans without loading torch (lengthgen's model)
     from lengthgen import TrialConfig

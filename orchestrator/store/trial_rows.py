@@ -1,6 +1,6 @@
 """Rows of the results tables for one trial, and its descriptive columns.
 
-`trials` carries the trial's configuration group (group_id, group_label: analysis.groups),
+`trials` carries the trial's configuration group (group_id, group_label: results_contract.groups),
 the key settings under short names (task, pe, weight_seed, ...) and every other config
 leaf under its dotted path with "_" for ".", so that any axis of any study is a column
 to group by.
@@ -16,8 +16,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from analysis import groups
-from analysis.layout import check_path_component
 from lengthgen import TrialConfig, TrialResult
 from lengthgen.science import SCIENCE_VERSION
 from orchestrator.store.results_store import (
@@ -28,6 +26,8 @@ from orchestrator.store.results_store import (
     write_trial_table,
 )
 from orchestrator.studies.config_paths import TRIAL_CONFIG
+from results_contract import groups
+from results_contract.layout import check_path_component
 
 KEY_COLUMNS = {
     "task.name": "task",
@@ -83,7 +83,7 @@ def trials_row(
     group_label: str | None = None,
 ) -> dict[str, Any]:
     """The trial's row of `trials`. ``group_label`` names what sets the trial's group
-    apart within its study (analysis.groups.group_labels over the study's trials); a
+    apart within its study (results_contract.groups.group_labels over the study's trials); a
     trial written outside a study gets its base label."""
     return {
         "study": study,
@@ -148,7 +148,7 @@ def add_group_columns(root: Path, study: str,
                       label: Callable[[TrialConfig], str] | None = None) -> dict[str, dict[str, str]]:
     """Give the trials rows written before the group columns existed (no group_id)
     their group_id and ``label(config)``, and rows labelled by an older rule
-    (analysis.groups.group_labels) today's label; return trial_id -> the columns set.
+    (results_contract.groups.group_labels) today's label; return trial_id -> the columns set.
     Without ``label`` (`lg-study migrate` without a study file), groups are labelled
     among the study's stored configs.
 
@@ -157,7 +157,7 @@ def add_group_columns(root: Path, study: str,
     without the columns (analysis.query refuses to read such a study), nor one group's
     rows two labels. A row without the columns whose config_json no longer validates,
     or no longer gives its trial id, gets the group of its stored config
-    (analysis.groups.StoredConfig: the id such rows always had), labelled among those
+    (results_contract.groups.StoredConfig: the id such rows always had), labelled among those
     rows.
     """
     check_path_component(study, "study")

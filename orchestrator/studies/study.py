@@ -22,9 +22,6 @@ import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from analysis import groups
-from analysis.layout import profile_root
-from analysis.mlflow_ui import experiment_name
 from lengthgen.config import TrialConfig
 from lengthgen.seed_batch import check_seed_batch
 from orchestrator.studies.config_paths import (
@@ -55,6 +52,9 @@ from orchestrator.studies.seed_spec import (
     profiled_seeds,
     until_key_problem,
 )
+from results_contract import groups
+from results_contract.experiments import experiment_name
+from results_contract.layout import profile_root
 
 DEFAULT_CONFIG = TrialConfig().to_dict()
 
@@ -120,7 +120,7 @@ class StudyFile(BaseModel):
     @pydantic.field_validator("profiles")
     @classmethod
     def _profile_folder_names(cls, profiles: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        for name in profiles:  # each names its results root (analysis.layout.profile_root)
+        for name in profiles:  # each names its results root (results_contract.layout.profile_root)
             _folder_name(name, "a profile's results folder")
         return profiles
 
@@ -146,11 +146,11 @@ class Study:
     #: the base config with the profile applied (a search builds its trials from it)
     base: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: a trial already finished under the same results root, in another study or
-    #: profile, is reused rather than trained (orchestrator.running.reuse); `run --no-reuse`
+    #: profile, is reused rather than trained (orchestrator.store.reuse); `run --no-reuse`
     #: and `run --restart` set it False
     reuse: bool = True
     #: trials finished under another science version train again (their old rows set
-    #: aside: orchestrator.running.science_versions); False: the run refuses them. `run --retrain-stale`
+    #: aside: orchestrator.store.science_versions); False: the run refuses them. `run --retrain-stale`
     retrain_stale: bool = False
 
     @property
@@ -175,7 +175,7 @@ class Study:
 
     def group_label(self, config: TrialConfig) -> str:
         """What sets the config's configuration group apart within the study: the
-        settings in which it departs from the study's base (analysis.groups.group_labels
+        settings in which it departs from the study's base (results_contract.groups.group_labels
         over the study's trials; a search names its
         searched and repeated fields in every label, since its trials come a batch at a
         time). A config outside the study's trials is labelled among them."""
@@ -186,7 +186,7 @@ class Study:
         return labels[gid]
 
     def short_label(self, config: TrialConfig) -> str:
-        """The config's group's short label among the study's groups (analysis.groups.
+        """The config's group's short label among the study's groups (results_contract.groups.
         short_labels of their labels): what the run table and MLflow run names show."""
         label = self.group_label(config)
         if label in self._short_labels:

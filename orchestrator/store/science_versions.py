@@ -18,12 +18,19 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from analysis.layout import ARTIFACTS, PARTITION_KEY, SUPERSEDED, TABLES, table_path
 from lengthgen import TrialConfig
 from lengthgen.science import SCIENCE_VERSION, changes_since
-from orchestrator.running.trainable import checkpoint_path
-from orchestrator.store.results_store import artifact_folder, read_trial_row
-from orchestrator.store.trial_status import FINISHED
+from orchestrator.store.results_store import read_trial_row
+from results_contract.layout import (
+    ARTIFACTS,
+    PARTITION_KEY,
+    SUPERSEDED,
+    TABLES,
+    artifact_folder,
+    checkpoint_path,
+    table_path,
+)
+from results_contract.trial_status import FINISHED
 
 
 def version_name(version: int | None) -> str:

@@ -79,6 +79,20 @@ def trial_files(root: Path, study: str, table: str) -> dict[str, Path]:
             for path in sorted(folder.glob(f"{PARTITION_KEY}=*/{FILE_NAME}"))}
 
 
+def checkpoint_path(root: Path, study: str, trial_id: str) -> Path:
+    """Where a trial's last checkpoint lives (its worker writes it, a resumed trial reads it)."""
+    check_path_component(study, "study")
+    check_path_component(trial_id, "trial_id")
+    return Path(root) / study / CHECKPOINTS / f"{trial_id}.pt"
+
+
+def artifact_folder(root: Path, study: str, trial_id: str) -> Path:
+    """Files a trial's worker leaves for its MLflow run (e.g. ABC's bias matrices)."""
+    check_path_component(study, "study")
+    check_path_component(trial_id, "trial_id")
+    return Path(root) / study / ARTIFACTS / trial_id
+
+
 def compacted_path(root: Path, study: str, table: str, generation: int) -> Path:
     """Where generation ``generation`` (1, 2, ...) of a table's compacted rows lives."""
     check_table(table)

@@ -1,7 +1,11 @@
-"""A trial's status, the `status` column of `trials`, and which statuses are finished.
+"""A trial's status, the `status` column of `trials`, and which statuses are finished:
+what the writer (the trial's worker and the driver) stores and every reader (the views,
+`status`, the run's skipping of finished trials) compares.
 
 The members are strings ("done", ...): a member is written to Parquet, compared in
-SQL and equal to its text, so tables written before this enum read the same.
+SQL and equal to its text, so tables written before this enum read the same. What
+`status` shows of a trial no driver runs (orchestrator.store.study_locks.shown_status)
+is never stored, so it is the store's, not this contract's.
 """
 
 from __future__ import annotations
@@ -28,14 +32,3 @@ class TrialStatus(StrEnum):
 
 #: the statuses of trials that a run skips and the analysis compares
 FINISHED = frozenset({TrialStatus.DONE, TrialStatus.DIVERGED})
-
-
-#: what `lg-study status` shows for a `running` trial that no driver runs (its driver
-#: died): never written, since the row stays `running` and the next run resumes it
-INTERRUPTED = "interrupted"
-
-
-def shown_status(status: str, driven: bool) -> str:
-    """A trial's status as `status` shows it: `running` only while a driver holds the
-    study (``driven``), else INTERRUPTED."""
-    return INTERRUPTED if status == TrialStatus.RUNNING and not driven else status

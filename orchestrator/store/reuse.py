@@ -20,21 +20,20 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from analysis import groups
-from analysis.layout import PROFILES, list_studies, results_roots
-from analysis.mlflow_ui import experiment_name
 from lengthgen import TrialConfig
-from orchestrator.running.science_versions import still_valid
-from orchestrator.running.trainable import artifact_folder
 from orchestrator.store.results_store import (
     read_trial_row,
     read_trial_rows,
     read_trial_statuses,
     write_trial_table,
 )
+from orchestrator.store.science_versions import still_valid
 from orchestrator.store.trial_rows import config_columns
-from orchestrator.store.trial_status import FINISHED
 from orchestrator.studies.study import Study
+from results_contract import groups
+from results_contract.experiments import experiment_name
+from results_contract.layout import PROFILES, artifact_folder, list_studies, results_roots
+from results_contract.trial_status import FINISHED
 
 #: the trials column (and MLflow tag) naming the experiment a reused trial trained in
 REUSED_FROM = "reused_from"

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 
 class TrialConfig(Protocol):
-    """What a group needs of lengthgen's TrialConfig (analysis does not import lengthgen)."""
+    """What a group needs of lengthgen's TrialConfig (results_contract does not import lengthgen)."""
 
     def identity_json(self) -> str: ...
 

@@ -1,0 +1,1 @@
+"""The contract between the writer and the reader of a study's results."""
