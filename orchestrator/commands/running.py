@@ -118,7 +118,6 @@ def run_and_report(study, study_file: Path, context: RunContext, log: Path | Non
         raise typer.Exit(1)
 
 
-
 # --- a run stopped by its storage (a full disk) ---------------------------------------------
 
 
