@@ -1,7 +1,10 @@
 """Test-run settings and the fixtures several test files share: an MLflow store and a
-tracker of one experiment per test (test_tracking, test_recovery), and a finished trial
+tracker of one experiment per test (test_tracking, test_recovery), a finished trial
 written into a results store as a worker writes it (test_group_columns,
-test_seed_target). The model tests share plain helpers instead (tests/model_helpers.py)."""
+test_seed_target), and a two-node Ray cluster on this machine (`cluster`, registered
+here from tests/ray_studies.py, which also holds the helpers of the tests that run
+`lg-study run` over Ray and stop it). The model tests share plain helpers instead
+(tests/model_helpers.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from ray_studies import cluster  # noqa: F401  (registers the fixture for every test file)
 
 # `make test` runs one pytest worker per core; torch's default of one compute thread per
 # core in each of them (and in the Ray workers they start, which inherit the variable)

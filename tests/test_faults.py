@@ -14,14 +14,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
-import mlflow
 import pyarrow.parquet as pq
 import pytest
 import torch
+from ray_studies import mlflow_client, mlflow_runs, study_command, tiny_study, trial_rows, watch
 
 from analysis.query import open_results, run_query
 from orchestrator.mlflow_tracking.mlflow_sync import RUN_END
@@ -32,32 +30,9 @@ from orchestrator.studies.study import load_study
 # fault-injection tests (test_interrupts) in the tier CI runs after the default one
 pytestmark = pytest.mark.slow
 
-LG_STUDY = str(Path(sys.executable).parent / "lg-study")
-STUDY = """\
-name: faults
-source: "test fixture: worker SIGKILL, driver SIGTERM, divergence"
-base:
-  task: {name: successor, train_digits: [1, 2]}
-  model: {arch: decoder, size: tiny, pe: nope}
-  train: {steps: 200, batch_size: 16, lr: 3.0e-3, warmup: 5, log_every: 20}
-  eval: {digits: [2, 3], samples: 8, every: 20}
-axes:
-  train.lr: [3.0e-3, 1.0e6]
-  seeds.weight: [0, 1, 2]
-resources: {cpus_per_trial: 1, max_failures: 1}
-"""
+STUDY = tiny_study("faults", 200, {"train.lr": ["3.0e-3", "1.0e6"], "seeds.weight": [0, 1, 2]},
+                   "{cpus_per_trial: 1, max_failures: 1}", source="test fixture: worker SIGKILL, driver SIGTERM, divergence")
 STEPS = list(range(20, 201, 20))
-
-
-def trial_rows(results: Path) -> dict[str, dict]:
-    rows = {}
-    for path in (results / "faults" / "trials").glob("trial_id=*/part-0.parquet"):
-        try:
-            row = pq.read_table(path, partitioning=None).to_pylist()[0]
-        except OSError:  # replaced while we read it
-            continue
-        rows[row["trial_id"]] = row
-    return rows
 
 
 def steps_in(results: Path, table: str, trial_id: str) -> list[int]:
@@ -85,20 +60,14 @@ def listening_addresses(pid: int) -> set[str]:
 
 @pytest.fixture(scope="module")
 def faults(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("faults")
-    study_file, results = folder / "faults.yaml", folder / "results"
-    study_file.write_text(STUDY)
-    command = [LG_STUDY, "run", str(study_file), "--results", str(results)]
+    study_file, results, command = study_command(tmp_path_factory.mktemp("faults"), STUDY)
     env = {**os.environ, "COLUMNS": "200"}
     events: dict = {"addresses": set()}
+    checkpoints = results / "faults" / "_checkpoints"
 
     first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    checkpoints = results / "faults" / "_checkpoints"
-    deadline = time.monotonic() + 240
-    while first.poll() is None and time.monotonic() < deadline:
-        rows = trial_rows(results)
-        running = {t: r for t, r in rows.items()
-                   if r["status"] == "running" and (checkpoints / f"{t}.pt").exists()}
+
+    def act(rows, running) -> bool:
         if "killed" not in events and running:
             trial_id, row = min(running.items())
             events["addresses"] = listening_addresses(first.pid)
@@ -116,21 +85,17 @@ def faults(tmp_path_factory):
                 any(r["status"] == "done" for r in rows.values()):
             first.send_signal(signal.SIGTERM)
             events["interrupted"] = set(running)
-        time.sleep(0.1)
+        return False
+
+    watch(first, results, "faults", act)
     first_output, _ = first.communicate(timeout=120)
     events["first"] = (first.returncode, first_output)
-    events["after_first"] = trial_rows(results)
-    events["runs_after_first"] = mlflow_runs(results)
+    events["after_first"] = trial_rows(results, "faults")
+    events["runs_after_first"] = mlflow_runs(results, "faults")
 
     second = subprocess.run(command, check=False, capture_output=True, text=True, env=env, timeout=300)
     events["second"] = (second.returncode, second.stdout + second.stderr)
     return study_file, results, events
-
-
-def mlflow_runs(results: Path) -> list:
-    client = mlflow.MlflowClient(f"sqlite:///{results.resolve()}/mlflow.db")
-    experiment = client.get_experiment_by_name("faults")
-    return client.search_runs([experiment.experiment_id]) if experiment else []
 
 
 def test_first_run_was_killed_recovered_and_interrupted(faults):
@@ -203,9 +168,9 @@ def test_diverging_trials_are_recorded_and_the_study_goes_on(faults):
 def test_mlflow_holds_one_ended_run_per_trial_without_repeated_steps(faults):
     study_file, results, events = faults
     study = load_study(study_file)
-    runs = mlflow_runs(results)
+    runs = mlflow_runs(results, "faults")
     assert sorted(r.data.tags["trial_id"] for r in runs) == sorted(c.trial_id for c in study.trials)
-    client = mlflow.MlflowClient(f"sqlite:///{results.resolve()}/mlflow.db")
+    client = mlflow_client(results)
     outcomes = {}
     for run in runs:
         outcomes[run.data.tags["trial_id"]] = (run.info.status, run.data.tags["status"])
@@ -223,8 +188,8 @@ def test_mlflow_after_the_resume_is_what_the_results_folder_says(faults):
     """Each trial's run: the end its status gives, and each metric at exactly the
     steps (and values) of its rows, none twice."""
     _, results, _ = faults
-    client = mlflow.MlflowClient(f"sqlite:///{results.resolve()}/mlflow.db")
-    runs = {r.data.tags["trial_id"]: r for r in mlflow_runs(results)}
+    client = mlflow_client(results)
+    runs = {r.data.tags["trial_id"]: r for r in mlflow_runs(results, "faults")}
     with open_results(results, "faults") as con:
         statuses = {r["trial_id"]: r["status"] for r in run_query(con, "select * from trials").to_pylist()}
         train = run_query(con, "select trial_id, step, loss from train order by step").to_pylist()

@@ -38,8 +38,8 @@ LAYERS = {
 #: asks the report's own interval (the analysis's SQL and seed planner) whether to add
 #: seeds, so that the rule and the report cannot disagree.
 ANSWERING = {
-    "orchestrator.cli": "query, report, plan, status and ui: what the analysis computes",
-    "orchestrator.cli_support": "status's tables, and the query errors a command shows",
+    "orchestrator.commands.answers": "query, report, plan and ui: what the analysis computes",
+    "orchestrator.commands.status": "status's tables, and the query errors a command shows",
     "orchestrator.console.run_table": "the run table: each trial's accuracy and its export",
     "orchestrator.benchmarks.bench": "the report a benchmark times",
     "orchestrator.benchmarks.bench_scale": "the queries and the report a benchmark times",
@@ -52,9 +52,11 @@ ANSWERING = {
 CONTRACT_FREE = ("lengthgen", "orchestrator", "analysis", "torch", "ray", "mlflow", "duckdb", "pyarrow")
 
 #: the orchestrator's rooms, bottom first: each may import the rooms before it (the
-#: order of docs/design.md); the modules at the top (cli, cli_support) may import any
-ROOM_ORDER = ("studies", "store", "mlflow_tracking", "running", "console", "benchmarks")
+#: order of docs/design.md); the top, `commands` (the commands' bodies) with the modules
+#: cli and cli_support (TOP_MODULES), may import any, and no room below imports it
+ROOM_ORDER = ("studies", "store", "mlflow_tracking", "running", "console", "benchmarks", "commands")
 ROOMS = {room: set(ROOM_ORDER[:i]) for i, room in enumerate(ROOM_ORDER)}
+TOP_MODULES = ("orchestrator.cli", "orchestrator.cli_support")
 
 #: modules that must not load torch: the questions and their token rows
 TORCH_FREE = (
@@ -187,7 +189,10 @@ def wrong_way(graph: dict[str, set[str]]) -> list[str]:
 
 
 def _room(module: str) -> str | None:
-    """The orchestrator room a module sits in (None for the top and for other packages)."""
+    """The orchestrator room a module sits in (the top's, `commands`, for cli and
+    cli_support; None for the package itself and for other packages)."""
+    if module in TOP_MODULES:
+        return ROOM_ORDER[-1]
     parts = module.split(".")
     return parts[1] if parts[0] == "orchestrator" and len(parts) > 2 else None
 
@@ -201,6 +206,10 @@ def test_the_graph_reader_sees_wrong_way_imports():
     assert wrong_way({"orchestrator.cli": {"orchestrator.benchmarks.bench"}}) == []
     assert wrong_way({"results_contract.layout": {"analysis.query"}}) == ["results_contract.layout -> analysis.query"]
     assert wrong_way({"analysis.query": {"results_contract.layout"}}) == []
+    assert wrong_way({"orchestrator.commands.status": {"orchestrator.store.study_locks",
+                                                       "orchestrator.cli_support"}}) == []
+    assert wrong_way({"orchestrator.benchmarks.bench": {"orchestrator.cli_support"}}) != []
+    assert wrong_way({"orchestrator.running.dispatch": {"orchestrator.commands.running"}}) != []
 
 
 def test_layers_and_rooms_import_one_way():

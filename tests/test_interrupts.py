@@ -11,40 +11,16 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
-import time
 from pathlib import Path
 
-import mlflow
 import pyarrow.parquet as pq
 import pytest
+from ray_studies import mlflow_client, one_finished_run_each, study_command, tiny_study, watch
 
 from analysis.query import open_results, run_query
 
 pytestmark = pytest.mark.slow
-LG_STUDY = str(Path(sys.executable).parent / "lg-study")
-STUDY = """\
-name: stops
-base:
-  task: {name: successor, train_digits: [1, 2]}
-  model: {arch: decoder, size: tiny, pe: nope}
-  train: {steps: 200, batch_size: 16, lr: 3.0e-3, warmup: 5, log_every: 20}
-  eval: {digits: [2, 3], samples: 8, every: 20}
-axes:
-  seeds.weight: [0, 1, 2, 3]
-resources: {cpus_per_trial: 1}
-"""
-
-
-def statuses(results: Path) -> dict[str, str]:
-    found = {}
-    for path in (results / "stops" / "trials").glob("trial_id=*/part-0.parquet"):
-        try:
-            row = pq.read_table(path, partitioning=None).to_pylist()[0]
-        except OSError:
-            continue
-        found[row["trial_id"]] = row["status"]
-    return found
+STUDY = tiny_study("stops", 200, {"seeds.weight": [0, 1, 2, 3]}, "{cpus_per_trial: 1}")
 
 
 def mlflow_runs_running(results: Path) -> int:
@@ -63,15 +39,15 @@ def run_until(command: list[str], results: Path, stop, ready=lambda: True, **pop
     """Start `lg-study run`; once some trial is done, another has a checkpoint and
     `ready()` holds, `stop` it."""
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
-    checkpoints = results / "stops" / "_checkpoints"
-    deadline, stopped = time.monotonic() + 240, False
-    while process.poll() is None and time.monotonic() < deadline and not stopped:
-        now = statuses(results)
-        if "done" in now.values() and any(
-                s == "running" and (checkpoints / f"{t}.pt").exists() for t, s in now.items()) and ready():
+    stopped = []
+
+    def act(rows, running) -> bool:
+        if any(r["status"] == "done" for r in rows.values()) and running and ready():
             stop(process)
-            stopped = True
-        time.sleep(0.1)
+            stopped.append(True)
+        return bool(stopped)
+
+    watch(process, results, "stops", act)
     output, _ = process.communicate(timeout=120)
     if popen.get("start_new_session"):
         # a driver killed with SIGKILL leaves Ray's dashboard and runtime-env agents
@@ -88,10 +64,8 @@ def assert_complete(results: Path) -> None:
         train = run_query(con, "select count(*) as n, count(distinct (trial_id, step)) as d from train").to_pylist()
     assert len(trials) == 4 and {t["status"] for t in trials} == {"done"}
     assert train == [{"n": 4 * 10, "d": 4 * 10}]
-    client = mlflow.MlflowClient(f"sqlite:///{results.resolve()}/mlflow.db")
-    runs = client.search_runs([client.get_experiment_by_name("stops").experiment_id])
-    assert sorted(r.data.tags["trial_id"] for r in runs) == sorted(t["trial_id"] for t in trials)
-    assert {r.info.status for r in runs} == {"FINISHED"}
+    runs = one_finished_run_each(results, "stops", [t["trial_id"] for t in trials])
+    client = mlflow_client(results)
     for run in runs:
         steps = [m.step for m in client.get_metric_history(run.info.run_id, "loss")]
         assert steps == list(range(20, 201, 20)), steps
@@ -100,9 +74,8 @@ def assert_complete(results: Path) -> None:
 
 @pytest.fixture
 def study(tmp_path) -> tuple[list[str], Path]:
-    study_file, results = tmp_path / "stops.yaml", tmp_path / "results"
-    study_file.write_text(STUDY)
-    return [LG_STUDY, "run", str(study_file), "--results", str(results)], results
+    _, results, command = study_command(tmp_path, STUDY)
+    return command, results
 
 
 def test_ctrl_c_in_a_terminal_then_resume(study):
@@ -123,7 +96,7 @@ def test_driver_killed_with_sigkill_then_resume(study):
     code, _ = run_until(command, results, lambda p: p.kill(), ready=lambda: mlflow_runs_running(results) > 0,
                         start_new_session=True)
     assert code == -signal.SIGKILL
-    client = mlflow.MlflowClient(f"sqlite:///{results.resolve()}/mlflow.db")
+    client = mlflow_client(results)
     left = client.search_runs([client.get_experiment_by_name("stops").experiment_id],
                               filter_string="attributes.status = 'RUNNING'")
     assert left  # nothing ended them: the next run must

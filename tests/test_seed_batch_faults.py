@@ -2,20 +2,17 @@
 study with `resources.seeds_per_trial: 4`, whose one worker (one Ray Tune trial, four
 seeds) is killed with SIGKILL once a seed has a checkpoint. Tune retries the batch,
 every seed resuming from its own checkpoint; then the study has 4 trials, each with
-its rows once, and 4 MLflow runs FINISHED with no step logged twice (the fixture's
-helpers are test_faults.py's)."""
+its rows once, and 4 MLflow runs FINISHED with no step logged twice (test_faults.py's
+study, its healthy group only; the fixture's helpers are tests/ray_studies.py's)."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
-import time
 
-import mlflow
 import pytest
-from test_faults import LG_STUDY, STEPS, mlflow_runs, trial_rows
-from test_faults import STUDY as FAULTS_STUDY
+from ray_studies import mlflow_client, mlflow_runs, study_command, tiny_study, watch
 
 from analysis.query import open_results, run_query
 from orchestrator.studies.study import load_study
@@ -23,27 +20,26 @@ from orchestrator.studies.study import load_study
 pytestmark = pytest.mark.slow
 
 # test_faults.py's study, its healthy group only, at four weight seeds in one seed batch
-STUDY = FAULTS_STUDY.replace("  train.lr: [3.0e-3, 1.0e6]\n  seeds.weight: [0, 1, 2]\n", "  seeds.weight: [0, 1, 2, 3]\n") \
-    .replace("max_failures: 1}", "max_failures: 1, seeds_per_trial: 4}")
+STUDY = tiny_study("faults", 200, {"seeds.weight": [0, 1, 2, 3]},
+                   "{cpus_per_trial: 1, max_failures: 1, seeds_per_trial: 4}",
+                   source="test fixture: worker SIGKILL, driver SIGTERM, divergence")
+STEPS = list(range(20, 201, 20))
 
 
 @pytest.fixture(scope="module")
 def batch_run(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("seed_batch_faults")
-    study_file, results = folder / "faults.yaml", folder / "results"
-    study_file.write_text(STUDY)
-    command = [LG_STUDY, "run", str(study_file), "--results", str(results)]
+    study_file, results, command = study_command(tmp_path_factory.mktemp("seed_batch_faults"), STUDY)
     run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            env={**os.environ, "COLUMNS": "200"})
-    checkpoints, killed = results / "faults" / "_checkpoints", {}
-    deadline = time.monotonic() + 240
-    while run.poll() is None and time.monotonic() < deadline:
-        running = [r for t, r in trial_rows(results).items()
-                   if r["status"] == "running" and (checkpoints / f"{t}.pt").exists()]
+    killed = {}
+
+    def act(rows, running) -> bool:
         if not killed and running:
-            killed["pid"] = running[0]["pid"]
+            killed["pid"] = next(iter(running.values()))["pid"]
             os.kill(killed["pid"], signal.SIGKILL)
-        time.sleep(0.1)
+        return False
+
+    watch(run, results, "faults", act)
     output, _ = run.communicate(timeout=240)
     return study_file, results, killed, run.returncode, output
 
@@ -74,9 +70,9 @@ def test_a_killed_seed_batch_resumes_every_seed_and_each_is_a_trial_once(batch_r
 
 def test_a_seed_batch_gives_each_seed_its_finished_mlflow_run(batch_run):
     _, results, _, _, _ = batch_run
-    runs = mlflow_runs(results)
+    runs = mlflow_runs(results, "faults")
     assert len(runs) == 4 and {r.info.status for r in runs} == {"FINISHED"}
-    client = mlflow.MlflowClient(f"sqlite:///{results.resolve()}/mlflow.db")
+    client = mlflow_client(results)
     for run in runs:
         for metric in ("loss", "acc/digits_002"):
             assert [m.step for m in client.get_metric_history(run.info.run_id, metric)] == STEPS

@@ -24,12 +24,16 @@ from typing import TYPE_CHECKING, ClassVar, NamedTuple
 import torch
 from torch import nn
 
+from lengthgen.layout import InputLayout
 from lengthgen.model.attention_kernels import causal_mask_with, dense
 from lengthgen.model.init import INITIALIZATIONS, narrow_queries
+from lengthgen.model.layers import norm_of
+from lengthgen.model.position.abacus import Abacus
+from lengthgen.model.position.attention_bias import ATTENTION_BIASES
+from lengthgen.model.sizes import SIZES, Dimensions
 
 if TYPE_CHECKING:
-    from lengthgen.config import TrialConfig
-    from lengthgen.model.position.abacus import Abacus
+    from lengthgen.config import ModelConfig, TrialConfig
     from lengthgen.model.position.samplers import Places, PositionSampler
     from lengthgen.model.position.stack import StackPositionalEncoding
     from lengthgen.tasks import Task
@@ -111,6 +115,22 @@ class Architecture(nn.Module, ABC):
     #: state-dict prefixes that checkpoints written before a submodule moved still use,
     #: old -> new: `load_state_dict` reads them, so that such checkpoints resume
     renamed_state: ClassVar[dict[str, str]] = {}
+
+    def __init__(self, cfg: ModelConfig, vocab_size: int, layout: InputLayout | None = None) -> None:
+        """What every architecture opens with: the input layout and the token embedding,
+        the first weights drawn from the weight seed (`build_model`), in this order."""
+        super().__init__()
+        self.layout = layout or InputLayout()
+        self.token_embedding = nn.Embedding(vocab_size, SIZES[cfg.size].d_model)
+
+    def _add_head(self, cfg: ModelConfig, vocab_size: int, dims: Dimensions) -> None:
+        """What every architecture adds after its stacks, in this order: the final norm,
+        the language-model head, the structural attention bias, and the Abacus table
+        (model.abacus) last, so that every other weight is drawn as without it."""
+        self.final_norm = norm_of(cfg.norm, dims.d_model, cfg.norm_eps)
+        self.lm_head = nn.Linear(dims.d_model, vocab_size, bias=False)
+        self.structural_bias = ATTENTION_BIASES[cfg.attention_bias](cfg, self.layout, dims.n_heads)
+        self.abacus = Abacus(dims.d_model, cfg.max_positions, cfg.abacus_max_offset) if cfg.abacus else None
 
     def embed(
         self, tokens: torch.Tensor, positions: torch.Tensor, pe: StackPositionalEncoding, abacus: torch.Tensor | None

@@ -22,8 +22,7 @@ from lengthgen.model.attention import KVCache
 from lengthgen.model.base import Architecture, Batch, Positions, TrainingInputs, combine
 from lengthgen.model.block import Block
 from lengthgen.model.layers import norm_of
-from lengthgen.model.position.abacus import Abacus
-from lengthgen.model.position.attention_bias import ATTENTION_BIASES, Geometry
+from lengthgen.model.position.attention_bias import Geometry
 from lengthgen.model.position.places import (
     along_rows,
     answer_digits,
@@ -54,17 +53,11 @@ class DecoderLM(Architecture):
     }
 
     def __init__(self, cfg: ModelConfig, vocab_size: int, layout: InputLayout | None = None) -> None:
-        super().__init__()
+        super().__init__(cfg, vocab_size, layout)
         dims = SIZES[cfg.size]
-        self.layout = layout or InputLayout()
-        self.token_embedding = nn.Embedding(vocab_size, dims.d_model)
         self.pe = StackPositionalEncoding(dims, cfg, self.layout, causal=True)
         self.blocks = nn.ModuleList(Block(dims, cfg, self.pe.relative_keys()) for _ in range(dims.n_layers))
-        self.final_norm = norm_of(cfg.norm, dims.d_model, cfg.norm_eps)
-        self.lm_head = nn.Linear(dims.d_model, vocab_size, bias=False)
-        self.structural_bias = ATTENTION_BIASES[cfg.attention_bias](cfg, self.layout, dims.n_heads)
-        # registered last, so that every other weight is drawn as without it
-        self.abacus = Abacus(dims.d_model, cfg.max_positions, cfg.abacus_max_offset) if cfg.abacus else None
+        self._add_head(cfg, vocab_size, dims)
         # McLeish et al. 2024's EmbeddingComponent normalises the summed embeddings
         # (cramming/architectures/components.py, `normalization: True`); a norm draws no
         # weights from the seed

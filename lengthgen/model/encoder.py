@@ -21,9 +21,6 @@ from torch import nn
 from lengthgen.layout import InputLayout
 from lengthgen.model.base import Architecture, Batch, Positions, TrainingInputs
 from lengthgen.model.block import Block
-from lengthgen.model.layers import norm_of
-from lengthgen.model.position.abacus import Abacus
-from lengthgen.model.position.attention_bias import ATTENTION_BIASES
 from lengthgen.model.position.places import question_places
 from lengthgen.model.position.stack import StackPositionalEncoding
 from lengthgen.model.sizes import SIZES
@@ -41,19 +38,13 @@ class EncoderLM(Architecture):
     }
 
     def __init__(self, cfg: ModelConfig, vocab_size: int, layout: InputLayout | None = None) -> None:
-        super().__init__()
+        super().__init__(cfg, vocab_size, layout)
         dims = SIZES[cfg.size]
-        self.layout = layout or InputLayout()
-        self.token_embedding = nn.Embedding(vocab_size, dims.d_model)
         self.pe = StackPositionalEncoding(dims, cfg, self.layout, causal=False)
         self.blocks = nn.ModuleList(
             Block(dims, cfg, self.pe.relative_keys(), causal=False) for _ in range(dims.n_layers)
         )
-        self.final_norm = norm_of(cfg.norm, dims.d_model, cfg.norm_eps)
-        self.lm_head = nn.Linear(dims.d_model, vocab_size, bias=False)
-        self.structural_bias = ATTENTION_BIASES[cfg.attention_bias](cfg, self.layout, dims.n_heads)
-        # registered last, so that every other weight is drawn as without it
-        self.abacus = Abacus(dims.d_model, cfg.max_positions, cfg.abacus_max_offset) if cfg.abacus else None
+        self._add_head(cfg, vocab_size, dims)
 
     @classmethod
     def check(cls, config, task) -> None:

@@ -30,8 +30,7 @@ from lengthgen.model.attention_kernels import dense
 from lengthgen.model.base import Architecture, Batch, Positions, TrainingInputs, combine
 from lengthgen.model.block import Block
 from lengthgen.model.layers import FEED_FORWARDS, Residual, norm_of
-from lengthgen.model.position.abacus import Abacus
-from lengthgen.model.position.attention_bias import ATTENTION_BIASES, Geometry
+from lengthgen.model.position.attention_bias import Geometry
 from lengthgen.model.position.places import (
     answer_places,
     coupled,
@@ -76,10 +75,8 @@ class EncoderDecoder(Architecture):
     }
 
     def __init__(self, cfg: ModelConfig, vocab_size: int, layout: InputLayout | None = None) -> None:
-        super().__init__()
+        super().__init__(cfg, vocab_size, layout)
         dims = SIZES[cfg.size]
-        self.layout = layout or InputLayout()
-        self.token_embedding = nn.Embedding(vocab_size, dims.d_model)
         self.source_pe = StackPositionalEncoding(dims, cfg, self.layout, causal=False)
         self.encoder = nn.ModuleList(
             Block(dims, cfg, self.source_pe.relative_keys(), causal=False) for _ in range(dims.encoder_layers)
@@ -89,12 +86,8 @@ class EncoderDecoder(Architecture):
         self.decoder = nn.ModuleList(
             DecoderBlock(dims, cfg, self.target_pe.relative_keys()) for _ in range(dims.n_layers)
         )
-        self.final_norm = norm_of(cfg.norm, dims.d_model, cfg.norm_eps)
-        self.lm_head = nn.Linear(dims.d_model, vocab_size, bias=False)
-        self.structural_bias = ATTENTION_BIASES[cfg.attention_bias](cfg, self.layout, dims.n_heads)
-        # one table for both sides, like the token embedding; registered last, so that
-        # every other weight is drawn as without it
-        self.abacus = Abacus(dims.d_model, cfg.max_positions, cfg.abacus_max_offset) if cfg.abacus else None
+        # the Abacus table (model.abacus) is one for both sides, like the token embedding
+        self._add_head(cfg, vocab_size, dims)
 
     def forward(self, source, source_positions, source_lengths, tokens, positions, target_lengths,
                 source_abacus=None, abacus=None):

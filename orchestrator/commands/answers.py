@@ -1,0 +1,130 @@
+"""The questions asked of a study's results: `lg-study query` (DuckDB SQL), `report`
+(the HTML page), `plan` (seeds for a target interval) and `ui` (the MLflow UI)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from orchestrator.cli_support import (
+    OutputFormat,
+    bad_input,
+    err,
+    out,
+    parse_params,
+    results_warnings,
+    say_if_moved,
+    study_argument,
+)
+
+
+def query_results(sql: str | None, study: str | None, profile: str | None, file: Path | None,
+                  output_format: OutputFormat, param: list[str] | None, out_file: Path | None,
+                  results: Path) -> None:
+    """`lg-study query`: ``sql`` (or ``file``'s) over the results, printed or written."""
+    from analysis.query import (
+        QueryError,
+        open_results,
+        run_query,
+        to_csv,
+        to_json,
+        to_markdown,
+        write_parquet,
+    )
+    from orchestrator.console.render import arrow_table
+    from results_contract.layout import profile_root
+
+    if (sql is None) == (file is None):
+        raise bad_input("give either SQL or --file, not both and not neither")
+    if output_format is OutputFormat.parquet and out_file is None:
+        raise bad_input("--format parquet needs --out FILE")
+    params = parse_params(param)
+    try:
+        text = file.read_text() if file else sql
+    except OSError as error:
+        raise bad_input(f"{file}: {error.strerror}") from None
+    try:
+        with results_warnings(), open_results(profile_root(results, profile), study) as con:
+            table = run_query(con, text, params)
+    except (QueryError, LookupError) as error:
+        raise bad_input(str(error)) from None
+    if output_format is OutputFormat.table:
+        out.print(arrow_table(table))
+        return
+    if output_format is OutputFormat.parquet:
+        write_parquet(table, out_file)
+        err.print(f"wrote {table.num_rows} rows to {out_file}")
+        return
+    writers = {OutputFormat.csv: to_csv, OutputFormat.json: to_json, OutputFormat.markdown: to_markdown}
+    text = writers[output_format](table)
+    if out_file:
+        out_file.write_text(text)
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def write_report(study: str, profile: str | None, out_dir: Path | None, param: list[str] | None,
+                 results: Path) -> None:
+    """`lg-study report`: the study's HTML page and its plots; the page's path on stdout."""
+    params = parse_params(param)
+    from analysis.query import QueryError
+    from analysis.report import build_report
+    from orchestrator.store.seed_plan import seed_states, state_rows
+    from results_contract.layout import profile_root
+
+    root = profile_root(results, profile)
+    study, _ = study_argument(study, profile)
+    try:
+        with results_warnings():
+            targeted = seed_states(root, study)
+            seeds = (targeted[0].words(), state_rows(targeted[1])) if targeted else None
+            built = build_report(root, study, out_dir, params, seeds, profile=profile)
+    except (QueryError, LookupError) as error:
+        raise bad_input(str(error)) from None
+    err.print(f"{len(built.figures)} plots beside it")
+    out.print(str(built.page), highlight=False, soft_wrap=True)
+
+
+def plan_seeds(study: str, metric: str, half_width: float, digits: int | None, data_seeds: int | None,
+               threshold: float, profile: str | None, results: Path) -> None:
+    """`lg-study plan`: the seed plans of a pilot study, as a table."""
+    import pyarrow as pa
+
+    from analysis.study_plan import plan_study
+    from orchestrator.console.render import arrow_table
+    from results_contract.layout import profile_root
+
+    study, _ = study_argument(study, profile)
+    try:
+        with results_warnings():
+            rows = plan_study(profile_root(results, profile), study, metric, half_width, digits, data_seeds, threshold)
+    except (ValueError, LookupError) as error:
+        raise bad_input(str(error)) from None
+    out.print(arrow_table(pa.Table.from_pylist(rows), f"Seed plans for {study}: the mean half width of "
+                          "the interval over 256 studies simulated from each group's fit (docs/analysis.md)"))
+
+
+def serve_ui(study: str | None, profile: str | None, port: int, results: Path, tracking_uri: str | None) -> None:
+    """`lg-study ui`: the MLflow UI served until Ctrl-C; exits with the server's code."""
+    from analysis.mlflow_ui import UiError, serve, start
+    from results_contract.experiments import default_store_uri, experiment_name
+
+    if profile is not None and study is None:
+        raise bad_input("--profile names a study's experiment (STUDY/PROFILE): give --study too")
+    experiment = experiment_name(study, profile) if study is not None else None
+    uri = tracking_uri or default_store_uri(results)
+    say_if_moved(uri)
+    try:
+        server = start(uri, port, experiment)
+    except UiError as error:
+        raise bad_input(str(error)) from None
+    if server.process is not None:
+        err.print(f"MLflow UI over {uri} (server pid {server.process.pid}, log {server.log});"
+                  " Ctrl-C stops it", highlight=False)
+    out.print(f"MLflow UI: {server.url}", highlight=False, soft_wrap=True)
+    if server.experiment_url:
+        out.print(f"experiment {experiment}: {server.experiment_url}", highlight=False, soft_wrap=True)
+    sys.stdout.flush()
+    raise typer.Exit(serve(server))
