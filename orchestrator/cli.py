@@ -209,7 +209,7 @@ def status(
     if show_all and output_format is not SummaryFormat.table:
         raise bad_input(f"--all lists every seed pair in the table; --format {output_format.value} writes one "
                          "row per group and test length: leave one out (every trial's row: lg-study query --file "
-                         f"analysis/run_table.sql --study STUDY --format {output_format.value})")
+                         f"run_table.sql --study STUDY --format {output_format.value})")
     root = profile_root(results, profile)
     planned, total, only, points = None, None, None, None
     study, spec = study_argument(study, profile)
@@ -312,7 +312,7 @@ def query(
     sql: Annotated[str | None, typer.Argument(help="SQL over the views trials, train, eval, samples.")] = None,
     study: Annotated[str | None, typer.Option("--study", help="Study name (default: every study).")] = None,
     profile: ProfileOption = None,
-    file: Annotated[Path | None, typer.Option("--file", "-f", help="Run a .sql file instead.")] = None,
+    file: Annotated[Path | None, typer.Option("--file", "-f", help="Run a .sql file instead: a path, or the name of one of lg-study's questions (e.g. lucky_tickets.sql).")] = None,
     output_format: Annotated[OutputFormat, typer.Option("--format", help="How to print or write the result.")]
     = OutputFormat.table,
     param: ParamOption = None,
@@ -330,6 +330,7 @@ def query(
         to_markdown,
         write_parquet,
     )
+    from analysis.sql_layers import question_path
     from orchestrator.console.render import arrow_table
 
     if (sql is None) == (file is None):
@@ -338,7 +339,7 @@ def query(
         raise bad_input("--format parquet needs --out FILE")
     params = parse_params(param)
     try:
-        text = file.read_text() if file else sql
+        text = question_path(file).read_text() if file else sql
     except OSError as error:
         raise bad_input(f"{file}: {error.strerror}") from None
     try:

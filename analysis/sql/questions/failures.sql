@@ -1,0 +1,21 @@
+-- reads: trials
+-- Which trials failed or diverged, and why? (`lg-study status` prints this.)
+
+with
+
+final as (
+    select
+        trial_id,
+        status,
+        task,
+        pe,
+        weight_seed,
+        data_seed,
+        error
+    from trials
+    where status in ('failed', 'diverged')
+)
+
+select *
+from final
+order by trial_id

@@ -1,0 +1,70 @@
+-- reads: trials
+-- finished_trials: the trials whose results are final, the only ones the analysis files
+-- compare. A trial is finished when it is done, or diverged: a diverged trial keeps what
+-- it measured before its loss went non-finite, and dropping it would flatter its group
+-- (orchestrator/store/trial_status.py, FINISHED; `lg-study run` skips the same trials).
+-- Running (or interrupted) and failed trials are not.
+
+create or replace view finished_trials as
+select *
+from trials
+where status in ('done', 'diverged');
+
+
+-- `groups`: which configuration group is each trial in? A group is the set of trials
+-- whose resolved configs are equal except for the weight, the data and the perturb seed
+-- (the eval seed is fixed per study and stays in the key). One row per trial;
+-- perturb_seed 0 is an unperturbed trial.
+--
+-- group_id and group_label are columns of `trials`, written with each trial's row by
+-- the one Python definition (analysis/groups.py) that also gives its MLflow tags
+-- `group` and `group_label`: group_id hashes the trial's identity less its weight and
+-- data seeds, as trial_id hashes the identity; group_label is task/pe/size/distribution
+-- followed by the settings that tell apart the study's groups sharing those four, e.g.
+-- "addition/rope/tiny/uniform_length train.lr=0.001". A group shows one label per
+-- study, that of its latest trial (the study's design when it was last run).
+--
+-- group_config_json, the group's config without those two seeds, lists its settings
+-- for compare.sql (group_pairs.sql); it does not decide groups.
+--
+-- Rows written before the group columns existed get them from `lg-study migrate` (or
+-- the next `lg-study run` of their study), which analysis/query.py asks for when it
+-- finds such rows (orchestrator/store/trial_rows.py, add_group_columns).
+
+create or replace view groups as
+with
+
+grouped as (
+    select
+        study,
+        trial_id,
+        group_id,
+        group_label,
+        weight_seed,
+        data_seed,
+        coalesce(perturb_seed, 0) as perturb_seed,
+        started_at,
+        json_merge_patch(
+            config_json, '{"seeds": {"weight": null, "data": null, "perturb": null}}'
+        ) as group_config_json
+    from trials
+),
+
+final as (
+    select
+        study,
+        trial_id,
+        group_id,
+        first_value(group_label) over (
+            partition by study, group_id order by started_at desc, trial_id desc
+        ) as group_label,
+        weight_seed,
+        data_seed,
+        perturb_seed,
+        count(*) over (partition by group_id) as trials_in_group,
+        group_config_json
+    from grouped
+)
+
+select *
+from final;
