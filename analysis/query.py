@@ -36,6 +36,7 @@ from analysis.quantiles import register_quantiles
 from analysis.questions import reads_table
 from analysis.share_intervals import register_share_intervals
 from analysis.sql_layers import EMPTY_TABLES, FILE_VIEWS_FILE, load_order, sql_file, sql_files
+from results_contract import identity
 
 #: tables.sql's views that read a table's files besides the table's own view: the eval
 #: files hold eval.grid's rows too, which grid_eval shows and eval leaves out
@@ -301,7 +302,10 @@ def prepare_connection(con: duckdb.DuckDBPyConnection) -> None:
     (analysis/quantiles.py), share_intervals (analysis/share_intervals.py), then the
     macros of MACRO_FILES (e.g. formulas.sql's wilson_centre, mls_low, seed_components);
     and the table `analysis_reads`, which rows each file of the report reads (from
-    analysis/questions.py), for coverage.sql."""
+    analysis/questions.py), for coverage.sql. First the seed columns of a trial's identity
+    (results_contract.identity), which identity.sql's macros read from two variables."""
+    con.execute("set variable seeds_apart = ?", [identity.apart_columns()])
+    con.execute("set variable seeds_listed = ?", [identity.listed_columns()])
     register_quantiles(con)
     register_share_intervals(con)
     for name in MACRO_FILES:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 ANALYSIS = Path(__file__).parents[1] / "analysis"
-ALLOWED = {"duckdb", "pyarrow", "matplotlib", "numpy", "scipy", "analysis"} | set(sys.stdlib_module_names)
+ALLOWED = {"duckdb", "pyarrow", "matplotlib", "numpy", "scipy", "analysis", "results_contract"} | set(sys.stdlib_module_names)
 FORBIDDEN = ("lengthgen", "ray", "mlflow", "orchestrator", "torch")
 
 

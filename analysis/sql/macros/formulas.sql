@@ -30,8 +30,9 @@ create or replace macro wilson_half(p, n, z) as
 
 -- The parameters the analysis files share, from the text `lg-study query --param` gives
 -- (the files read them with getvariable, so that lg-study sees which they take):
--- a coverage level, default 0.95, refused outside [low, high]; and a list of test
--- lengths such as '8,16' or '[8, 16]', null (every length) when not given.
+-- a coverage level, default 0.95, refused outside [low, high]; a list of test
+-- lengths such as '8,16' or '[8, 16]', null (every length) when not given; and a
+-- bootstrap's parameters, its replicates (default 1000) and its seed (default 0).
 
 create or replace macro checked_level(given, low, high) as case
     when coalesce(cast(given as double), 0.95) not between low and high
@@ -42,6 +43,10 @@ end;
 create or replace macro length_list(given) as cast(
     string_split(replace(trim(cast(given as varchar), '[]'), ' ', ''), ',') as bigint[]
 );
+
+create or replace macro resample_count(given) as coalesce(cast(given as bigint), 1000);
+
+create or replace macro bootstrap_seed(given) as coalesce(cast(given as bigint), 0);
 
 -- The quantile at fraction q of a sorted list of bootstrap replicates, interpolated
 -- linearly between neighbours as quantile_cont does (h = (n − 1)·q), and the two ends

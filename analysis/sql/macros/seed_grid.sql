@@ -17,6 +17,19 @@
 --       failed"), the seeds that the subgrid (largest_complete_subgrid, seed_subgrid.sql)
 --       leaves out, and why a group has none (skipped_reason).
 
+-- grid_size(cells_table): each group's count of distinct weight seeds and of distinct
+-- data seeds in a table of its trials or cells (group_id, weight_seed, data_seed): the
+-- size of the crossed grid they span, which seed_grid_cells, subgrid_coverage and
+-- largest_complete_subgrid (seed_subgrid.sql) read.
+
+create or replace macro grid_size(cells_table) as table
+select
+    group_id,
+    count(distinct weight_seed) as grid_weight_seeds,
+    count(distinct data_seed) as grid_data_seeds
+from query_table(cells_table)
+group by group_id;
+
 create or replace macro seed_grid_cells(design_table, values_table) as table
 with
 
@@ -55,13 +68,9 @@ trial_reasons as (
 ),
 
 grid_size as (
-    select
-        group_id,
-        count(distinct weight_seed) as grid_weight_seeds,
-        count(distinct data_seed) as grid_data_seeds
-    from query_table(design_table)
-    group by group_id
-    having count(distinct weight_seed) >= 2 and count(distinct data_seed) >= 2
+    select *
+    from grid_size(design_table)
+    where grid_weight_seeds >= 2 and grid_data_seeds >= 2
 ),
 
 grid as (
@@ -106,12 +115,8 @@ subgrid as (
 ),
 
 grid_size as (
-    select
-        group_id,
-        count(distinct weight_seed) as grid_weight_seeds,
-        count(distinct data_seed) as grid_data_seeds
-    from grid_cells
-    group by group_id
+    select *
+    from grid_size(cells_table)
 ),
 
 coverage as (

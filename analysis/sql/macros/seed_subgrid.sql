@@ -1,4 +1,4 @@
--- reads:
+-- reads: grid_size
 -- Which seeds of a configuration group form its largest complete subgrid, the
 -- crossed design the seed analysis uses (lucky_tickets.sql)? The table macro
 -- largest_complete_subgrid(cells_table), defined on every connection
@@ -22,12 +22,8 @@ grid_cells as (
 ),
 
 grid_size as (
-    select
-        group_id,
-        count(distinct weight_seed) as grid_weight_seeds,
-        count(distinct data_seed) as grid_data_seeds
-    from grid_cells
-    group by group_id
+    select *
+    from grid_size(cells_table)
 ),
 
 -- the largest complete subgrid: enumerate the subsets of the side with fewer seeds

@@ -1,4 +1,4 @@
--- reads: accuracy_difference, finished_eval, group_pairs, groups, length_list, normal_quantile, success_difference
+-- reads: accuracy_difference, bootstrap_seed, finished_eval, group_pairs, groups, length_list, normal_quantile, resample_count, success_difference
 -- Do two configurations differ? For pairs of configuration groups (a, b) and each test
 -- length both measured: the difference of their mean accuracy and of their success
 -- rate, each with an interval and a p-value, the p-values Holm-corrected over all the
@@ -50,8 +50,8 @@ with
 params as (
     select
         coalesce(cast(getvariable('threshold') as double), 0.9) as threshold,
-        coalesce(cast(getvariable('resamples') as bigint), 1000) as resamples,
-        coalesce(cast(getvariable('boot_seed') as bigint), 0) as boot_seed,
+        resample_count(getvariable('resamples')) as resamples,
+        bootstrap_seed(getvariable('boot_seed')) as boot_seed,
         string_split(
             replace(trim(cast(getvariable('groups') as varchar), '[]'), ' ', ''), ','
         ) as groups,

@@ -1,4 +1,4 @@
--- reads: checked_level, eval, final_eval, finished_trials, groups, largest_complete_subgrid, length_list, seed_concordance, seed_grid_cells, seed_statistics, subgrid_coverage, trials
+-- reads: bootstrap_seed, checked_level, eval, final_eval, finished_trials, groups, largest_complete_subgrid, length_list, resample_count, seed_concordance, seed_grid_cells, seed_statistics, subgrid_coverage, trials
 -- Are there lucky weight tickets (001 Fig. 11, F.9)? For every configuration group
 -- whose trials cross at least 2 weight seeds with at least 2 data seeds: how much of
 -- the variance of accuracy the weight seed explains, how much the data seed, how much
@@ -40,8 +40,8 @@ params as (
     select
         coalesce(cast(getvariable('threshold') as double), 0.9) as threshold,
         length_list(getvariable('digits')) as digits,
-        coalesce(cast(getvariable('resamples') as bigint), 1000) as resamples,
-        coalesce(cast(getvariable('boot_seed') as bigint), 0) as boot_seed,
+        resample_count(getvariable('resamples')) as resamples,
+        bootstrap_seed(getvariable('boot_seed')) as boot_seed,
         checked_level(getvariable('level'), 0.001, 0.999) as level
 ),
 

@@ -1,4 +1,4 @@
--- reads: checked_level, finished_eval, percentile_high, percentile_low, seed_mean_interval
+-- reads: bootstrap_seed, checked_level, finished_eval, percentile_high, percentile_low, resample_count, seed_mean_interval
 -- How much do trials that differ only by their seeds disagree (001 Fig. 10)?
 -- Per configuration group (view `groups`) and test length, over the group's finished
 -- trials (done or diverged), each at its final evaluation step: the number of trials,
@@ -31,8 +31,8 @@ with
 
 params as (
     select
-        coalesce(cast(getvariable('resamples') as bigint), 1000) as resamples,
-        coalesce(cast(getvariable('boot_seed') as bigint), 0) as boot_seed,
+        resample_count(getvariable('resamples')) as resamples,
+        bootstrap_seed(getvariable('boot_seed')) as boot_seed,
         checked_level(getvariable('level'), 0.001, 0.999) as level
 ),
 

@@ -1,4 +1,4 @@
--- reads: trials
+-- reads: seed_apart, seed_listed, trials, without_seeds_apart
 -- finished_trials: the trials whose results are final, the only ones the analysis files
 -- compare. A trial is finished when it is done, or diverged: a diverged trial keeps what
 -- it measured before its loss went non-finite, and dropping it would flatter its group
@@ -24,7 +24,7 @@ where status in ('done', 'diverged');
 -- "addition/rope/tiny/uniform_length train.lr=0.001". A group shows one label per
 -- study, that of its latest trial (the study's design when it was last run).
 --
--- group_config_json, the group's config without those two seeds, lists its settings
+-- group_config_json, the group's config without its seeds apart (identity.sql), lists its settings
 -- for compare.sql (group_pairs.sql); it does not decide groups.
 --
 -- Rows written before the group columns existed get them from `lg-study migrate` (or
@@ -40,13 +40,11 @@ grouped as (
         trial_id,
         group_id,
         group_label,
-        weight_seed,
-        data_seed,
-        coalesce(perturb_seed, 0) as perturb_seed,
+        -- a seed apart that a trial's row lacks (written before its kind: perturb_seed)
+        -- is at its default, 0
+        coalesce(columns(lambda c: seed_apart(c)), 0),
         started_at,
-        json_merge_patch(
-            config_json, '{"seeds": {"weight": null, "data": null, "perturb": null}}'
-        ) as group_config_json
+        without_seeds_apart(config_json) as group_config_json
     from trials
 ),
 
@@ -58,9 +56,7 @@ final as (
         first_value(group_label) over (
             partition by study, group_id order by started_at desc, trial_id desc
         ) as group_label,
-        weight_seed,
-        data_seed,
-        perturb_seed,
+        columns(lambda c: seed_apart(c)),
         count(*) over (partition by group_id) as trials_in_group,
         group_config_json
     from grouped
@@ -68,3 +64,17 @@ final as (
 
 select *
 from final;
+
+
+-- trial_identity: each trial's identity in its group, one row per trial: its group and
+-- the seeds that the outputs listing a trial show (identity.sql's seed_listed). The
+-- views and questions that show a trial take these columns from here.
+
+create or replace view trial_identity as
+select
+    study,
+    trial_id,
+    group_id,
+    group_label,
+    columns(lambda c: seed_listed(c))
+from groups;

@@ -1,4 +1,4 @@
--- reads: eval, finished_trials, groups, last_steps
+-- reads: eval, finished_trials, groups, last_steps, seed_apart
 -- The evaluation each trial reports, over the views of analysis/views.sql (read this
 -- file after it): `last_eval`, `final_eval` and `finished_eval`. In the DuckDB
 -- command-line client: `.read analysis/views.sql`, then `.read analysis/checkpoints.sql`.
@@ -100,13 +100,17 @@ select * from final;
 
 create or replace view finished_eval as
 select
-    groups.group_id,
-    groups.group_label,
-    groups.weight_seed,
-    groups.data_seed,
-    groups.perturb_seed,
+    apart.* exclude (study, trial_id),
     finished_trials.status,
     final_eval.*
 from final_eval
 inner join finished_trials using (study, trial_id)
-inner join groups using (study, trial_id);
+inner join (
+    select
+        study,
+        trial_id,
+        group_id,
+        group_label,
+        columns(lambda c: seed_apart(c))
+    from groups
+) as apart using (study, trial_id);

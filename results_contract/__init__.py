@@ -1,0 +1,1 @@
+"""What a study's writer and its reader agree on: where results live, and what names a trial."""
