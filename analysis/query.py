@@ -44,8 +44,10 @@ FILE_VIEWS = {"eval": ("grid_eval",)}
 #: the staging files that derive views from tables.sql's, in the order their
 #: declarations give (analysis/sql_layers.py)
 DERIVED_FILES = tuple(name for name in load_order("staging") if name != FILE_VIEWS_FILE)
-#: the views those files define over the tables, in load order (e.g. groups, final_eval)
-DERIVED_VIEWS = tuple(view for name in DERIVED_FILES for view in sql_files()[name].defines)
+#: what those files define over the tables, in load order: views (e.g. groups,
+#: final_eval) and the table macro trial_identity, which binds the groups view when it
+#: is created, so it comes after it rather than with tables.sql's macros
+DERIVED_VIEWS = tuple(defined for name in DERIVED_FILES for defined in sql_files()[name].defines)
 HIDDEN_ROWS = "hidden_rows"  # tables.sql's view of the compacted rows that readers skip
 ROOT_VARIABLE = "results_glob_root"  # the DuckDB variable tables.sql reads
 MACROS = "macros"  # _statements_by_view's key for a file's statements that define no view
@@ -58,6 +60,10 @@ DEFINITION_FILES = (EMPTY_TABLES, *load_order("staging"), *MACRO_FILES)
 # duckdb 2.0.1 keeps the comments before a statement in its extracted text; 2.0.0 drops them.
 _VIEW_NAME = re.compile(
     r"(?:\s*--[^\n]*\n|\s*/\*.*?\*/)*\s*create\s+(?:or\s+replace\s+)?view\s+(\w+)",
+    re.IGNORECASE | re.DOTALL,
+)
+_DEFINITION_NAME = re.compile(
+    r"(?:\s*--[^\n]*\n|\s*/\*.*?\*/)*\s*create\s+(?:or\s+replace\s+)?(?:view|macro)\s+(\w+)",
     re.IGNORECASE | re.DOTALL,
 )
 _GETVARIABLE = re.compile(r"getvariable\(\s*'(\w+)'\s*\)", re.IGNORECASE)
@@ -317,15 +323,17 @@ def prepare_connection(con: duckdb.DuckDBPyConnection) -> None:
 
 def _statements_by_view(con: duckdb.DuckDBPyConnection, names: tuple[str, ...]) -> dict:
     """View name -> its statement, and MACROS -> the other statements, of the staging
-    files ``names`` read in that order."""
-    text = "\n".join(sql_file(name).read_text() for name in names)
+    files ``names`` read in that order; a derived file's macros go by name too (they
+    run in DERIVED_VIEWS' order, after the views they read)."""
     statements: dict = {MACROS: []}
-    for statement in con.extract_statements(text):
-        match = _VIEW_NAME.match(statement.query)
-        if match:
-            statements[match.group(1).lower()] = statement.query
-        else:
-            statements[MACROS].append(statement.query)
+    for name in names:
+        named = _DEFINITION_NAME if name in DERIVED_FILES else _VIEW_NAME
+        for statement in con.extract_statements(sql_file(name).read_text()):
+            match = named.match(statement.query)
+            if match:
+                statements[match.group(1).lower()] = statement.query
+            else:
+                statements[MACROS].append(statement.query)
     wanted = (*TABLES, HIDDEN_ROWS, *DERIVED_VIEWS) if FILE_VIEWS_FILE in names else TABLES
     missing = [view for view in wanted if view not in statements]
     if missing:

@@ -34,7 +34,7 @@ PYTHON_DEFINED = ("chi2_quantile", "f_quantile", "share_intervals", "analysis_re
 
 _READS = re.compile(r"^-- reads:(.*)$", re.MULTILINE)
 _DEFINES = re.compile(
-    r"^create\s+(?:or\s+replace\s+)?(?:temp(?:orary)?\s+)?(?:view|macro|table)\s+(\w+)",
+    r"^create\s+(?:or\s+replace\s+)?(?:temp(?:orary)?\s+)?(view|macro|table)\s+(\w+)",
     re.IGNORECASE | re.MULTILINE,
 )
 
@@ -50,7 +50,8 @@ class SqlFile:
     layer: str
     path: Path
     reads: tuple[str, ...]
-    defines: tuple[str, ...]
+    defines: tuple[str, ...]  # views, macros and tables, in the file's order
+    views: tuple[str, ...]  # those of them that are views
 
 
 def sql_root() -> Path:
@@ -66,8 +67,10 @@ def parse(path: Path, layer: str) -> SqlFile:
         raise SqlLayerError(f"{path}: needs exactly one '-- reads: name, ...' line naming what it "
                             f"reads of the other SQL files (found {len(declared)})")
     reads = tuple(name.strip() for name in declared[0].split(",") if name.strip())
-    defines = tuple(dict.fromkeys(name.lower() for name in _DEFINES.findall(text)))
-    return SqlFile(path.name, layer, path, reads, defines)
+    created = _DEFINES.findall(text)
+    defines = tuple(dict.fromkeys(name.lower() for _, name in created))
+    views = tuple(dict.fromkeys(name.lower() for kind, name in created if kind.lower() == "view"))
+    return SqlFile(path.name, layer, path, reads, defines, views)
 
 
 @functools.cache

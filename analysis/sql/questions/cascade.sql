@@ -1,4 +1,4 @@
--- reads: checked_level, final_samples, normal_quantile, seed_mean_interval, wilson_centre, wilson_half
+-- reads: checked_level, final_samples, normal_quantile, seed_listed, seed_mean_interval, wilson_centre, wilson_half
 -- How does accuracy fall with the carry-cascade length of a question (003 Fig. 8a,
 -- 8c)? Per configuration group, test length and cascade length: each finished trial's
 -- accuracy on the questions of that cascade length (at its last sampled step), the
@@ -41,8 +41,7 @@ trial_cells as (
         group_label,
         study,
         trial_id,
-        weight_seed,
-        data_seed,
+        columns(lambda c: seed_listed(c)),
         digits,
         bool_and(in_distribution) as in_distribution,
         cascade,
@@ -50,12 +49,13 @@ trial_cells as (
         count(*) filter (where correct) as correct,
         count(*) filter (where correct) / count(*) as accuracy
     from final_samples
-    group by group_id, group_label, study, trial_id, weight_seed, data_seed, digits, cascade
+    group by all  -- the trial (its group, study, id and seeds), digits and cascade
 ),
 
 trial_wilson as (
     select
         trial_cells.*,
+        struct_pack(*columns(lambda c: seed_listed(c))) as seed_order,  -- sorts as the seeds, first to last
         wilson_centre(accuracy, questions, normal_quantile(0.95)) as wilson_centre,
         wilson_half(accuracy, questions, normal_quantile(0.95)) as wilson_half
     from trial_cells
@@ -73,20 +73,19 @@ cells as (
         sum(correct) as correct,
         -- added smallest first: the same trials give the same bits in any row order
         list_avg(list(accuracy order by accuracy)) as accuracy,
-        list(accuracy order by weight_seed, data_seed, study, trial_id) as trial_accuracies,
+        list(accuracy order by seed_order, study, trial_id) as trial_accuracies,
         list(
-            {
-                'study': study,
-                'trial_id': trial_id,
-                'weight_seed': weight_seed,
-                'data_seed': data_seed,
-                'questions': questions,
-                'correct': correct,
-                'accuracy': accuracy,
-                'wilson95_low': greatest(wilson_centre - wilson_half, 0),  -- clamps round-off only
-                'wilson95_high': least(wilson_centre + wilson_half, 1)
-            }
-            order by weight_seed, data_seed, study, trial_id
+            struct_pack(
+                study,
+                trial_id,
+                *columns(lambda c: seed_listed(c)),
+                questions,
+                correct,
+                accuracy,
+                wilson95_low := greatest(wilson_centre - wilson_half, 0),  -- clamps round-off only
+                wilson95_high := least(wilson_centre + wilson_half, 1)
+            )
+            order by seed_order, study, trial_id
         ) as trials
     from trial_wilson
     group by group_id, digits, cascade

@@ -1,4 +1,4 @@
--- reads: analysis_reads, eval, finished_trials, groups, samples, trials
+-- reads: analysis_reads, eval, finished_trials, samples, seed_listed, trial_identity, trials
 -- Which finished trials does each analysis file leave out, and why? The rule of every
 -- file in analysis/: a trial counts when it finished (status done, or diverged: a
 -- diverged trial keeps what it measured before its loss went non-finite, since
@@ -19,16 +19,13 @@ with
 
 finished as (
     select
-        groups.group_id,
-        groups.group_label,
-        groups.weight_seed,
-        groups.data_seed,
+        trial_identity.* exclude (study, trial_id),
         trials.study,
         trials.trial_id,
         trials.status,
         trials.error
     from finished_trials as trials
-    inner join groups using (study, trial_id)
+    inner join trial_identity('seeds_listed') as trial_identity using (study, trial_id)
 ),
 
 evaluated as (
@@ -112,8 +109,7 @@ final as (
         group_label,
         study,
         trial_id,
-        weight_seed,
-        data_seed,
+        columns(lambda c: seed_listed(c)),
         status,
         missing,
         left_out_of,
@@ -124,4 +120,4 @@ final as (
 
 select *
 from final
-order by group_label, group_id, weight_seed, data_seed, trial_id, study, missing
+order by group_label, group_id, columns(lambda c: seed_listed(c)), trial_id, study, missing

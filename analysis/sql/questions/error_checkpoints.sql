@@ -1,4 +1,4 @@
--- reads: answer_ending, finished_samples, wrong_place_numbers
+-- reads: answer_ending, finished_samples, seed_listed, wrong_place_numbers
 -- Where does each checkpoint go wrong (001 F.12)? errors.sql averages the error
 -- positions over a group's trials (001 F.10); 001 F.12 shows them per checkpoint,
 -- where single models err at particular places. One row per finished trial, sampled
@@ -17,8 +17,7 @@ answers as materialized (
     select
         group_id,
         group_label,
-        weight_seed,
-        data_seed,
+        columns(lambda c: seed_listed(c)),
         study,
         trial_id,
         step,
@@ -36,8 +35,7 @@ checkpoints as (
     select
         group_id,
         any_value(group_label) as group_label,
-        any_value(weight_seed) as weight_seed,
-        any_value(data_seed) as data_seed,
+        any_value(columns(lambda c: seed_listed(c))),
         study,
         trial_id,
         step,
@@ -87,8 +85,7 @@ final as (
         per_place.group_label,
         per_place.study,
         per_place.trial_id,
-        per_place.weight_seed,
-        per_place.data_seed,
+        columns(lambda c: seed_listed(c)),  -- per_place's: wrong_counts has no seeds
         per_place.step,
         per_place.digits,
         per_place.in_distribution,
@@ -104,4 +101,4 @@ final as (
 
 select *
 from final
-order by group_label, group_id, weight_seed, data_seed, trial_id, study, step, digits, place
+order by group_label, group_id, columns(lambda c: seed_listed(c)), trial_id, study, step, digits, place

@@ -1,4 +1,4 @@
--- reads: trials
+-- reads: seed_listed, trials
 -- Which trials failed or diverged, and why? (`lg-study status` prints this.)
 
 with
@@ -9,8 +9,7 @@ final as (
         status,
         task,
         pe,
-        weight_seed,
-        data_seed,
+        columns(lambda c: seed_listed(c)),
         error
     from trials
     where status in ('failed', 'diverged')

@@ -1,4 +1,4 @@
--- reads: finished_eval, last_eval, normal_quantile, wilson_centre, wilson_half
+-- reads: finished_eval, last_eval, normal_quantile, seed_listed, wilson_centre, wilson_half
 -- What accuracy does each finished trial reach at each test length, at its final
 -- evaluation step? One row per trial and test length, with the trial's configuration
 -- group and seeds: the individual curves behind variance.sql (the report draws them
@@ -51,8 +51,7 @@ final as (
         group_label,
         study,
         trial_id,
-        weight_seed,
-        data_seed,
+        columns(lambda c: seed_listed(c)),
         status,
         step,
         digits,
@@ -72,4 +71,4 @@ final as (
 
 select *
 from final
-order by group_label, group_id, weight_seed, data_seed, trial_id, study, digits
+order by group_label, group_id, columns(lambda c: seed_listed(c)), trial_id, study, digits

@@ -1,4 +1,4 @@
--- reads: groups
+-- reads: seed_apart, trial_identity
 -- Which trials does the table `lg-study run` and `lg-study status` print cover, in which
 -- configuration group, with which seeds and training range? One row per trial (any
 -- status): its group (view `groups`), its weight, data and perturb seeds, and
@@ -51,17 +51,13 @@ final as (
     select
         trials.trial_id,
         trials.status,
-        groups.group_id,
-        groups.group_label,
-        groups.weight_seed,
-        groups.data_seed,
-        groups.perturb_seed,
+        apart.* exclude (study, trial_id),
         cast(trials.config_json -> '$.task.train_digits' ->> 0 as integer) as train_low,
         cast(trials.config_json -> '$.task.train_digits' ->> 1 as integer) as train_high
     from trials
-    inner join groups using (study, trial_id)
+    inner join trial_identity('seeds_apart') as apart using (study, trial_id)
 )
 
 select *
 from final
-order by group_label, group_id, weight_seed, data_seed, perturb_seed, trial_id
+order by group_label, group_id, columns(lambda c: seed_apart(c)), trial_id

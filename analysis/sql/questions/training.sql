@@ -1,4 +1,4 @@
--- reads: eval, finished_trials, groups, train
+-- reads: eval, finished_trials, seed_listed, train, trial_identity
 -- How does accuracy at each test length develop over training (001 App. F.3), and at
 -- which step does a trial "grok" (001 Fig. 6)? One row per finished trial, evaluation
 -- step and test length: the accuracy, the trial's mean in-distribution and mean
@@ -22,10 +22,7 @@ params as (
 
 evaluations as (
     select
-        groups.group_id,
-        groups.group_label,
-        groups.weight_seed,
-        groups.data_seed,
+        trial_identity.* exclude (study, trial_id),
         eval.study,
         eval.trial_id,
         eval.step,
@@ -34,7 +31,7 @@ evaluations as (
         eval.accuracy
     from eval
     inner join finished_trials using (study, trial_id)
-    inner join groups using (study, trial_id)
+    inner join trial_identity('seeds_listed') as trial_identity using (study, trial_id)
 ),
 
 per_step as (
@@ -78,8 +75,7 @@ final as (
         evaluations.group_label,
         evaluations.study,
         evaluations.trial_id,
-        evaluations.weight_seed,
-        evaluations.data_seed,
+        columns(lambda c: seed_listed(c)),  -- evaluations': with_loss and grokking have no seeds
         evaluations.step,
         evaluations.digits,
         evaluations.in_distribution,
@@ -96,4 +92,4 @@ final as (
 
 select *
 from final
-order by group_label, group_id, weight_seed, data_seed, trial_id, study, step, digits
+order by group_label, group_id, columns(lambda c: seed_listed(c)), trial_id, study, step, digits

@@ -1,4 +1,4 @@
--- reads: seed_apart, seed_listed, trials, without_seeds_apart
+-- reads: seed_apart, trials, without_seeds_apart
 -- finished_trials: the trials whose results are final, the only ones the analysis files
 -- compare. A trial is finished when it is done, or diverged: a diverged trial keeps what
 -- it measured before its loss went non-finite, and dropping it would flatter its group
@@ -66,15 +66,18 @@ select *
 from final;
 
 
--- trial_identity: each trial's identity in its group, one row per trial: its group and
--- the seeds that the outputs listing a trial show (identity.sql's seed_listed). The
--- views and questions that show a trial take these columns from here.
+-- trial_identity(seeds): each trial's identity in its group, one row per trial: study,
+-- trial_id, its group and its seeds, those of the variable named `seeds`
+-- (identity.sql): 'seeds_listed', the seeds that the outputs listing a trial show, or
+-- 'seeds_apart', every seed its group's trials differ by. The views and questions that
+-- show a trial take these columns from here, e.g. `trial_identity.* exclude (study,
+-- trial_id)` after `inner join trial_identity('seeds_listed') as trial_identity`.
 
-create or replace view trial_identity as
+create or replace macro trial_identity(seeds) as table
 select
     study,
     trial_id,
     group_id,
     group_label,
-    columns(lambda c: seed_listed(c))
+    columns(lambda c: list_contains(getvariable(seeds), c))
 from groups;

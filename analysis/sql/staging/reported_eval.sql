@@ -1,4 +1,4 @@
--- reads: eval, finished_trials, groups, last_steps, seed_apart
+-- reads: eval, finished_trials, last_steps, trial_identity
 -- The evaluation each trial reports, over the views of analysis/views.sql (read this
 -- file after it): `last_eval`, `final_eval` and `finished_eval`. In the DuckDB
 -- command-line client: `.read analysis/views.sql`, then `.read analysis/checkpoints.sql`.
@@ -105,12 +105,4 @@ select
     final_eval.*
 from final_eval
 inner join finished_trials using (study, trial_id)
-inner join (
-    select
-        study,
-        trial_id,
-        group_id,
-        group_label,
-        columns(lambda c: seed_apart(c))
-    from groups
-) as apart using (study, trial_id);
+inner join trial_identity('seeds_apart') as apart using (study, trial_id);

@@ -12,7 +12,7 @@ select
         as in_distribution
 from samples
 inner join finished_trials using (study, trial_id)
-inner join trial_identity using (study, trial_id);
+inner join trial_identity('seeds_listed') as trial_identity using (study, trial_id);
 
 create or replace view final_samples as
 with
