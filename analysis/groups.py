@@ -4,7 +4,7 @@ A configuration group is the set of trials whose configs are equal except for th
 weight, the data and the perturb seed. Its id and label are computed here and nowhere else: the
 code that writes a trial's `trials` row (orchestrator.store.trial_rows) stores them as the
 columns group_id and group_label, and the MLflow tags `group` and `group_label`
-(orchestrator.running.tune_runner) are the same two values; views.sql selects the columns.
+(orchestrator.running.tune_runner) are the same two values; analysis/sql/staging/groups.sql selects the columns.
 """
 
 from __future__ import annotations

@@ -179,7 +179,7 @@ def _footer(path: Path, table: str) -> pq.FileMetaData | None:
 
 
 def _refuse_rows_without_groups(root: Path, files: list[Path]) -> None:
-    """Rows written before the group columns (issue 13) have no group; views.sql keeps
+    """Rows written before the group columns (issue 13) have no group; the staging views keep
     one definition of a group, so they are upgraded once rather than read differently.
     Reading never writes (a run may hold the study), so the upgrade is asked for."""
     if files:

@@ -24,7 +24,7 @@ from analysis.layout import ARTIFACTS, FILE_NAME, check_path_component, table_pa
 from orchestrator.store.trial_status import TrialStatus
 
 # Fixed schemas, so that files from different trials union cleanly in DuckDB even when
-# one trial has a column that is all null. analysis/empty_tables.sql mirrors them.
+# one trial has a column that is all null. analysis/sql/staging/empty_tables.sql mirrors them.
 TRAIN_SCHEMA = pa.schema(
     [
         ("trial_id", pa.string()),
@@ -48,7 +48,7 @@ EVAL_SCHEMA = pa.schema(
         # step, the same on every row of the step (null without a validation set)
         ("long_loss", pa.float64()),
         # eval.grid: the two operands' lengths of a grid cell's row (digits is the longer);
-        # null on the rows of eval.digits (analysis/views.sql keeps the two apart)
+        # null on the rows of eval.digits (analysis/sql/staging/tables.sql keeps the two apart)
         ("first_digits", pa.int64()),
         ("second_digits", pa.int64()),
     ]
@@ -66,7 +66,7 @@ SAMPLES_SCHEMA = pa.schema(
         ("target", pa.string()),
         ("prediction", pa.string()),
         # Per answer place, least significant first (lengthgen.evaluation.SampleRecord).
-        # Added later: older files lack both, and analysis/views.sql reads them as null.
+        # Added later: older files lack both, and analysis/sql/staging/tables.sql reads them as null.
         ("carry_in", pa.string()),
         ("wrong_places", pa.string()),
     ]

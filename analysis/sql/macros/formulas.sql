@@ -1,7 +1,7 @@
 -- reads:
 -- Formulas in plain SQL that several analysis files share. Unlike macros.sql, they call
 -- no function that lg-study registers, so they load in the bare DuckDB client too
--- (`.read analysis/formulas.sql` before a file that uses them; docs/analysis.md).
+-- (`.read analysis/sql/macros/formulas.sql` before a file that uses them; docs/analysis.md).
 -- lg-study query and the report define them on every connection, before macros.sql
 -- (analysis.query.prepare_connection).
 

@@ -2,7 +2,7 @@
 -- Macros shared by the analysis files. lg-study query and the report define them on
 -- every connection (analysis.query.prepare_connection), after registering
 -- chi2_quantile and f_quantile (analysis/quantiles.py, from scipy): DuckDB binds a
--- macro's functions when it creates it, so this file, unlike views.sql, does not load in
+-- macro's functions when it creates it, so this file, unlike the staging files, does not load in
 -- the bare DuckDB client.
 --
 -- mls_low / mls_high: the modified large-sample interval at `level` of a variance

@@ -36,7 +36,7 @@
 --
 -- Intervals of the components (sigma2_*_low, sigma2_*_high): the modified large-sample
 -- interval of (MS_weight − MS_residual)/b and (MS_data − MS_residual)/a, and the exact
--- chi-square interval of MS_residual (macros mls_low and mls_high, analysis/macros.sql;
+-- chi-square interval of MS_residual (macros mls_low and mls_high, analysis/sql/macros/macros.sql;
 -- coverage 0.94-0.96 measured at 3 x 5, 8 x 8 and 24 x 20 seeds, docs/analysis.md).
 --
 -- Intervals of the shares (component_share_*_low, _high): generalized confidence

@@ -10,7 +10,7 @@
 -- It is the uncertainty from the finite test set of this one trial (the questions),
 -- not from its seeds; it lies in [0, 1]; null when n = 0.
 --
--- checkpoint: which evaluation the trial reports (views.sql, final_eval): final, or, with
+-- checkpoint: which evaluation the trial reports (reported_eval.sql, final_eval): final, or, with
 -- eval.select best_long_loss, the lowest long-length loss at `step`; last_step and
 -- last_step_accuracy: the trial's last evaluation, beside it (the same when final).
 --

@@ -8,7 +8,7 @@
 --
 -- The connection keeps only these trials: the views trials and eval become tables of
 -- their rows (read once), so that the views over them (finished_trials, groups,
--- final_eval, views.sql's own definitions) and every analysis file run next on the
+-- final_eval, the staging files' own definitions) and every analysis file run next on the
 -- same connection, variance.sql and success.sql among them, see the listed trials
 -- alone: a trial of another design in the same results folder never mixes in.
 --

@@ -1,5 +1,5 @@
 -- reads:
--- Empty, typed stand-ins for the views in views.sql, for a table that has no Parquet
+-- Empty, typed stand-ins for the views in tables.sql, for a table that has no Parquet
 -- file yet. The columns mirror the schemas in orchestrator/store/results_store.py (a test
 -- checks that they agree), after the `study` column the views add. `trials` also
 -- carries the key settings (docs/design.md, "Tables and columns") and the training

@@ -1,7 +1,6 @@
 -- reads: eval, finished_trials, last_steps, trial_identity
--- The evaluation each trial reports, over the views of analysis/views.sql (read this
--- file after it): `last_eval`, `final_eval` and `finished_eval`. In the DuckDB
--- command-line client: `.read analysis/views.sql`, then `.read analysis/checkpoints.sql`.
+-- The evaluation each trial reports, over the views of tables.sql and groups.sql:
+-- `last_eval`, `final_eval` and `finished_eval`.
 
 -- final_eval: each trial's evaluation rows at the step it reports, the rows that
 -- variance, lucky_tickets, final_accuracy and summary compare across trials: its last

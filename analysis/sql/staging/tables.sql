@@ -1,16 +1,17 @@
 -- reads:
 -- The results views `trials`, `train`, `eval` and `samples` over one study's Parquet
--- files, or over every study's, and the derived views `finished_trials` (the trials
--- the analysis compares), `groups` (configuration groups: trials that differ only by
--- their seeds); analysis/checkpoints.sql, read after it, defines the evaluation each trial
--- reports (`final_eval`).
+-- files, or over every study's. The other staging files derive views from them:
+-- groups.sql (`finished_trials`, `groups`), reported_eval.sql (the evaluation each
+-- trial reports, `final_eval`) and samples.sql (`finished_samples`, `final_samples`).
 --
 -- Set the root first, then run this file. In the DuckDB command-line client:
 --
 --     SET VARIABLE results_glob_root = 'results/quickstart';   -- one study
 --     SET VARIABLE results_glob_root = 'results/*';            -- every study
---     .read analysis/empty_tables.sql
---     .read analysis/views.sql
+--     .read analysis/sql/staging/empty_tables.sql
+--     .read analysis/sql/staging/tables.sql
+--
+-- (docs/analysis.md lists the files the derived views need after it, in load order.)
 --
 -- read_parquet fails with "No files found" for a table that has no file yet (e.g.
 -- samples before any trial finished); empty_tables.sql, read first, leaves an empty
