@@ -1,4 +1,4 @@
-"""The error-anatomy figures of the report (analysis/cascade.sql, errors.sql,
+"""The error-anatomy figures of the report (analysis/sql/questions/cascade.sql, errors.sql,
 error_checkpoints.sql): accuracy by carry-cascade length, error rate with and without a
 carry into a digit, the number and place of wrong digits, and both per checkpoint."""
 

@@ -1,7 +1,8 @@
 """DuckDB over the results store: open the views, run SQL, format what comes back.
 
-The views themselves live in views.sql (and their empty stand-ins in
-empty_tables.sql), so the DuckDB command-line client can load the same definitions.
+The views and macros themselves live in analysis/sql's staging and macros folders
+(analysis/sql_layers.py: the layers and the load order their files declare), so the
+DuckDB command-line client can load the same definitions.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import math
 import re
 import warnings
 from decimal import Decimal
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,8 @@ import pyarrow.parquet as pq
 from analysis.quantiles import register_quantiles
 from analysis.questions import reads_table
 from analysis.share_intervals import register_share_intervals
+from analysis.sql_layers import EMPTY_TABLES, FILE_VIEWS_FILE, load_order, sql_file, sql_files
+from results_contract import identity
 from results_contract.damaged import DamagedResultsWarning
 from results_contract.layout import (
     COMPACTED,
@@ -37,27 +39,32 @@ from results_contract.layout import (
     results_roots,
 )
 
-#: views.sql's views that read a table's files besides the table's own view: the eval
+#: tables.sql's views that read a table's files besides the table's own view: the eval
 #: files hold eval.grid's rows too, which grid_eval shows and eval leaves out
 FILE_VIEWS = {"eval": ("grid_eval",)}
-#: the files that continue one views file, read after it (views.sql grew past 300 lines)
-VIEW_PARTS = {"views.sql": ("checkpoints.sql",)}
-#: defined in views.sql (and its VIEW_PARTS) over the tables, in this order
-DERIVED_VIEWS = ("finished_trials", "groups", "last_eval", "final_eval", "finished_eval", "finished_samples", "final_samples")
-HIDDEN_ROWS = "hidden_rows"  # views.sql's view of the compacted rows that readers skip
-ROOT_VARIABLE = "results_glob_root"  # the DuckDB variable views.sql reads
+#: the staging files that derive views from tables.sql's, in the order their
+#: declarations give (analysis/sql_layers.py)
+DERIVED_FILES = tuple(name for name in load_order("staging") if name != FILE_VIEWS_FILE)
+#: what those files define over the tables, in load order: views (e.g. groups,
+#: final_eval) and the table macro trial_identity, which binds the groups view when it
+#: is created, so it comes after it rather than with tables.sql's macros
+DERIVED_VIEWS = tuple(defined for name in DERIVED_FILES for defined in sql_files()[name].defines)
+HIDDEN_ROWS = "hidden_rows"  # tables.sql's view of the compacted rows that readers skip
+ROOT_VARIABLE = "results_glob_root"  # the DuckDB variable tables.sql reads
 MACROS = "macros"  # _statements_by_view's key for a file's statements that define no view
-#: the files of macros that prepare_connection defines after the registered functions,
-#: in this order; each of the seed_* files answers one of lucky_tickets.sql's questions
-MACRO_FILES = ("macros.sql", "seed_grid.sql", "seed_subgrid.sql", "seed_components.sql",
-               "seed_bootstrap.sql", "seed_concordance.sql", "seed_statistics.sql", "group_pairs.sql",
-               "compare_accuracy.sql", "compare_success.sql", "errors_carry.sql")
+#: the files of macros (and formulas) that prepare_connection defines after the
+#: registered functions, in the order their declarations give
+MACRO_FILES = load_order("macros")
 #: the files that define views, macros or functions rather than answer a question
-DEFINITION_FILES = ("empty_tables.sql", "views.sql", "checkpoints.sql", "formulas.sql", *MACRO_FILES)
+DEFINITION_FILES = (EMPTY_TABLES, *load_order("staging"), *MACRO_FILES)
 
 # duckdb 2.0.1 keeps the comments before a statement in its extracted text; 2.0.0 drops them.
 _VIEW_NAME = re.compile(
     r"(?:\s*--[^\n]*\n|\s*/\*.*?\*/)*\s*create\s+(?:or\s+replace\s+)?view\s+(\w+)",
+    re.IGNORECASE | re.DOTALL,
+)
+_DEFINITION_NAME = re.compile(
+    r"(?:\s*--[^\n]*\n|\s*/\*.*?\*/)*\s*create\s+(?:or\s+replace\s+)?(?:view|macro)\s+(\w+)",
     re.IGNORECASE | re.DOTALL,
 )
 _GETVARIABLE = re.compile(r"getvariable\(\s*'(\w+)'\s*\)", re.IGNORECASE)
@@ -100,10 +107,10 @@ def open_results(root: Path, study: str | None = None) -> duckdb.DuckDBPyConnect
 
     con = duckdb.connect()
     prepare_connection(con)
-    views = _statements_by_view(con, "views.sql")
-    empties = _statements_by_view(con, "empty_tables.sql")
+    views = _statements_by_view(con, (FILE_VIEWS_FILE, *DERIVED_FILES))
+    empties = _statements_by_view(con, (EMPTY_TABLES,))
     try:
-        for statement in views[MACROS]:  # the views read through views.sql's macros
+        for statement in views[MACROS]:  # the views read through tables.sql's macros
             con.execute(statement)
         con.execute("set TimeZone = 'UTC'")  # timestamps print the same on every machine
         # a file's footer is read once per connection, not once per query that names its table
@@ -168,7 +175,7 @@ def _footer(path: Path, table: str) -> pq.FileMetaData | None:
 
 
 def _refuse_rows_without_groups(root: Path, files: list[Path]) -> None:
-    """Rows written before the group columns (issue 13) have no group; views.sql keeps
+    """Rows written before the group columns (issue 13) have no group; the staging views keep
     one definition of a group, so they are upgraded once rather than read differently.
     Reading never writes (a run may hold the study), so the upgrade is asked for."""
     if files:
@@ -183,7 +190,7 @@ def _view_over_files(statement: str, table: str, files: list[Path]) -> str:
     listed = "[" + ", ".join("'" + p.as_posix().replace("'", "''") + "'" for p in files) + "]"
     view, count = _TABLE_GLOB.subn(lambda _: listed, statement)
     if count != 1:
-        raise RuntimeError(f"analysis/views.sql: view {table} reads no results_glob_root glob")
+        raise RuntimeError(f"{sql_file(FILE_VIEWS_FILE)}: view {table} reads no results_glob_root glob")
     return view
 
 
@@ -292,18 +299,15 @@ def write_parquet(table: pa.Table, path: Path) -> None:
     pq.write_table(table, path)
 
 
-def sql_file(name: str) -> Path:
-    """The path of analysis/<name> (e.g. "variance.sql") as installed with the package."""
-    return Path(str(files("analysis") / name))
-
-
 def prepare_connection(con: duckdb.DuckDBPyConnection) -> None:
-    """The functions the analysis files call: the plain-SQL formulas of formulas.sql
-    (e.g. wilson_centre), chi2_quantile and f_quantile (analysis/quantiles.py),
-    share_intervals (analysis/share_intervals.py), then the macros of MACRO_FILES
-    (e.g. mls_low, seed_components); and the table `analysis_reads`, which rows each
-    file of the report reads (from analysis/questions.py), for coverage.sql."""
-    con.execute(sql_file("formulas.sql").read_text())
+    """The functions the analysis files call: chi2_quantile and f_quantile
+    (analysis/quantiles.py), share_intervals (analysis/share_intervals.py), then the
+    macros of MACRO_FILES (e.g. formulas.sql's wilson_centre, mls_low, seed_components);
+    and the table `analysis_reads`, which rows each file of the report reads (from
+    analysis/questions.py), for coverage.sql. First the seed columns of a trial's identity
+    (results_contract.identity), which identity.sql's macros read from two variables."""
+    con.execute("set variable seeds_apart = ?", [identity.apart_columns()])
+    con.execute("set variable seeds_listed = ?", [identity.listed_columns()])
     register_quantiles(con)
     register_share_intervals(con)
     for name in MACRO_FILES:
@@ -313,21 +317,23 @@ def prepare_connection(con: duckdb.DuckDBPyConnection) -> None:
     con.executemany("insert into analysis_reads values (?, ?, ?, ?)", reads_table())
 
 
-def _statements_by_view(con: duckdb.DuckDBPyConnection, name: str) -> dict:
-    """View name -> its statement, and MACROS -> the file's other statements (views.sql's
-    with those of the files that continue it, VIEW_PARTS)."""
-    text = "\n".join(sql_file(part).read_text() for part in (name, *VIEW_PARTS.get(name, ())))
+def _statements_by_view(con: duckdb.DuckDBPyConnection, names: tuple[str, ...]) -> dict:
+    """View name -> its statement, and MACROS -> the other statements, of the staging
+    files ``names`` read in that order; a derived file's macros go by name too (they
+    run in DERIVED_VIEWS' order, after the views they read)."""
     statements: dict = {MACROS: []}
-    for statement in con.extract_statements(text):
-        match = _VIEW_NAME.match(statement.query)
-        if match:
-            statements[match.group(1).lower()] = statement.query
-        else:
-            statements[MACROS].append(statement.query)
-    wanted = (*TABLES, HIDDEN_ROWS, *DERIVED_VIEWS) if name == "views.sql" else TABLES
+    for name in names:
+        named = _DEFINITION_NAME if name in DERIVED_FILES else _VIEW_NAME
+        for statement in con.extract_statements(sql_file(name).read_text()):
+            match = named.match(statement.query)
+            if match:
+                statements[match.group(1).lower()] = statement.query
+            else:
+                statements[MACROS].append(statement.query)
+    wanted = (*TABLES, HIDDEN_ROWS, *DERIVED_VIEWS) if FILE_VIEWS_FILE in names else TABLES
     missing = [view for view in wanted if view not in statements]
     if missing:
-        raise RuntimeError(f"analysis/{name} defines no view for {missing}")
+        raise RuntimeError(f"analysis/sql/staging {', '.join(names)} define no view for {missing}")
     return statements
 
 

@@ -2,7 +2,7 @@
 
 The page holds the key numbers as HTML tables and the plots as PNG files (written
 beside it and embedded in it, so the page also stands alone). Every number comes from
-one of the analysis/*.sql files; this module only runs the files the questions of
+one of the analysis/sql/questions files; this module only runs the files the questions of
 analysis/questions.py name and renders each question's record.
 """
 

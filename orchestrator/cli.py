@@ -144,7 +144,7 @@ def query(
     sql: Annotated[str | None, typer.Argument(help="SQL over the views trials, train, eval, samples.")] = None,
     study: Annotated[str | None, typer.Option("--study", help="Study name (default: every study).")] = None,
     profile: ProfileOption = None,
-    file: Annotated[Path | None, typer.Option("--file", "-f", help="Run a .sql file instead.")] = None,
+    file: Annotated[Path | None, typer.Option("--file", "-f", help="Run a .sql file instead: a path, or the name of one of lg-study's questions (e.g. lucky_tickets.sql).")] = None,
     output_format: Annotated[OutputFormat, typer.Option("--format", help="How to print or write the result.")]
     = OutputFormat.table,
     param: ParamOption = None,

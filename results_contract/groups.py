@@ -4,7 +4,7 @@ A configuration group is the set of trials whose configs are equal except for th
 weight, the data and the perturb seed. Its id and label are computed here and nowhere else: the
 code that writes a trial's `trials` row (orchestrator.store.trial_rows) stores them as the
 columns group_id and group_label, and the MLflow tags `group` and `group_label`
-(orchestrator.running.tune_runner) are the same two values; views.sql selects the columns.
+(orchestrator.running.tune_runner) are the same two values; analysis/sql/staging/groups.sql selects the columns.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any, Protocol
+
+from results_contract import identity
 
 
 class TrialConfig(Protocol):
@@ -41,9 +43,6 @@ class StoredConfig:
         return self._tree
 
 
-#: the seeds that trials of one group differ by (the eval seed is part of the group); a
-#: perturb seed (a numerical replicate of its weight seed) is a seed, not a configuration
-SEEDS_APART = ("weight", "data", "perturb")
 #: the settings a label starts with, e.g. ``addition/rope/tiny/uniform_length``
 BASE_LABEL = ("task.name", "model.pe", "model.size", "data.distribution")
 
@@ -54,11 +53,14 @@ def group_identity_json(config: TrialConfig) -> str:
     id is, so that a config field added later at its default leaves every group id as
     it leaves every trial id; a trial whose weight and data seeds are both at their
     default (0) therefore has ``group_id == trial_id``."""
-    identity = json.loads(config.identity_json())
-    seeds = {k: v for k, v in identity.pop("seeds", {}).items() if k not in SEEDS_APART}
+    # the seeds a group's trials differ by (results_contract.identity: weight, data and
+    # perturb; the eval seed is part of the group)
+    apart = identity.seeds_apart()
+    trial = json.loads(config.identity_json())
+    seeds = {k: v for k, v in trial.pop("seeds", {}).items() if k not in apart}
     if seeds:
-        identity["seeds"] = seeds
-    return json.dumps(identity, sort_keys=True, separators=(",", ":"))
+        trial["seeds"] = seeds
+    return json.dumps(trial, sort_keys=True, separators=(",", ":"))
 
 
 def group_id(config: TrialConfig) -> str:
@@ -103,7 +105,7 @@ def group_labels(configs: Iterable[TrialConfig], shown: Iterable[str] = (),
 
 
 def _settings(tree: dict[str, Any]) -> dict[str, str]:
-    return {path: value for path, value in _leaves(tree).items() if path not in {f"seeds.{s}" for s in SEEDS_APART}}
+    return {path: value for path, value in _leaves(tree).items() if path not in {f"seeds.{s}" for s in identity.seeds_apart()}}
 
 
 def _departures(settings: dict[str, dict[str, str]], base: TrialConfig) -> dict[str, set[str]]:

@@ -26,7 +26,7 @@ class TrialStatus(StrEnum):
 
     @property
     def finished(self) -> bool:
-        """Not run again: its results are final (analysis/views.sql, finished_trials)."""
+        """Not run again: its results are final (analysis/sql/staging/tables.sql, finished_trials)."""
         return self in FINISHED
 
 

@@ -8,7 +8,6 @@ import hashlib
 import json
 import re
 from datetime import datetime, timezone
-from importlib.resources import files
 from pathlib import Path
 
 import duckdb
@@ -16,15 +15,15 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from analysis.query import QueryError, open_results, run_query, run_sql_file
+from analysis.query import QueryError, open_results, run_query, run_sql_file, sql_file
 from analysis.questions import report_files
+from analysis.sql_layers import load_order, sql_root
 from orchestrator.cli import app
 from orchestrator.store.results_store import write_trial_table
 from results_contract import groups
 from results_contract.trial_status import FINISHED, TrialStatus
 
 STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
-SQL = files("analysis")
 STUDY = "synthetic"
 LENGTHS = (2, 4, 6, 8)  # trained on 1-4 digits: 2 and 4 in distribution, 6 and 8 not
 OOD = (6, 8)
@@ -194,7 +193,7 @@ def con(study):
 
 
 def run(con, name: str, **params) -> list[dict]:
-    return run_sql_file(con, Path(str(SQL / f"{name}.sql")),
+    return run_sql_file(con, sql_file(f"{name}.sql"),
                         {k: str(v) for k, v in params.items()}).to_pylist()
 
 
@@ -253,25 +252,26 @@ def test_views_sql_with_groups_loads_as_the_cli_client_runs_it(study) -> None:
     root, _ = study
     con = duckdb.connect()
     con.execute(f"SET VARIABLE results_glob_root = '{root / STUDY}';")
-    con.execute((SQL / "views.sql").read_text())
-    con.execute((SQL / "checkpoints.sql").read_text())
+    con.execute(sql_file("last_steps.sql").read_text())  # the one macro the staging views use
+    for name in load_order("staging"):  # in the order their declarations give
+        con.execute(sql_file(name).read_text())
     assert con.sql("select count(distinct group_id) from groups").fetchall() == [(4,)]
     # and an analysis file runs there too, after the plain-SQL formulas, with its
     # parameter set as the CLI client would
-    con.execute((SQL / "formulas.sql").read_text())
+    con.execute(sql_file("formulas.sql").read_text())
     con.execute("SET VARIABLE level = 0.9;")
-    result = con.sql((SQL / "final_accuracy.sql").read_text())
+    result = con.sql(sql_file("final_accuracy.sql").read_text())
     column = [c[0] for c in result.description].index("level")
     rows = result.fetchall()
     assert rows and all(row[column] == 0.9 for row in rows)
     # the intervals over seeds need the functions lg-study registers and the macros it
     # defines over them (lucky_tickets.sql's questions, seed_*.sql), and say so
     with pytest.raises(duckdb.CatalogException, match="(subgrid_coverage|seed_statistics) does not exist"):
-        con.sql((SQL / "lucky_tickets.sql").read_text()).fetchall()
+        con.sql(sql_file("lucky_tickets.sql").read_text()).fetchall()
     with pytest.raises(duckdb.CatalogException, match="wilson_low does not exist"):
-        con.sql((SQL / "success.sql").read_text()).fetchall()
+        con.sql(sql_file("success.sql").read_text()).fetchall()
     with pytest.raises(duckdb.CatalogException, match="seed_mean_interval does not exist"):
-        con.sql((SQL / "cascade.sql").read_text()).fetchall()
+        con.sql(sql_file("cascade.sql").read_text()).fetchall()
 
 
 def test_finished_trials_are_the_finished_statuses(tmp_path: Path) -> None:
@@ -283,7 +283,7 @@ def test_finished_trials_are_the_finished_statuses(tmp_path: Path) -> None:
         rows = run_query(con, "select trial_id from finished_trials").to_pylist()
     assert {r["trial_id"] for r in rows} == {ids[s] for s in FINISHED}
     for name in ANALYSIS_FILES:
-        assert "'done'" not in (SQL / f"{name}.sql").read_text(), name
+        assert "'done'" not in sql_file(f"{name}.sql").read_text(), name
 
 
 # --- variance -----------------------------------------------------------------------------
@@ -554,7 +554,7 @@ def test_runs_without_parameters_on_a_study_with_no_results_yet(tmp_path: Path, 
         assert run(con, name) == []
 
 
-@pytest.mark.parametrize("name", sorted(Path(str(SQL)).glob("*.sql")), ids=lambda path: path.name)
+@pytest.mark.parametrize("name", sorted(sql_root().glob("*/*.sql")), ids=lambda path: path.name)
 def test_sql_files_follow_the_house_style(name: Path) -> None:
     text = name.read_text()
     assert text.startswith("-- "), "a header comment says what the file answers"
@@ -580,7 +580,7 @@ def test_parameters_are_set_for_one_query_only(con) -> None:
 def test_query_command_runs_a_file_with_and_without_params(study) -> None:
     root, _ = study
     runner = CliRunner()
-    path = str(SQL / "lucky_tickets.sql")
+    path = "lucky_tickets.sql"  # a question runs by its bare name
     base = ["query", "--file", path, "--study", STUDY, "--results", str(root), "--format", "json"]
     plain = runner.invoke(app, base)
     assert plain.exit_code == 0, plain.output

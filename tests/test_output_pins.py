@@ -61,7 +61,7 @@ def machine() -> dict[str, str]:
 
 
 def query_files() -> list[str]:
-    folder = sql_file("views.sql").parent
+    folder = sql_file("variance.sql").parent  # analysis/sql/questions
     return sorted(p.stem for p in folder.glob("*.sql") if p.stem not in DEFINITIONS)
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from importlib.resources import files
 from pathlib import Path
 
 import duckdb
@@ -18,6 +17,7 @@ from analysis.query import (
     open_results,
     run_query,
     run_sql_file,
+    sql_file,
     to_csv,
     to_json,
     write_parquet,
@@ -26,7 +26,6 @@ from orchestrator.store.results_store import write_trial_table
 from results_contract.layout import list_studies
 
 STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
-SQL_DIR = files("analysis")
 
 
 def add_trial(root: Path, study: str, trial_id: str, accuracies: dict[int, float],
@@ -79,7 +78,7 @@ def test_views_sql_loads_as_the_cli_client_runs_it(root: Path) -> None:
     con = duckdb.connect()
     # The two statements a CLI user types; the variable holds a path relative to cwd.
     con.execute(f"SET VARIABLE results_glob_root = '{root / 'beta'}';")
-    con.execute((SQL_DIR / "views.sql").read_text())
+    con.execute(sql_file("tables.sql").read_text())
 
     assert rows(con, "select trial_id, pe from trials") == [("d4", "nope")]
     assert rows(con, "select count(*) from eval") == [(2,)]
@@ -92,7 +91,7 @@ def test_views_sql_fails_on_a_table_without_files(root: Path) -> None:
     con = duckdb.connect()
     con.execute(f"SET VARIABLE results_glob_root = '{root / 'alpha'}';")
     with pytest.raises(duckdb.IOException, match="No files found"):
-        con.execute((SQL_DIR / "views.sql").read_text())
+        con.execute(sql_file("tables.sql").read_text())
 
 
 @pytest.mark.parametrize("leading", [
@@ -139,7 +138,7 @@ def test_empty_views_match_the_written_schemas(root: Path, tmp_path_factory) -> 
     add_trial(other, "full", "t1", {5: 1.0}, **seeds("fire", 0))
     written = open_results(other, "full")
     empty = duckdb.connect()
-    empty.execute((SQL_DIR / "empty_tables.sql").read_text())
+    empty.execute(sql_file("empty_tables.sql").read_text())
     for table in ("train", "eval", "samples"):
         assert rows(empty, f"describe {table}") == rows(written, f"describe {table}"), table
     core = "select column_name, column_type from (describe trials) limit 10"
@@ -180,7 +179,7 @@ def test_run_table_sql_gives_each_trial_its_final_step_accuracy(root: Path) -> N
     """The end-of-run rows: one per trial and length at the last evaluation, never an
     average of trials that share task, encoding and seeds (tiny and small stay apart)."""
     con = open_results(root, "alpha")
-    table = run_sql_file(con, Path(str(SQL_DIR / "run_table.sql")))
+    table = run_sql_file(con, sql_file("run_table.sql"))
 
     assert table.column_names == ["trial_id", "status", "digits", "in_distribution", "accuracy", "checkpoint"]
     assert [tuple(r.values()) for r in table.to_pylist()] == [

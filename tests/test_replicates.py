@@ -3,14 +3,13 @@ against numpy and scipy on synthetic studies, and the coverage of its intervals 
 by simulation at the designs users run (a laptop's 3 x 5 seeds with 2 replicates; a
 cluster's 8 x 8 and 24 x 20 in the slow tier).
 
-The studies live in an in-memory DuckDB with the real views of views.sql on top, one
+The studies live in an in-memory DuckDB with the real views of analysis/sql/staging on top, one
 configuration group per simulated study, so hundreds of studies are one query."""
 
 from __future__ import annotations
 
 import itertools
 import re
-from pathlib import Path
 
 import duckdb
 import numpy as np
@@ -18,9 +17,19 @@ import pyarrow as pa
 import pytest
 from scipy import stats
 
-from analysis.query import DERIVED_VIEWS, _statements_by_view, prepare_connection, run_sql_file
+from analysis.query import (
+    DERIVED_FILES,
+    DERIVED_VIEWS,
+    _statements_by_view,
+    prepare_connection,
+    run_sql_file,
+    sql_file,
+)
+from analysis.sql_layers import FILE_VIEWS_FILE
 
-SQL = Path(__file__).parents[1] / "analysis" / "replicates.sql"
+SQL = sql_file("replicates.sql")
+#: the staging files the real views come from
+STAGING = (FILE_VIEWS_FILE, *DERIVED_FILES)
 COMPONENTS = ("weight", "data", "weight x data", "numerical noise")
 
 
@@ -42,7 +51,7 @@ def connect(tables: list[np.ndarray], lengths: tuple[int, ...] = (8,), shuffle: 
         evals = [evals[i] for i in order.permutation(len(evals))]
     con = duckdb.connect()
     prepare_connection(con)
-    empties, views = _statements_by_view(con, "empty_tables.sql"), _statements_by_view(con, "views.sql")
+    empties, views = _statements_by_view(con, ("empty_tables.sql",)), _statements_by_view(con, STAGING)
     for table in ("train", "samples"):
         con.execute(empties[table])
     for table, rows in (("trials", trials), ("eval", evals)):

@@ -16,7 +16,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from analysis.query import open_results, run_sql_file
+from analysis.query import open_results, run_sql_file, sql_file
 from orchestrator.cli import app
 from orchestrator.console.run_table import (
     measured,
@@ -31,7 +31,6 @@ from orchestrator.studies.study import load_study
 from results_contract.groups import group_id
 
 STUDIES = Path(__file__).parent / "study_files"
-SQL = Path(__file__).parent.parent / "analysis"
 STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 runner = CliRunner()
 
@@ -98,7 +97,7 @@ def many(tmp_path_factory: pytest.TempPathFactory):
 
 def variance_rows(root: Path, name: str) -> dict:
     with open_results(root, name) as con:
-        rows = run_sql_file(con, SQL / "variance.sql", {"resamples": "0"}).to_pylist()
+        rows = run_sql_file(con, sql_file("variance.sql"), {"resamples": "0"}).to_pylist()
     return {(r["group_id"], r["digits"]): r for r in rows}
 
 

@@ -4,29 +4,31 @@ two-factor bootstrap), variance.sql (bootstrap of the mean), final_accuracy.sql
 computation on synthetic studies with known answers.
 
 The studies live in an in-memory DuckDB: tables `trials` and `eval` hold the rows the
-results store would write, and the real `groups` and `final_eval` views of views.sql
+results store would write, and the real `groups` and `final_eval` views of analysis/sql/staging
 run on top, so hundreds of simulated studies cost no Parquet files."""
 
 from __future__ import annotations
 
 import itertools
 import math
-from pathlib import Path
 from statistics import NormalDist
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 import pytest
-from test_analysis_sql import SQL, canonical, config, trial_id
+from test_analysis_sql import canonical, config, trial_id
 
 from analysis.query import (
+    DERIVED_FILES,
     DERIVED_VIEWS,
     QueryError,
     _statements_by_view,
     prepare_connection,
     run_sql_file,
+    sql_file,
 )
+from analysis.sql_layers import FILE_VIEWS_FILE
 from results_contract import groups
 
 # --- an in-memory study -------------------------------------------------------------------
@@ -64,8 +66,8 @@ class Study:
     def connect(self) -> duckdb.DuckDBPyConnection:
         con = duckdb.connect()
         prepare_connection(con)
-        empties = _statements_by_view(con, "empty_tables.sql")
-        views = _statements_by_view(con, "views.sql")
+        empties = _statements_by_view(con, ("empty_tables.sql",))
+        views = _statements_by_view(con, (FILE_VIEWS_FILE, *DERIVED_FILES))
         con.execute(empties["train"])
         if not self.samples:
             con.execute(empties["samples"])
@@ -82,7 +84,7 @@ class Study:
 
 
 def run(con, name: str, **params) -> list[dict]:
-    return run_sql_file(con, Path(str(SQL / f"{name}.sql")),
+    return run_sql_file(con, sql_file(f"{name}.sql"),
                         {k: str(v) for k, v in params.items()}).to_pylist()
 
 

@@ -8,7 +8,7 @@ and the last. The per-trial time is the span from the first trial's start to the
 trial's end (the trials rows' own times) over the trial count: what each further trial
 costs once Ray is up. Ray's start, MLflow's store and the exit are the rest of the
 command's wall time, reported beside it. Then `lg-study status`, `lg-study query
---file analysis/lucky_tickets.sql` and `lg-study report` run as commands over the
+--file lucky_tickets.sql` and `lg-study report` run as commands over the
 study's store, each timed from process start to exit (interpreter and imports
 included: what the user waits for). A last row checks the store: every trial has its
 rows in every table once (the same count per trial, no key twice), after `run` has

@@ -33,6 +33,7 @@ def query_results(sql: str | None, study: str | None, profile: str | None, file:
         to_markdown,
         write_parquet,
     )
+    from analysis.sql_layers import question_path
     from orchestrator.console.render import arrow_table
     from results_contract.layout import profile_root
 
@@ -42,7 +43,7 @@ def query_results(sql: str | None, study: str | None, profile: str | None, file:
         raise bad_input("--format parquet needs --out FILE")
     params = parse_params(param)
     try:
-        text = file.read_text() if file else sql
+        text = question_path(file).read_text() if file else sql
     except OSError as error:
         raise bad_input(f"{file}: {error.strerror}") from None
     try:

@@ -36,7 +36,7 @@ def study_status(study: str, profile: str | None, results: Path, top: int, show_
     if show_all and output_format is not SummaryFormat.table:
         raise bad_input(f"--all lists every seed pair in the table; --format {output_format.value} writes one "
                          "row per group and test length: leave one out (every trial's row: lg-study query --file "
-                         f"analysis/run_table.sql --study STUDY --format {output_format.value})")
+                         f"run_table.sql --study STUDY --format {output_format.value})")
     root = profile_root(results, profile)
     planned, total, only, points = None, None, None, None
     study, spec = study_argument(study, profile)

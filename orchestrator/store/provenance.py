@@ -11,7 +11,7 @@ trial: on a cluster, that is the machine that made the numbers.
 `environment` is one readable line of the settings that can change the numbers (not
 the host: two hosts with the same CPU and software give the same numbers).
 `lg-study status` and the report name the configuration groups whose trials ran in
-more than one environment (analysis/environments.sql).
+more than one environment (analysis/sql/questions/environments.sql).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from results_contract.layout import (
 from results_contract.trial_status import TrialStatus
 
 # Fixed schemas, so that files from different trials union cleanly in DuckDB even when
-# one trial has a column that is all null. analysis/empty_tables.sql mirrors them.
+# one trial has a column that is all null. analysis/sql/staging/empty_tables.sql mirrors them.
 TRAIN_SCHEMA = pa.schema(
     [
         ("trial_id", pa.string()),
@@ -55,7 +55,7 @@ EVAL_SCHEMA = pa.schema(
         # step, the same on every row of the step (null without a validation set)
         ("long_loss", pa.float64()),
         # eval.grid: the two operands' lengths of a grid cell's row (digits is the longer);
-        # null on the rows of eval.digits (analysis/views.sql keeps the two apart)
+        # null on the rows of eval.digits (analysis/sql/staging/tables.sql keeps the two apart)
         ("first_digits", pa.int64()),
         ("second_digits", pa.int64()),
     ]
@@ -73,7 +73,7 @@ SAMPLES_SCHEMA = pa.schema(
         ("target", pa.string()),
         ("prediction", pa.string()),
         # Per answer place, least significant first (lengthgen.evaluation.SampleRecord).
-        # Added later: older files lack both, and analysis/views.sql reads them as null.
+        # Added later: older files lack both, and analysis/sql/staging/tables.sql reads them as null.
         ("carry_in", pa.string()),
         ("wrong_places", pa.string()),
     ]

@@ -139,7 +139,7 @@ def state_of(target: SeedTarget, seeds: int, half_width: float | None) -> str:
 
 
 def seed_counts(results_root: Path, study: str) -> dict[str, dict[str, Any]]:
-    """group_id -> its row of analysis/seed_counts.sql; {} before the study has results."""
+    """group_id -> its row of analysis/sql/questions/seed_counts.sql; {} before the study has results."""
     return _read(results_root, study)[0]
 
 

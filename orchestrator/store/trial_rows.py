@@ -26,7 +26,7 @@ from orchestrator.store.results_store import (
     write_trial_table,
 )
 from orchestrator.studies.config_paths import TRIAL_CONFIG
-from results_contract import groups
+from results_contract import groups, identity
 from results_contract.layout import check_path_component
 
 KEY_COLUMNS = {
@@ -41,11 +41,7 @@ KEY_COLUMNS = {
     "train.lr": "lr",
     "train.steps": "steps",
     "train.batch_size": "batch_size",
-    "seeds.weight": "weight_seed",
-    "seeds.data": "data_seed",
-    "seeds.eval": "eval_seed",
-    "seeds.perturb": "perturb_seed",
-}
+}  # and the seeds': results_contract.identity.seed_columns (seeds.weight -> weight_seed, ...)
 
 
 def flatten_config(config: dict[str, Any], prefix: str = "") -> dict[str, object]:
@@ -64,8 +60,9 @@ def flatten_config(config: dict[str, Any], prefix: str = "") -> dict[str, object
 
 def config_columns(config: TrialConfig) -> dict[str, Any]:
     columns: dict[str, Any] = {}
+    named = {**KEY_COLUMNS, **identity.seed_columns()}
     for path, value in flatten_config(config.to_dict()).items():
-        columns[KEY_COLUMNS.get(path, path.replace(".", "_"))] = value
+        columns[named.get(path, path.replace(".", "_"))] = value
     # the training range as two integers, so SQL can compare test lengths with it
     columns["train_min_digits"], columns["train_max_digits"] = config.task.train_digits
     return columns

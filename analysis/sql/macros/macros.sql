@@ -1,0 +1,192 @@
+-- reads: chi2_quantile, f_quantile
+-- Macros shared by the analysis files. lg-study query and the report define them on
+-- every connection (analysis.query.prepare_connection), after registering
+-- chi2_quantile and f_quantile (analysis/quantiles.py, from scipy): DuckDB binds a
+-- macro's functions when it creates it, so this file, unlike the staging files, does not load in
+-- the bare DuckDB client.
+--
+-- mls_low / mls_high: the modified large-sample interval at `level` of a variance
+-- component written as (s1 − s2)/c, s1 and s2 independent mean squares with n1 and n2
+-- degrees of freedom (Ting, Burdick, Graybill, Jeyaratnam & Lu 1990; Burdick &
+-- Graybill, "Confidence Intervals on Variance Components", 1992, §3.2). With
+-- α = (1 − level)/2, G_i = 1 − n_i/χ²_{1−α}(n_i), H_i = n_i/χ²_α(n_i) − 1 and
+-- F_hi, F_lo the 1 − α and α quantiles of F(n1, n2):
+--     low  = (s1 − s2 − √(G1² s1² + H2² s2² + ((F_hi − 1)² − G1² F_hi² − H2²)/F_hi · s1 s2)) / c
+--     high = (s1 − s2 + √(H1² s1² + G2² s2² + ((1 − F_lo)² − H1² F_lo² − G2²)/F_lo · s1 s2)) / c
+-- each at least 0. With s2 = 0 it is the exact chi-square interval of s1/c. Coverage:
+-- tests/test_replicates.py, tests/test_component_intervals.py, docs/analysis.md.
+
+create or replace macro mls_g(n, level) as 1 - n / chi2_quantile((1 + level) / 2, n);
+
+create or replace macro mls_h(n, level) as n / chi2_quantile((1 - level) / 2, n) - 1;
+
+create or replace macro mls_low(s1, n1, s2, n2, c, level) as greatest(0, (
+    s1 - s2 - sqrt(greatest(0,
+        mls_g(n1, level) ^ 2 * s1 ^ 2 + mls_h(n2, level) ^ 2 * s2 ^ 2
+        + ((f_quantile((1 + level) / 2, n1, n2) - 1) ^ 2
+            - mls_g(n1, level) ^ 2 * f_quantile((1 + level) / 2, n1, n2) ^ 2
+            - mls_h(n2, level) ^ 2) / f_quantile((1 + level) / 2, n1, n2) * s1 * s2
+    ))
+) / c);
+
+create or replace macro mls_high(s1, n1, s2, n2, c, level) as greatest(0, (
+    s1 - s2 + sqrt(greatest(0,
+        mls_h(n1, level) ^ 2 * s1 ^ 2 + mls_g(n2, level) ^ 2 * s2 ^ 2
+        + ((1 - f_quantile((1 - level) / 2, n1, n2)) ^ 2
+            - mls_h(n1, level) ^ 2 * f_quantile((1 - level) / 2, n1, n2) ^ 2
+            - mls_g(n2, level) ^ 2) / f_quantile((1 - level) / 2, n1, n2) * s1 * s2
+    ))
+) / c);
+
+-- The variance of the grand mean of a crossed a x b grid of cells (random weight and data
+-- seeds), σ²_w/a + σ²_d/b + σ²_e/(ab), estimated by (MS_w + MS_d − MS_e)/(ab), at least
+-- MS_e/(ab); and Satterthwaite's degrees of freedom for it (variance.sql; Satterthwaite
+-- 1946, Biometrics Bulletin 2, 110-114).
+
+create or replace macro crossed_mean_variance(ms_w, ms_d, ms_e, a, b) as
+    greatest(ms_w + ms_d - ms_e, ms_e) / (a * b);
+
+create or replace macro crossed_mean_df(ms_w, ms_d, ms_e, a, b) as
+    (ms_w + ms_d - ms_e) ^ 2
+    / nullif(ms_w ^ 2 / (a - 1) + ms_d ^ 2 / (b - 1) + ms_e ^ 2 / ((a - 1) * (b - 1)), 0);
+
+-- Wilson's score interval of a proportion p out of n (n may be an effective number, not
+-- an integer), z = Φ⁻¹((1 + level)/2): (p + z²/2n ± z·√(p(1 − p)/n + z²/4n²)) / (1 + z²/n),
+-- within [0, 1] (success.sql).
+
+create or replace macro wilson_low(p, n, z) as greatest(0,
+    (p + z ^ 2 / (2 * n) - z * sqrt(p * (1 - p) / n + z ^ 2 / (4 * n ^ 2))) / (1 + z ^ 2 / n));
+
+create or replace macro wilson_high(p, n, z) as least(1,
+    (p + z ^ 2 / (2 * n) + z * sqrt(p * (1 - p) / n + z ^ 2 / (4 * n ^ 2))) / (1 + z ^ 2 / n));
+
+-- An aggregate: Σ (x − m)² over a group's cells, added in the order of their seeds, over
+-- k degrees of freedom (at least 1): a two-way layout's mean square when x and m are
+-- the cell's row, column or residual term and the grand mean.
+
+create or replace macro mean_square(x, m, weight_seed, data_seed, k) as
+    list_sum(list((x - m) ^ 2 order by weight_seed, data_seed)) / greatest(k, 1);
+
+-- The coverage of the 95 % intervals of the variance components and shares
+-- (lucky_tickets.sql, replicates.sql), of the mean (variance.sql) and of the success
+-- probability (success.sql), measured by simulation at the design nearest
+-- to a x b seeds (tests/test_component_intervals.py and, near the bound,
+-- tests/test_share_intervals.py; tests/test_replicates.py, tests/test_mean_interval.py,
+-- tests/test_success_interval.py; the
+-- table in docs/analysis.md): printed beside each interval.
+
+create or replace macro share_coverage(a, b, grand_mean) as case
+    when a is null then null
+    when a < 8 or b < 8 then 'measured 0.95-0.97 at 3 x 5 seeds'
+    when grand_mean > 0.8 or grand_mean < 0.2
+        then 'measured 0.92-0.95 at 8 x 8 and 24 x 20 seeds near accuracy 1'
+    else 'measured 0.94-0.96 at 8 x 8 and 24 x 20 seeds'
+end;
+
+create or replace macro component_coverage(a, b, grand_mean) as case
+    when a is null then null
+    when grand_mean between 0.2 and 0.8 then 'measured 0.94-0.96 at 3 x 5, 8 x 8 and 24 x 20 seeds'
+    when a < 8 or b < 8 then 'measured 0.91-0.93 at 3 x 5 seeds near accuracy 1'
+    when a < 24 or b < 20 then 'measured 0.88-0.92 at 8 x 8 seeds near accuracy 1'
+    else 'measured 0.91-0.94 at 24 x 20 seeds near accuracy 1, 0.76-0.79 for sigma2_residual'
+end;
+
+create or replace macro replicate_coverage(component, a, b, grand_mean) as case
+    when grand_mean between 0.2 and 0.8 then 'measured 0.94-0.96 at 3 x 5 x 2, 8 x 8 x 2 and 24 x 20 x 2 seeds'
+    when component = 'numerical noise' then case
+        when a < 8 or b < 8 then 'measured 0.81 at 3 x 5 x 2 seeds near accuracy 1'
+        when a < 24 or b < 20 then 'measured 0.78 at 8 x 8 x 2 seeds near accuracy 1'
+        else 'measured 0.67 at 24 x 20 x 2 seeds near accuracy 1'
+    end
+    when a < 8 or b < 8 then 'measured 0.92-0.95 at 3 x 5 x 2 seeds near accuracy 1'
+    when a < 24 or b < 20 then 'measured 0.90-0.93 at 8 x 8 x 2 seeds near accuracy 1'
+    else 'measured 0.91-0.92 at 24 x 20 x 2 seeds near accuracy 1'
+end;
+
+create or replace macro mean_coverage(method, a, b, mean) as case
+    when method not like 'crossed%' then 't over independent seed pairs (not simulated)'
+    when mean between 0.2 and 0.8 then 'measured 0.94-0.96 at 3 x 5, 8 x 8 and 24 x 20 seeds'
+    when a < 8 or b < 8 then 'measured 0.905 at 3 x 5 seeds near accuracy 1'
+    when a < 24 or b < 20 then 'measured 0.93 at 8 x 8 seeds near accuracy 1'
+    else 'measured 0.945 at 24 x 20 seeds near accuracy 1'
+end;
+
+create or replace macro success_coverage(method, a, b) as case
+    when method like 'independent%' then 'Wilson over independent cells'
+    when a < 8 or b < 8 then 'measured 0.99-1.00 at 3 x 5 seeds: wider than 95 %'
+    when a < 24 or b < 20 then 'measured 0.96-0.97 at 8 x 8 seeds'
+    else 'measured 0.96-0.97 at 24 x 20 seeds'
+end;
+
+-- The two-way layout of a table of cells, as a table: for each `key` of `cells` (a table
+-- or CTE of key, weight_seed, data_seed, y, one row per seed pair), the grand mean m,
+-- the seeds a and b, the cells, whether they form a complete crossed grid (a, b >= 2,
+-- every cell), and the mean squares of weight, data, residual (two-way without
+-- replication) and of the cells as independent. Sums add in a fixed order, so the same
+-- cells give the same bits in any row order (seed_mean_interval, success.sql).
+
+create or replace macro two_way_mean_squares(cells) as table
+    with cell_effects as (
+        select
+            *,
+            list_avg(list(y order by y) over (partition by key, weight_seed)) as m_w,
+            list_avg(list(y order by y) over (partition by key, data_seed)) as m_d,
+            list_avg(list(y order by y) over (partition by key)) as m
+        from query_table(cells)
+    )
+
+    select
+        key,
+        any_value(m) as m,
+        count(distinct weight_seed) as a,
+        count(distinct data_seed) as b,
+        count(*) as n_cells,
+        a >= 2 and b >= 2 and n_cells = a * b as crossed,
+        mean_square(m_w, m, weight_seed, data_seed, a - 1) as ms_weight,
+        mean_square(m_d, m, weight_seed, data_seed, b - 1) as ms_data,
+        mean_square(y - m_w - m_d, -m, weight_seed, data_seed, (a - 1) * (b - 1)) as ms_residual,
+        mean_square(y, m, weight_seed, data_seed, n_cells - 1) as ms_cells
+    from cell_effects
+    group by key;
+
+-- The interval of a mean over seeds, as a table: for each `key` of `cells` (as above),
+-- the grand mean m ± t_ν·√V at `level`, clipped to [0, 1]. A complete crossed grid: V
+-- the two-way random-effects variance of the grand mean and ν Satterthwaite's
+-- (crossed_mean_variance, crossed_mean_df); otherwise the cells as independent,
+-- V = s²/n, ν = n − 1. Keys with one cell get no row. Coverage:
+-- tests/test_mean_interval.py (variance.sql), printed as mean_coverage. After the macros
+-- it calls: DuckDB binds them when it creates this one.
+
+create or replace macro seed_mean_interval(cells, level) as table
+    select
+        cell_squares.key,
+        case
+            when cell_squares.crossed then 'crossed seeds (two-way, Satterthwaite t)'
+            else 'independent cells (t over seed pairs)'
+        end as mean_method,
+        interval.df as mean_df,
+        mean_coverage(
+            case when cell_squares.crossed then 'crossed' else 'independent' end,
+            cell_squares.a, cell_squares.b, cell_squares.m
+        ) as mean_coverage,
+        greatest(0, cell_squares.m - interval.half_width) as mean_low,
+        least(1, cell_squares.m + interval.half_width) as mean_high
+    from two_way_mean_squares(cells) as cell_squares
+    cross join lateral (
+        select
+            case
+                when cell_squares.crossed then crossed_mean_df(
+                    cell_squares.ms_weight, cell_squares.ms_data, cell_squares.ms_residual,
+                    cell_squares.a, cell_squares.b)
+                else cell_squares.n_cells - 1
+            end as df,
+            t_quantile((1 + level) / 2, greatest(coalesce(df, 1), 1)) * sqrt(
+                case
+                    when cell_squares.crossed then crossed_mean_variance(
+                        cell_squares.ms_weight, cell_squares.ms_data, cell_squares.ms_residual,
+                        cell_squares.a, cell_squares.b)
+                    else cell_squares.ms_cells / cell_squares.n_cells
+                end
+            ) as half_width
+    ) as interval
+    where cell_squares.n_cells >= 2;

@@ -1,0 +1,16 @@
+-- reads: trials
+-- How many trials of the study are in each status (done, failed, diverged, running)?
+
+with
+
+final as (
+    select
+        status,
+        count(*) as trials
+    from trials
+    group by status
+)
+
+select *
+from final
+order by status
