@@ -39,6 +39,8 @@ from torch.utils import _pytree as pytree
 from lengthgen.batches import training_batch
 from lengthgen.config import TrialConfig, derive
 from lengthgen.determinism import deterministic
+from lengthgen.model.attention_kernels import sdpa_attend
+from lengthgen.model.attention_seed_batch import seed_batch_attend
 from lengthgen.model.base import Architecture, Batch, Positions, supervised_outputs
 from lengthgen.model.position.attention_bias import ATTENTION_BIASES
 from lengthgen.model.position.checks import checked_before
@@ -148,6 +150,9 @@ class StackedModels:
         # the architecture's code without weights of its own: `functional_call` lends it each seed's slices
         self.skeleton = copy.deepcopy(models[0]).to("meta")
         self.skeleton.train()
+        for module in self.skeleton.modules():
+            if getattr(module, "attend", None) is sdpa_attend:
+                module.attend = seed_batch_attend  # the seeds folded into one attention call
 
     def forward_losses(self, seeds_parts: list[tuple[Batch, Positions]], device, precision: str) -> list[torch.Tensor]:
         """Each seed's mean cross entropy over its supervised tokens, from one forward."""

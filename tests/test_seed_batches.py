@@ -42,7 +42,7 @@ def test_one_seed_per_trial_leaves_every_tune_trial_as_it_was(tmp_path):
     assert all(members(params) == [params] for params in trials)
 
 
-@pytest.mark.parametrize(("seeds", "sizes"), [(4, [4, 2, 4, 2]), (6, [6, 6]), ("auto", [6, 6])])
+@pytest.mark.parametrize(("seeds", "sizes"), [(4, [4, 4, 2, 2]), (6, [6, 6]), ("auto", [6, 6])])
 def test_trials_are_batched_within_their_configuration_group(tmp_path, seeds, sizes):
     study = study_with(tmp_path, seeds)
     trials = params_of(study)
@@ -79,4 +79,7 @@ def test_the_quickstart_bench_runs_the_quickstart_in_batches_of_four_at_fewer_st
     study = load_study(path)
     assert study.spec.resources.seeds_per_trial == 4 and {c.train.steps for c in study.trials} == {20}
     units = seed_batches(params_of(study), 4)
-    assert sorted(len(members(unit)) for unit in units) == [2, 2, 4, 4, 4]
+    # largest first (two workers then end together), each size in the study's group order
+    assert [len(members(unit)) for unit in units] == [4, 4, 4, 2, 2]
+    groups = [unit["config"]["model"]["pe"] for unit in units]
+    assert groups == ["nope", "nope", "learned", "rope", "learned"]
