@@ -3,7 +3,9 @@
 
 The K models' weights are stacked as `[K, ...]` tensors and the architecture's own
 forward runs once over them, vectorised over the seed dimension (torch.func's
-`functional_call` under `vmap`): one batched matmul per layer instead of K small ones.
+`functional_call` under `vmap`): one batched matmul per layer instead of K small ones,
+and one attention call with the seeds folded into its batch
+(lengthgen.model.attention_seed_batch).
 Everything that makes a seed a seed stays its own:
 
 - initial weights: each seed's model is built exactly as its solo trial builds it,
@@ -172,7 +174,8 @@ class StackedModels:
                               for n in range(len(seeds_parts[0][1])))
         with autocast(device, precision), self.skeleton.rows_decided(all_positions), checked_before(), \
                 warnings.catch_warnings():
-            # SDPA has no batching rule on the CPU: vmap runs its kernel once per seed, and says so
+            # an op without a batching rule runs once per seed, and vmap says so; attention, the one
+            # the quickstart's models had (SDPA on the CPU), is folded over the seeds instead
             warnings.filterwarnings("ignore", message="There is a performance drop", category=UserWarning)
             logits = vmap(one_seed, in_dims=dims)(self.params, self.buffers, *leaves)
         losses = []
