@@ -83,3 +83,19 @@ def test_the_quickstart_bench_runs_the_quickstart_in_batches_of_four_at_fewer_st
     assert [len(members(unit)) for unit in units] == [4, 4, 4, 2, 2]
     groups = [unit["config"]["model"]["pe"] for unit in units]
     assert groups == ["nope", "nope", "learned", "rope", "learned"]
+
+
+def test_the_end_to_end_bench_runs_each_mode_twice_in_an_order_that_favours_neither(monkeypatch):
+    from orchestrator.benchmarks import bench_seed_batch
+
+    calls = []
+
+    def seconds(seeds_per_trial, steps, folder):
+        calls.append((seeds_per_trial, folder))
+        return {1: 12.0, 4: 8.0}[seeds_per_trial] + len(calls)  # a load that grows during the run
+
+    monkeypatch.setattr(bench_seed_batch, "quickstart_run_seconds", seconds)
+    row = bench_seed_batch.quickstart_run(steps=5)
+    assert [k for k, _ in calls] == [1, 4, 4, 1]
+    assert len({folder for _, folder in calls}) == 4  # each run its own results: none reuses another's trials
+    assert row.ratio == pytest.approx((13 + 16) / (10 + 11))
