@@ -54,6 +54,16 @@ def test_folded_attention_equals_each_seeds_own_sdpa_forward_and_backward(mask_n
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
 
 
+def test_seeds_on_another_dimension_than_the_first_fold_alike():
+    generator = torch.Generator().manual_seed(5)
+    q, k, v = qkv(generator)
+    mask = additive((SEEDS, 1, HEADS), generator)
+    moved = [t.movedim(0, 2) for t in (q, k, v)]  # (B, H, K, T, hd): the seeds on dimension 2
+    folded = vmap(lambda q, k, v, m: seed_batch_attend(q, k, v, m, 0.0, True), in_dims=(2, 2, 2, 0))(*moved, mask)
+    alone = torch.stack([sdpa_attend(q[s], k[s], v[s], mask[s], 0.0, True) for s in range(SEEDS)])
+    torch.testing.assert_close(folded, alone, rtol=1e-6, atol=1e-6)
+
+
 def test_outside_vmap_it_is_sdpa_and_its_backward_recomputes_sdpas():
     generator = torch.Generator().manual_seed(3)
     q, k, v = (t[0] for t in qkv(generator))

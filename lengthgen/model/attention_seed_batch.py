@@ -54,7 +54,8 @@ class FoldedAttention(torch.autograd.Function):
 
     @staticmethod
     def vmap(info, in_dims, q, k, v, mask, causal: bool):
-        seeds, rows = info.batch_size, q.shape[0 if in_dims[0] is None else 1]
+        seeds = info.batch_size
+        rows = q.shape[0] if in_dims[0] is None else q.movedim(in_dims[0], 0).shape[1]
         q, k, v = (_folded(t, dim, seeds, rows) for t, dim in zip((q, k, v), in_dims[:3]))
         if mask is not None and (in_dims[3] is not None or mask.shape[0] > 1):
             mask = _folded(mask, in_dims[3], seeds, rows)
