@@ -3,7 +3,9 @@
 
 The K models' weights are stacked as `[K, ...]` tensors and the architecture's own
 forward runs once over them, vectorised over the seed dimension (torch.func's
-`functional_call` under `vmap`): one batched matmul per layer instead of K small ones.
+`functional_call` under `vmap`): one batched matmul per layer instead of K small ones,
+and one attention call with the seeds folded into its batch
+(lengthgen.model.attention_seed_batch).
 Everything that makes a seed a seed stays its own:
 
 - initial weights: each seed's model is built exactly as its solo trial builds it,
@@ -39,6 +41,8 @@ from torch.utils import _pytree as pytree
 from lengthgen.batches import training_batch
 from lengthgen.config import TrialConfig, derive
 from lengthgen.determinism import deterministic
+from lengthgen.model.attention_kernels import sdpa_attend
+from lengthgen.model.attention_seed_batch import seed_batch_attend
 from lengthgen.model.base import Architecture, Batch, Positions, supervised_outputs
 from lengthgen.model.position.attention_bias import ATTENTION_BIASES
 from lengthgen.model.position.checks import checked_before
@@ -148,6 +152,9 @@ class StackedModels:
         # the architecture's code without weights of its own: `functional_call` lends it each seed's slices
         self.skeleton = copy.deepcopy(models[0]).to("meta")
         self.skeleton.train()
+        for module in self.skeleton.modules():
+            if getattr(module, "attend", None) is sdpa_attend:
+                module.attend = seed_batch_attend  # the seeds folded into one attention call
 
     def forward_losses(self, seeds_parts: list[tuple[Batch, Positions]], device, precision: str) -> list[torch.Tensor]:
         """Each seed's mean cross entropy over its supervised tokens, from one forward."""
@@ -167,7 +174,8 @@ class StackedModels:
                               for n in range(len(seeds_parts[0][1])))
         with autocast(device, precision), self.skeleton.rows_decided(all_positions), checked_before(), \
                 warnings.catch_warnings():
-            # SDPA has no batching rule on the CPU: vmap runs its kernel once per seed, and says so
+            # an op without a batching rule runs once per seed, and vmap says so; attention, the one
+            # the quickstart's models had (SDPA on the CPU), is folded over the seeds instead
             warnings.filterwarnings("ignore", message="There is a performance drop", category=UserWarning)
             logits = vmap(one_seed, in_dims=dims)(self.params, self.buffers, *leaves)
         losses = []

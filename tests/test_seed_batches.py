@@ -42,7 +42,7 @@ def test_one_seed_per_trial_leaves_every_tune_trial_as_it_was(tmp_path):
     assert all(members(params) == [params] for params in trials)
 
 
-@pytest.mark.parametrize(("seeds", "sizes"), [(4, [4, 2, 4, 2]), (6, [6, 6]), ("auto", [6, 6])])
+@pytest.mark.parametrize(("seeds", "sizes"), [(4, [4, 4, 2, 2]), (6, [6, 6]), ("auto", [6, 6])])
 def test_trials_are_batched_within_their_configuration_group(tmp_path, seeds, sizes):
     study = study_with(tmp_path, seeds)
     trials = params_of(study)
@@ -79,4 +79,23 @@ def test_the_quickstart_bench_runs_the_quickstart_in_batches_of_four_at_fewer_st
     study = load_study(path)
     assert study.spec.resources.seeds_per_trial == 4 and {c.train.steps for c in study.trials} == {20}
     units = seed_batches(params_of(study), 4)
-    assert sorted(len(members(unit)) for unit in units) == [2, 2, 4, 4, 4]
+    # largest first (two workers then end together), each size in the study's group order
+    assert [len(members(unit)) for unit in units] == [4, 4, 4, 2, 2]
+    groups = [unit["config"]["model"]["pe"] for unit in units]
+    assert groups == ["nope", "nope", "learned", "rope", "learned"]
+
+
+def test_the_end_to_end_bench_runs_each_mode_twice_in_an_order_that_favours_neither(monkeypatch):
+    from orchestrator.benchmarks import bench_seed_batch
+
+    calls = []
+
+    def seconds(seeds_per_trial, steps, folder):
+        calls.append((seeds_per_trial, folder))
+        return {1: 12.0, 4: 8.0}[seeds_per_trial] + len(calls)  # a load that grows during the run
+
+    monkeypatch.setattr(bench_seed_batch, "quickstart_run_seconds", seconds)
+    row = bench_seed_batch.quickstart_run(steps=5)
+    assert [k for k, _ in calls] == [1, 4, 4, 1]
+    assert len({folder for _, folder in calls}) == 4  # each run its own results: none reuses another's trials
+    assert row.ratio == pytest.approx((13 + 16) / (10 + 11))

@@ -353,7 +353,7 @@ LONG_ROWS = {
     "scale": "two synthetic stores of 1,000 and 10,000 trials, about 25 minutes here",
     "scale_run": "a real study of 1,000 one-step trials and the commands after it, about 5 minutes here",
     "seed_numbers": "12 quickstart trials of 2,000 steps, alone, one ulp off and in a seed batch, about 13 minutes here",
-    "seeds_run": "the quickstart's 16 trials run twice end to end at 200 steps, about 3 minutes here",
+    "seeds_run": "the quickstart's 16 trials run four times end to end at 200 steps, about 6 minutes here",
 }
 
 

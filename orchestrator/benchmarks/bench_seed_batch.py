@@ -154,6 +154,7 @@ def quickstart_text(seeds_per_trial: int, steps: int) -> str:
 def quickstart_run_seconds(seeds_per_trial: int, steps: int, folder: Path) -> float:
     """Wall time of `lg-study run` on the quickstart's 16 trials at `steps` steps with
     `resources.seeds_per_trial`, Ray's start included."""
+    folder.mkdir(parents=True, exist_ok=True)
     study = folder / f"quickstart_{seeds_per_trial}.yaml"
     study.write_text(quickstart_text(seeds_per_trial, steps))
     command = [sys.executable, "-m", "orchestrator.cli", "run", str(study), "--results", str(folder / str(seeds_per_trial))]
@@ -165,10 +166,15 @@ def quickstart_run_seconds(seeds_per_trial: int, steps: int, folder: Path) -> fl
 def quickstart_run(steps: int = 200) -> Measurement:
     """`lg-study bench --only seeds_run`: the quickstart's 16 trials end to end (Ray,
     MLflow, Parquet, evaluation), its groups in seed batches of 4 vs one trial per Tune
-    trial, each at `steps` steps."""
+    trial, each at `steps` steps. Each mode runs twice, in the order 1, 4, 4, 1, so that
+    a load that grows or fades during the run (other processes on shared cores) favours
+    neither mode; the ratio is of the two modes' summed times."""
+    order = (1, 4, 4, 1)
     with tempfile.TemporaryDirectory() as folder:
-        separate = quickstart_run_seconds(1, steps, Path(folder))
-        batched = quickstart_run_seconds(4, steps, Path(folder))
+        times = [quickstart_run_seconds(k, steps, Path(folder) / str(run)) for run, k in enumerate(order)]
+    separate, batched = (sum(t for k, t in zip(order, times) if k == size) for size in (1, 4))
+    each = ", ".join(f"{k}: {t:.1f} s" for k, t in zip(order, times))
     return Measurement("lg-study run of the quickstart: seeds_per_trial 4 vs 1, end to end", separate / batched,
-                       ">= 1.2", f"16 trials of {steps} steps: {batched:.1f} s in seed batches of 4 vs {separate:.1f} s "
-                       f"one trial per Tune trial, Ray start included")
+                       ">= 1.2", f"16 trials of {steps} steps, each mode twice: {batched:.1f} s in seed batches of 4 vs "
+                       f"{separate:.1f} s one trial per Tune trial (in order, seeds_per_trial: {each}), Ray start "
+                       f"included")
