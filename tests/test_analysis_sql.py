@@ -20,7 +20,7 @@ from analysis.questions import report_files
 from analysis.sql_layers import load_order, sql_root
 from orchestrator.cli import app
 from orchestrator.store.results_store import write_trial_table
-from results_contract import groups
+from results_contract import groups, identity
 from results_contract.trial_status import FINISHED, TrialStatus
 
 STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
@@ -252,7 +252,11 @@ def test_views_sql_with_groups_loads_as_the_cli_client_runs_it(study) -> None:
     root, _ = study
     con = duckdb.connect()
     con.execute(f"SET VARIABLE results_glob_root = '{root / STUDY}';")
-    con.execute(sql_file("last_steps.sql").read_text())  # the one macro the staging views use
+    # the seed columns, as docs/analysis.md writes them out for the client
+    con.execute(f"SET VARIABLE seeds_apart = {identity.apart_columns()};")
+    con.execute(f"SET VARIABLE seeds_listed = {identity.listed_columns()};")
+    con.execute(sql_file("identity.sql").read_text())
+    con.execute(sql_file("last_steps.sql").read_text())  # the macros the staging views use
     for name in load_order("staging"):  # in the order their declarations give
         con.execute(sql_file(name).read_text())
     assert con.sql("select count(distinct group_id) from groups").fetchall() == [(4,)]
