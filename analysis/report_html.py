@@ -70,7 +70,7 @@ def page(study: str, root: Path, tables: dict, sections: list[str], params: dict
 Trials: {html.escape(counts or "none")}; configuration groups with finished trials:
 {n_groups}. Parameters: {html.escape(given)}.</p>
 <p>Every number and plot comes from the SQL files in <code>analysis/</code>; run one
-yourself with <code>lg-study query --file analysis/variance.sql --study
+yourself with <code>lg-study query --file variance.sql --study
 {html.escape(study)}{option}</code>. Accuracies are exact match at each trial's final evaluation
 unless said otherwise; "trained" marks test lengths inside the training range.</p>
 <p class='contents'>{contents}</p>
@@ -114,7 +114,7 @@ def label_key(key: dict[str, str]) -> str:
     return ("<h2 id='groups'>Configuration groups</h2>" + table(
         rows, [("short", "short label"), ("full", "full label (task/pe/size/distribution, then its settings)")],
         "Each group's short label, used in every figure and table below (the settings that tell the "
-        "groups apart; analysis/groups.py), and the full label its trials rows and MLflow runs carry "
+        "groups apart; results_contract/groups.py), and the full label its trials rows and MLflow runs carry "
         "(group_label); a table's group cell shows the full label on hover."))
 
 
