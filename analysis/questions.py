@@ -223,7 +223,7 @@ COMPARE = Question(
                ("accuracy_diff", "acc. a − b"), ("accuracy_p_holm", "p Holm"),
                ("success_diff_ci", "success a − b [Newcombe]"), ("success_p_holm", "p Holm ")),
               lambda t: "Pairs of groups whose configs differ in one setting, per test length "
-              "(compare.sql). Paired on the seed pairs both share when they share at least 2 "
+              "(analysis/sql/questions/compare.sql). Paired on the seed pairs both share when they share at least 2 "
               "(N = seed pairs), else unpaired. Accuracy: the mean difference and a permutation p; "
               f"success: Newcombe's {rendering.level(t['compare'])} score interval and an exact p (McNemar "
               "paired, Fisher unpaired). Holm's correction over all "

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from analysis.sql_layers import shown_path
+
 MAX_GROUPS = 24  # panels per figure; the caption says when groups were left out
 MAX_TABLE_ROWS = 300
 
@@ -120,7 +122,7 @@ def label_key(key: dict[str, str]) -> str:
 
 def figure_html(path: Path, fig: Figure, note: str) -> str:
     data = base64.b64encode(path.read_bytes()).decode("ascii")
-    sources = " and ".join(f"<code>analysis/{name}</code>" for name in fig.sql)
+    sources = " and ".join(f"<code>{shown_path(name)}</code>" for name in fig.sql)
     svg = path.with_suffix(".svg")
     vector = f" <a href='{html.escape(svg.name)}'>SVG</a> for print." if svg.exists() else ""
     return (

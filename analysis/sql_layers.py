@@ -94,6 +94,12 @@ def sql_file(name: str) -> Path:
     return known[name].path
 
 
+def shown_path(name: str) -> str:
+    """Where the SQL file called ``name`` sits in the source tree, as the report names it
+    (e.g. "analysis/sql/questions/variance.sql")."""
+    return sql_file(name).relative_to(sql_root().parent.parent).as_posix()
+
+
 def definers() -> dict[str, str]:
     """Each name a staging or macro file defines -> that file (empty_tables.sql's stand-ins
     left out: they replace tables.sql's views, they are not another definition)."""

@@ -53,10 +53,10 @@ def test_captions_name_the_sql_file_behind_each_plot(built) -> None:
     html = (root / STUDY / "report" / "index.html").read_text()
     captions = re.findall(r"<figcaption>(.*?)</figcaption>", html, flags=re.DOTALL)
     assert len(captions) == 13
-    assert all(re.search(r"Computed by <code>analysis/\w+\.sql</code>", c) for c in captions)
+    assert all(re.search(r"Computed by <code>analysis/sql/questions/\w+\.sql</code>", c) for c in captions)
     for sql in ("variance", "final_accuracy", "lucky_tickets", "success", "compare", "cascade",
                 "errors", "training", "grid"):
-        assert f"analysis/{sql}.sql" in html
+        assert f"analysis/sql/questions/{sql}.sql" in html
 
 
 def test_key_numbers_are_html_tables(built) -> None:
