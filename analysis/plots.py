@@ -64,9 +64,11 @@ def accuracy_by_group(trial_rows: list[dict], summary_rows: list[dict], path: Pa
     summary = figures.by_group(summary_rows)
     fig, axes = figures.panels(len(groups), sharey=True)
     for ax, (label, rows) in zip(axes, groups.items()):
-        for trial in figures.unique((r["study"], r["trial_id"]) for r in rows):  # one id, two studies
-            pts = sorted((r["digits"], r["accuracy"]) for r in rows
-                         if (r["study"], r["trial_id"]) == trial and r["accuracy"] is not None)
+        by_trial: dict[tuple, list[dict]] = {}  # one id, two studies; in the order rows name them
+        for r in rows:  # one pass: scanning every row per trial took 85 s at 10,000 trials
+            by_trial.setdefault((r["study"], r["trial_id"]), []).append(r)
+        for trial_rows_of_one in by_trial.values():
+            pts = sorted((r["digits"], r["accuracy"]) for r in trial_rows_of_one if r["accuracy"] is not None)
             ax.plot(*zip(*pts), color="0.6", lw=0.8, alpha=0.8, label="one trial")
         stats = sorted(summary.get(label, []), key=lambda r: r["digits"])
         if stats:
