@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import sys
 
-from orchestrator.running.driver_memory import TRIM_SETTING, HeapTrimCallback
+from orchestrator.running.driver_memory import TRIM_SETTING, DriverMemoryCallback
 
 
 def test_the_heap_is_trimmed_after_every_n_ended_trials() -> None:
-    callback = HeapTrimCallback(every=3)
+    callback = DriverMemoryCallback(every=3)
     for _ in range(7):
         callback.on_trial_complete(0, [], None)
     callback.on_trial_error(0, [], None)
@@ -20,7 +20,7 @@ def test_the_heap_is_trimmed_after_every_n_ended_trials() -> None:
 
 def test_trimming_is_off_with_the_setting_at_zero(monkeypatch) -> None:
     monkeypatch.setenv(TRIM_SETTING, "0")
-    callback = HeapTrimCallback()
+    callback = DriverMemoryCallback()
     for _ in range(200):
         callback.on_trial_complete(0, [], None)
     assert callback.trims == 0
@@ -40,7 +40,7 @@ def test_an_ended_trial_keeps_its_last_result_but_not_tunes_metric_history() -> 
     trial = _reported_trial()
     _, before = trial.get_json_state()  # cached, as Tune's experiment state caches it
     assert set(trial.metric_analysis) == {"training_iteration", "loss", "acc_5"}
-    HeapTrimCallback(every=0).on_trial_complete(0, [trial], trial)
+    DriverMemoryCallback(every=0).on_trial_complete(0, [trial], trial)
     _, after = trial.get_json_state()
     assert trial.metric_analysis == {} and trial.metric_n_steps == {}
     assert trial.last_result["loss"] == 1.0 / 3 and trial.config == {"trial": {"trial_id": "t0"}}
@@ -50,5 +50,5 @@ def test_an_ended_trial_keeps_its_last_result_but_not_tunes_metric_history() -> 
 
 def test_a_failed_trial_is_released_as_well() -> None:
     trial = _reported_trial()
-    HeapTrimCallback(every=0).on_trial_error(0, [trial], trial)
+    DriverMemoryCallback(every=0).on_trial_error(0, [trial], trial)
     assert trial.metric_analysis == {} and trial.last_result["acc_5"] == 0.5

@@ -65,10 +65,11 @@ def use_write_ahead_log(database: Path) -> bool:
     database = Path(database).resolve()
     if not write_ahead_log_safe(database):
         return False
-    with contextlib.suppress(sqlite3.Error), contextlib.closing(sqlite3.connect(database, timeout=5)) as con:
-        con.execute("pragma journal_mode=wal")
-    with contextlib.closing(sqlite3.connect(database, timeout=5)) as con:
-        [(mode,)] = con.execute("pragma journal_mode").fetchall()
+    try:
+        with contextlib.closing(sqlite3.connect(database, timeout=5)) as con:
+            [(mode,)] = con.execute("pragma journal_mode=wal").fetchall()  # the mode it is in after
+    except sqlite3.Error:
+        return False
     if mode.lower() == "wal":
         _LOGGED.add(database)
     return mode.lower() == "wal"

@@ -60,7 +60,7 @@ def release_metric_history(trial: Any) -> None:
     trial.invalidate_json_state()
 
 
-class HeapTrimCallback(tune.Callback):
+class DriverMemoryCallback(tune.Callback):
     """For each trial that ends (done, failed or diverged), release Tune's metric
     history of it; after every ``every`` of them, collect Python's garbage and hand
     the allocator's free heap back to the system."""

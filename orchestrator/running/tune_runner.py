@@ -35,7 +35,7 @@ from rich.progress import (
 from lengthgen import TrialConfig
 from orchestrator.mlflow_tracking.mlflow_sync import sync_study
 from orchestrator.mlflow_tracking.tracking import StudyTracker
-from orchestrator.running.driver_memory import HeapTrimCallback
+from orchestrator.running.driver_memory import DriverMemoryCallback
 from orchestrator.running.mlflow_callback import MlflowTuneCallback
 from orchestrator.running.recovery import (
     StorageFaultStop,
@@ -414,7 +414,7 @@ def _fit(study: Study, trials: list[dict[str, Any]], results_root: Path, tracker
                     TrialFailureCallback(results_root, study.name, stop),
                     MlflowTuneCallback(tracker, stop),
                     progress_callback,
-                    HeapTrimCallback(),  # the driver's resident memory flat over long runs
+                    DriverMemoryCallback(),  # the driver's resident memory flat over long runs
                     *_tune_file_loggers(),
                 ],
                 # a trial whose worker dies (or that raises) is retried from its checkpoint
