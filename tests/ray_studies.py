@@ -65,16 +65,34 @@ def trial_rows(results: Path, study: str) -> dict[str, dict]:
     return rows
 
 
+def trained_to(results: Path, study: str, trial_id: str) -> int | None:
+    """The last step of a trial's train rows on disk (None: none yet, or being replaced)."""
+    path = results / study / "train" / f"trial_id={trial_id}" / "part-0.parquet"
+    try:
+        return max(pq.read_table(path, columns=["step"], partitioning=None)["step"].to_pylist(), default=None)
+    except OSError:
+        return None
+
+
+def mid_training(results: Path, study: str, trial_id: str, row: dict) -> bool:
+    """Whether a running trial has a checkpoint and at most half its steps trained: a
+    stop sent now reaches it before it ends. A trial past its last step is still
+    `running` while it writes its tables and draws its plot, and ends `done` however
+    it is stopped then (the race that made an interrupted study look uninterrupted)."""
+    step = trained_to(results, study, trial_id)
+    total = json.loads(row["config_json"])["train"]["steps"]
+    return (results / study / "_checkpoints" / f"{trial_id}.pt").exists() and step is not None and step <= total // 2
+
+
 def watch(process: subprocess.Popen, results: Path, study: str, act: Callable[[dict, dict], bool],
           seconds: float = 240) -> None:
     """Every 0.1 s while `process` runs (at most `seconds`): act(rows, running) with the
-    study's trials rows and those of its trials running with a checkpoint; watching
+    study's trials rows and those of its trials mid-training (mid_training); watching
     ends when act returns True."""
-    checkpoints = results / study / "_checkpoints"
     deadline = time.monotonic() + seconds
     while process.poll() is None and time.monotonic() < deadline:
         rows = trial_rows(results, study)
-        running = {t: r for t, r in rows.items() if r["status"] == "running" and (checkpoints / f"{t}.pt").exists()}
+        running = {t: r for t, r in rows.items() if r["status"] == "running" and mid_training(results, study, t, r)}
         if act(rows, running):
             return
         time.sleep(0.1)
