@@ -1,4 +1,4 @@
--- reads: percentile_high, percentile_low
+-- reads: draw_index, percentile_high, percentile_low
 -- Do two configuration groups differ in mean accuracy? The table macro
 -- accuracy_difference(observed_table, n_resamples, seed, at_level), defined on every
 -- connection (analysis.query.prepare_connection), for compare.sql: per comparison of
@@ -61,28 +61,28 @@ resampled as (
         replicates.digits,
         case
             when replicates.paired then list_avg([
-                replicates.paired_differences[(1 + hash(hash(params.boot_seed, replicates.group_a,
-                    replicates.group_b, replicates.digits, 'pairs', replicates.replicate, draw))
-                    % replicates.n_a)::bigint]
+                replicates.paired_differences[1 + draw_index(hash(hash(params.boot_seed, replicates.group_a,
+                    replicates.group_b, replicates.digits, 'pairs', replicates.replicate, draw)),
+                    replicates.n_a)]
                 for draw in range(replicates.n_a)
             ])
             else list_avg([
-                replicates.values_a[(1 + hash(hash(params.boot_seed, replicates.group_a,
-                    replicates.group_b, replicates.digits, 'a', replicates.replicate, draw))
-                    % replicates.n_a)::bigint]
+                replicates.values_a[1 + draw_index(hash(hash(params.boot_seed, replicates.group_a,
+                    replicates.group_b, replicates.digits, 'a', replicates.replicate, draw)),
+                    replicates.n_a)]
                 for draw in range(replicates.n_a)
             ]) - list_avg([
-                replicates.values_b[(1 + hash(hash(params.boot_seed, replicates.group_a,
-                    replicates.group_b, replicates.digits, 'b', replicates.replicate, draw))
-                    % replicates.n_b)::bigint]
+                replicates.values_b[1 + draw_index(hash(hash(params.boot_seed, replicates.group_a,
+                    replicates.group_b, replicates.digits, 'b', replicates.replicate, draw)),
+                    replicates.n_b)]
                 for draw in range(replicates.n_b)
             ])
         end as boot_diff,
         case
             when replicates.paired then list_avg([
                 replicates.paired_differences[i + 1]
-                * (1 - 2 * (hash(hash(params.boot_seed, replicates.group_a, replicates.group_b,
-                    replicates.digits, 'signs', replicates.replicate, i)) % 2)::bigint)
+                * (1 - 2 * draw_index(hash(hash(params.boot_seed, replicates.group_a, replicates.group_b,
+                    replicates.digits, 'signs', replicates.replicate, i)), 2))
                 for i in range(replicates.n_a)
             ])
             else list_avg(shuffled[1:replicates.n_a]) - list_avg(shuffled[replicates.n_a + 1:])

@@ -1,4 +1,4 @@
--- reads: grid_anova, percentile_high, percentile_low
+-- reads: draw_index, grid_anova, percentile_high, percentile_low
 -- How far would the variance components and shares of a configuration group move if
 -- its seeds were drawn again? Kept for comparison with seed_components.sql's intervals
 -- (lucky_tickets.sql's columns *_boot_low, *_boot_high): the percentile bootstrap over
@@ -43,13 +43,13 @@ draws as (
     select
         replicates.*,
         [
-            (hash(hash(params.boot_seed, replicates.group_id, 'weight',
-                replicates.replicate, draw)) % replicates.a)::bigint
+            draw_index(hash(hash(params.boot_seed, replicates.group_id, 'weight',
+                replicates.replicate, draw)), replicates.a)
             for draw in range(replicates.a)
         ] as drawn_rows,
         [
-            (hash(hash(params.boot_seed, replicates.group_id, 'data',
-                replicates.replicate, draw)) % replicates.b)::bigint
+            draw_index(hash(hash(params.boot_seed, replicates.group_id, 'data',
+                replicates.replicate, draw)), replicates.b)
             for draw in range(replicates.b)
         ] as drawn_columns
     from replicates

@@ -1,4 +1,4 @@
--- reads: bootstrap_seed, checked_level, finished_eval, percentile_high, percentile_low, resample_count, seed_mean_interval
+-- reads: bootstrap_seed, checked_level, draw_index, finished_eval, percentile_high, percentile_low, resample_count, seed_mean_interval
 -- How much do trials that differ only by their seeds disagree (001 Fig. 10)?
 -- Per configuration group (view `groups`) and test length, over the group's finished
 -- trials (done or diverged), each at its final evaluation step: the number of trials,
@@ -138,8 +138,8 @@ resampled as (
         replicates.digits,
         list_avg([
             replicates.accuracies[
-                (1 + hash(hash(params.boot_seed, replicates.group_id, replicates.digits,
-                    replicates.replicate, draw)) % replicates.n_trials)::bigint
+                1 + draw_index(hash(hash(params.boot_seed, replicates.group_id, replicates.digits,
+                    replicates.replicate, draw)), replicates.n_trials)
             ]
             for draw in range(replicates.n_trials)
         ]) as mean
