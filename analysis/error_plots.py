@@ -36,9 +36,14 @@ def cascade_breakdown(cascade_rows: list[dict], path: Path) -> Path | None:
             ax.errorbar(xs, ys, yerr=err, color=colors[digits], marker="o", ms=3, lw=1.2,
                         capsize=2, ls="-" if cells[0]["in_distribution"] else "--",
                         label=f"{digits} digits")
-            # every trial's dot, one artist per length
-            dots = [(x, value) for x, r in zip(xs, cells) for value in r["trial_accuracies"]]
-            ax.plot(*zip(*dots), ls="none", marker=".", ms=2.5, color=colors[digits], alpha=0.6)
+            # every trial's dot: one artist per length and opacity, each distinct dot once
+            # at the opacity of its copies (figures.stacked)
+            dots: dict[float, list] = {}
+            for dot, opacity in figures.stacked(
+                    ((x, value) for x, r in zip(xs, cells) for value in r["trial_accuracies"]), 0.6).items():
+                dots.setdefault(opacity, []).append(dot)
+            for opacity, same in dots.items():
+                ax.plot(*zip(*same), ls="none", marker=".", ms=2.5, color=colors[digits], alpha=opacity)
         figures.style(ax, label, "carry-cascade length", "exact match")
         ax.set_xticks(sorted({r["cascade"] for r in rows}))
     figures.share_x(axes)

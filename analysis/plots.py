@@ -7,6 +7,7 @@ from pathlib import Path
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import LineCollection
+from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
@@ -67,9 +68,9 @@ def accuracy_by_group(trial_rows: list[dict], summary_rows: list[dict], path: Pa
         by_trial: dict[tuple, list[dict]] = {}  # one id, two studies; in the order rows name them
         for r in rows:  # one pass: scanning every row per trial took 85 s at 10,000 trials
             by_trial.setdefault((r["study"], r["trial_id"]), []).append(r)
-        for trial_rows_of_one in by_trial.values():
-            pts = sorted((r["digits"], r["accuracy"]) for r in trial_rows_of_one if r["accuracy"] is not None)
-            ax.plot(*zip(*pts), color="0.6", lw=0.8, alpha=0.8, label="one trial")
+        curves = [tuple(sorted((r["digits"], r["accuracy"]) for r in mine if r["accuracy"] is not None))
+                  for mine in by_trial.values()]
+        _faint_lines(ax, [c for c in curves if c], "0.6", 0.8, 0.8, label="one trial")
         stats = sorted(summary.get(label, []), key=lambda r: r["digits"])
         if stats:
             xs = [r["digits"] for r in stats]
@@ -121,9 +122,7 @@ def seed_heatmaps(lucky_rows: list[dict], path: Path) -> Path | None:
                             va="center", fontsize=7, color="white" if value < 0.6 else "black")
                 elif diverged[i][j]:
                     ax.text(j, i, "†", ha="center", va="center", fontsize=6, color="red")
-        ax.set_xticks(range(len(data_seeds)), [str(d) for d in data_seeds])
-        ax.set_yticks(range(len(rows)),
-                      [f"{r['weight_seed']}{' *' if r['lucky'] else ''}" for r in rows])
+        _seed_ticks(ax, rows, data_seeds)
         ax.set_xlabel("data seed")
         ax.set_ylabel("weight seed")
         w, p = rows[0]["kendall_w"], rows[0]["friedman_p"]
@@ -133,6 +132,20 @@ def seed_heatmaps(lucky_rows: list[dict], path: Path) -> Path | None:
     fig.colorbar(image, ax=axes, shrink=0.8,
                  label=MEASURED_LABELS[kinds.pop()] if len(kinds) == 1 else "exact match")
     return figures.save(fig, path)
+
+
+def _seed_ticks(ax, rows: list[dict], data_seeds: list[int], most: int = 40) -> None:
+    """Every seed labelled, a lucky weight seed's with " *"; past `most` weight seeds
+    (hundreds of labels overlap, and drawing them took most of the figure's time) the
+    weight seeds get sparse ticks and each lucky one a * at the grid's left edge."""
+    _sparse_ticks(ax.set_xticks, data_seeds)
+    if len(rows) <= most:
+        ax.set_yticks(range(len(rows)), [f"{r['weight_seed']}{' *' if r['lucky'] else ''}" for r in rows])
+        return
+    _sparse_ticks(ax.set_yticks, [r["weight_seed"] for r in rows])
+    lucky = [i for i, r in enumerate(rows) if r["lucky"]]
+    if lucky:
+        ax.plot([-0.5] * len(lucky), lucky, ls="none", marker="*", ms=4, color="black", clip_on=False)
 
 
 def grid_heatmaps(grid_rows: list[dict], path: Path) -> Path | None:
@@ -296,19 +309,27 @@ def _seed_styled_curves(ax, by_trial: dict, colors: dict) -> None:
             ax.axvline(mine[0]["grok_step"], color="black", ls=SEED_STYLES[i], lw=0.8, alpha=0.6)
 
 
+def _faint_lines(ax, curves: list[tuple], color, alpha: float, width: float, label: str) -> None:
+    """Curves drawn faint as one collection (a thousand trials are a thousand artists
+    otherwise), each distinct curve once at the opacity of its copies (figures.stacked)."""
+    opacity = figures.stacked(curves, alpha)
+    ax.add_collection(LineCollection(list(opacity), colors=[to_rgba(color, a) for a in opacity.values()],
+                                     linewidths=width, label=label))
+    ax.autoscale_view()
+
+
 def _faint_curves(ax, by_trial: dict, colors: dict) -> None:
-    """Many trials: one faint line each, drawn as one collection per test length (a
-    thousand trials are a thousand artists per length otherwise, most of the report's
-    drawing time)."""
+    """Many trials: one faint line each per test length, and each grokking step a
+    faint vertical."""
     lengths = sorted({r["digits"] for mine in by_trial.values() for r in mine})
     for digits in lengths:
-        curves = [curve for mine in by_trial.values() if (curve := _curve(mine, digits))]
-        ax.add_collection(LineCollection(curves, colors=[colors[digits]], linewidths=0.7, alpha=0.35,
-                                         label=f"{digits} digits"))
-    ax.autoscale_view()
-    groks = [mine[0]["grok_step"] for mine in by_trial.values() if mine[0]["grok_step"] is not None]
+        curves = [tuple(curve) for mine in by_trial.values() if (curve := _curve(mine, digits))]
+        _faint_lines(ax, curves, colors[digits], 0.35, 0.7, label=f"{digits} digits")
+    groks = figures.stacked((mine[0]["grok_step"] for mine in by_trial.values()
+                             if mine[0]["grok_step"] is not None), 0.2)
     if groks:
-        ax.vlines(groks, 0, 1, transform=ax.get_xaxis_transform(), colors="black", lw=0.8, alpha=0.2)
+        ax.vlines(list(groks), 0, 1, transform=ax.get_xaxis_transform(), lw=0.8,
+                  colors=[to_rgba("black", a) for a in groks.values()])
 
 
 def training_curves(training_rows: list[dict], path: Path) -> Path | None:
