@@ -109,7 +109,8 @@ def auto_batch_size(study: Study, console: Console) -> Callable[[list[dict[str, 
         config = TRIAL_CONFIG.validate_python(group[0]["config"])
         per_seed = seed_memory(config).total
         chosen = auto_seeds(len(group), budget.bytes, per_seed)
-        why = {"group": f"its {len(group)} pending seeds", "memory": f"memory for {chosen.fit}" + (": each seed alone" if not chosen.fit else ""),
+        why = {"group": f"its {len(group)} pending seeds",
+               "memory": f"memory for {chosen.fit}" + ("" if chosen.fit else ": each seed alone"),
                "cap": f"at most {chosen.seeds} (memory for {chosen.fit})"}[chosen.bound]
         console.print(f"seeds_per_trial auto: {study.short_label(config) or study.name}: {chosen.seeds} seeds per "
                       f"batch, {why}; a seed needs about {per_seed / MIB:.0f} MiB of {budget.bytes / MIB:.0f} MiB "
