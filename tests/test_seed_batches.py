@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.running.seed_batches import AUTO_SEEDS, BATCH, members, seed_batches
+from orchestrator.running.seed_batches import BATCH, auto_seeds, members, seed_batches
 from orchestrator.studies.study import StudyError, load_study
 
 STUDY = """\
@@ -42,18 +42,28 @@ def test_one_seed_per_trial_leaves_every_tune_trial_as_it_was(tmp_path):
     assert all(members(params) == [params] for params in trials)
 
 
-@pytest.mark.parametrize(("seeds", "sizes"), [(4, [4, 4, 2, 2]), (6, [6, 6]), ("auto", [6, 6])])
-def test_trials_are_batched_within_their_configuration_group(tmp_path, seeds, sizes):
+def auto_with_memory_for(seeds: int):
+    """`auto`'s sizing with a memory budget of `seeds` seeds (orchestrator.running.auto_seeds)."""
+    return lambda group: auto_seeds(len(group), seeds * 1e6, 1e6).seeds
+
+
+@pytest.mark.parametrize(("seeds", "size", "sizes"), [
+    (4, 4, [4, 4, 2, 2]), (6, 6, [6, 6]),
+    ("auto", auto_with_memory_for(100), [6, 6]),  # each group's 6 pending seeds
+    ("auto", auto_with_memory_for(4), [4, 4, 2, 2]),  # what memory holds
+    ("auto", auto_with_memory_for(0), [1] * 12),  # not one seed fits: each alone
+])
+def test_trials_are_batched_within_their_configuration_group(tmp_path, seeds, size, sizes):
     study = study_with(tmp_path, seeds)
+    assert study.spec.resources.seeds_per_trial == seeds
     trials = params_of(study)
-    units = seed_batches(trials, study.spec.resources.seeds_per_trial)
+    units = seed_batches(trials, size)
     assert [len(members(unit)) for unit in units] == sizes
     assert sorted(p["trial_id"] for unit in units for p in members(unit)) == sorted(p["trial_id"] for p in trials)
     for unit in units:
         lrs = {p["config"]["train"]["lr"] for p in members(unit)}
         assert len(lrs) == 1  # one configuration group: the batch differs only in seeds
         assert unit["trial_id"] == members(unit)[0]["trial_id"] and (BATCH in unit) == (len(members(unit)) > 1)
-    assert AUTO_SEEDS >= 6
 
 
 def test_a_batch_of_one_is_a_plain_trial(tmp_path):

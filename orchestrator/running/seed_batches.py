@@ -10,12 +10,38 @@ names a Tune trial by a trial id still finds one."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
-#: seeds_per_trial: auto trains every pending seed of a group together, up to this many
-#: (a batch's memory grows with K; a GPU's rows measure the largest that fits)
+#: seeds_per_trial: auto never batches more seeds than this, whatever memory allows: a
+#: batch's seeds end together and a worker killed mid-batch retrains all of them from
+#: their checkpoints, so a larger batch delays a group's first results and raises what
+#: one failure costs, for a gain nothing here has measured (the issue's GPU rows stop at
+#: 16 seeds of the 2m model; on a CPU a batch's step costs about K solo steps)
 AUTO_SEEDS = 16
 BATCH = "batch"
+
+
+class AutoSeeds(NamedTuple):
+    """What `seeds_per_trial: auto` chose for one configuration group."""
+
+    #: seeds per batch, at least 1
+    seeds: int
+    #: what bounded it: "group" (its pending seeds), "memory" or "cap" (AUTO_SEEDS)
+    bound: str
+    #: the most seeds the memory budget holds (0: not even one)
+    fit: int
+
+
+def auto_seeds(pending: int, budget_bytes: float, seed_bytes: float, cap: int = AUTO_SEEDS) -> AutoSeeds:
+    """K for `seeds_per_trial: auto`: as many of a group's `pending` seeds as a budget of
+    `budget_bytes` holds at `seed_bytes` each (lengthgen.seed_memory), at most `cap`, at
+    least 1 (a seed that does not fit trains alone, as it would without batches). The
+    bound is the smallest term; a tie names the group, then memory."""
+    fit = int(budget_bytes // seed_bytes) if seed_bytes > 0 else cap
+    bounds = {"group": pending, "memory": fit, "cap": cap}
+    bound = min(bounds, key=bounds.__getitem__)
+    return AutoSeeds(max(1, bounds[bound]), bound, fit)
 
 
 def members(params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -23,24 +49,27 @@ def members(params: dict[str, Any]) -> list[dict[str, Any]]:
     return params.get(BATCH) or [params]
 
 
-def seed_batches(trials: list[dict[str, Any]], seeds_per_trial: int | str) -> list[dict[str, Any]]:
+def seed_batches(
+    trials: list[dict[str, Any]], seeds_per_trial: int | Callable[[list[dict[str, Any]]], int]
+) -> list[dict[str, Any]]:
     """The Tune params of `trials`: each trial alone with seeds_per_trial 1 (as before);
     otherwise the trials of each configuration group in batches of at most K, the
     largest batches first, in the order of each group's first trial among batches of
-    one size. A batch of one is a plain trial.
+    one size. A batch of one is a plain trial. `seeds_per_trial` is K, or gives each
+    group's K from the group's trials (`auto`: orchestrator.running.auto_seeds).
 
     Largest first because a batch of K seeds costs about K trials' time: started last,
     a large batch would keep one worker busy while the others have nothing left (the
     quickstart's batches of 2, 4, 4, 2 and 4 seeds on two workers end at 10 trials'
     time in that order, at 8 largest first)."""
-    size = AUTO_SEEDS if seeds_per_trial == "auto" else int(seeds_per_trial)
-    if size == 1:
+    if seeds_per_trial == 1:
         return list(trials)
     by_group: dict[str, list[dict[str, Any]]] = {}
     for params in trials:
         by_group.setdefault(_group_of(params), []).append(params)
     units = []
     for group in by_group.values():
+        size = seeds_per_trial(group) if callable(seeds_per_trial) else seeds_per_trial
         for start in range(0, len(group), size):
             chunk = group[start : start + size]
             units.append(chunk[0] if len(chunk) == 1 else {**chunk[0], BATCH: chunk})

@@ -35,6 +35,7 @@ from rich.progress import (
 from lengthgen import TrialConfig
 from orchestrator.mlflow_tracking.mlflow_sync import sync_study
 from orchestrator.mlflow_tracking.tracking import StudyTracker
+from orchestrator.running.auto_seeds import auto_batch_size
 from orchestrator.running.driver_memory import DriverMemoryCallback
 from orchestrator.running.mlflow_callback import MlflowTuneCallback
 from orchestrator.running.recovery import (
@@ -389,6 +390,9 @@ def _fit(study: Study, trials: list[dict[str, Any]], results_root: Path, tracker
     resources = study.spec.resources
     run_name = f"{study.name}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}"
     started = time.perf_counter()
+    # one Tune trial per trial or per seed batch; `auto` reads the memory where trials run, once
+    size = resources.seeds_per_trial if resources.seeds_per_trial != "auto" else auto_batch_size(study, console)
+    units = seed_batches(trials, size)
     # a live bar prints what Python writes to stdout/stderr above itself, unless those go
     # elsewhere than the bar (a log file: orchestrator.console.terminal)
     shared = console.file is sys.stderr
@@ -399,7 +403,6 @@ def _fit(study: Study, trials: list[dict[str, Any]], results_root: Path, tracker
     ) as progress:
         stop = StorageFaultStop()  # a full disk stops the study (recovery.StorageFaultStop)
         progress_callback = ProgressCallback(progress, len(trials), stop)
-        units = seed_batches(trials, resources.seeds_per_trial)  # one Tune trial per trial or per seed batch
         tuner = tune.Tuner(
             tune.with_resources(run_trial, {"cpu": resources.cpus_per_trial, "gpu": resources.gpus_per_trial}),
             tune_config=tune.TuneConfig(

@@ -72,7 +72,8 @@ class Resources(BaseModel):
     max_failures: int = Field(1, ge=0, le=100)
     #: trials of one configuration group (differing only in seeds) trained together as
     #: one seed batch in one Ray Tune trial (lengthgen.seed_batch), K at most, each
-    #: still its own trial; `auto`: every pending seed of the group, up to
+    #: still its own trial; `auto`: as many of the group's pending seeds as the memory
+    #: where trials run holds (orchestrator.running.auto_seeds), up to
     #: orchestrator.running.seed_batches.AUTO_SEEDS. 1: one trial per Tune trial
     seeds_per_trial: Annotated[int, Field(ge=1)] | Literal["auto"] = 1
 
