@@ -38,6 +38,20 @@ def test_the_study_crosses_every_weight_seed_with_every_data_seed() -> None:
     assert study["base"]["train"]["steps"] == 1
 
 
+def test_ten_thousand_trials_are_held_to_their_own_budgets() -> None:
+    """The issue's budgets at 10,000 trials: status 3 s, report 20 s, the run 30 min end
+    to end; at 1,000 there is no end-to-end row."""
+    samples = [(1000, 500.0), (10_000, 950.0)]
+    rows = {r.name.split(" (budget")[0]: r for r in bench_study_run.rows(
+        10_000, 10_000, wall=1500.0, span=1450.0, samples=samples, growth=0.05, status=2.0, lucky=2.0, report=16.0)}
+    assert rows["lg-study status after 10,000 trials"].ratio == pytest.approx(1.5)
+    assert rows["lg-study report after 10,000 trials"].ratio == pytest.approx(1.25)
+    assert rows["lg-study run end to end, 10,000 one-step trials, 10,000 done"].ratio == pytest.approx(1.2)
+    small = [r.name for r in bench_study_run.rows(1000, 1000, 300.0, 250.0, samples, 0.05, 2.0, 2.0, 8.0)]
+    assert not any("end to end" in name for name in small)
+    assert any("lg-study report after 1,000 trials (budget 10 s" in name for name in small)
+
+
 @pytest.mark.slow
 def test_a_real_study_gives_one_row_per_measurement() -> None:
     rows = bench_study_run.study_run_scale(trials=6, data_seeds=2)
