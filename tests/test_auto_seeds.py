@@ -44,6 +44,21 @@ def test_k_is_the_least_of_the_group_the_memory_and_the_cap(pending, budget, per
     assert auto_seeds(pending, budget, per_seed) == expected
 
 
+@pytest.mark.parametrize(("pending", "spread", "expected"), [
+    (16, 8, AutoSeeds(8, "workers", 100)),  # one group of 16 on 2 CPU workers: two batches, not one
+    (4, 8, AutoSeeds(4, "group", 100)),  # the quickstart's groups of 4, 16 seeds on 2 workers
+    (40, 20, AutoSeeds(AUTO_SEEDS, "cap", 100)),
+    (16, None, AutoSeeds(16, "group", 100)),  # a GPU: no bound by workers
+])
+def test_on_cpus_k_leaves_no_worker_idle(pending, spread, expected):
+    assert auto_seeds(pending, 100 * GIB, GIB, spread=spread) == expected
+
+
+def test_a_cpu_budget_says_how_many_trials_run_at_once_and_a_gpu_budget_does_not():
+    assert budget_here(Resources(cpus_per_trial=2), 16, lambda: 64 * GIB, lambda: 0).at_once == 8
+    assert budget_here(Resources(gpus_per_trial=0.5), 16, lambda: 0, lambda: 80 * GIB).at_once is None
+
+
 def test_the_cpu_budget_is_the_nodes_available_memory_over_the_trials_that_run_at_once():
     def no_gpu() -> int:
         raise AssertionError("a CPU trial reads no GPU")

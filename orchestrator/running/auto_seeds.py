@@ -38,10 +38,12 @@ MIB = 2**20
 
 
 class MemoryBudget(NamedTuple):
-    """The memory one Tune trial's seed batch may use, and where it comes from (words)."""
+    """The memory one Tune trial's seed batch may use, and where it comes from (words);
+    on CPUs, how many trials run at once on the node (None on a GPU)."""
 
     bytes: int
     where: str
+    at_once: int | None = None
 
 
 def budget_here(resources: Resources, node_cpus: float, available: Callable[[], int],
@@ -58,7 +60,8 @@ def budget_here(resources: Resources, node_cpus: float, available: Callable[[], 
         at_once = min(at_once, resources.max_concurrent_trials)
     free = available()
     return MemoryBudget(int(CPU_SAFETY * free / at_once),
-                        f"{CPU_SAFETY} x the node's {free / GIB:.1f} GiB available over {at_once} trial{'s' * (at_once > 1)} at once")
+                        f"{CPU_SAFETY} x the node's {free / GIB:.1f} GiB available over {at_once} trial{'s' * (at_once > 1)} at once",
+                        at_once)
 
 
 def node_available_bytes() -> int:
@@ -99,18 +102,20 @@ def probe_budget(resources: Resources) -> MemoryBudget:
     return ray.get(task.remote(resources.model_dump()))
 
 
-def auto_batch_size(study: Study, console: Console) -> Callable[[list[dict[str, Any]]], int]:
+def auto_batch_size(study: Study, pending: int, console: Console) -> Callable[[list[dict[str, Any]]], int]:
     """Each group's K for `seeds_per_trial: auto` (seed_batches calls it with a group's
-    pending trials' Tune params), saying on `console` what K is and why, the group
-    named by its short label (the run table's)."""
+    pending trials' Tune params), `pending` trials in the run, saying on `console` what K
+    is and why, the group named by its short label (the run table's)."""
     budget = probe_budget(study.spec.resources)
+    spread = None if budget.at_once is None else math.ceil(pending / budget.at_once)
 
     def size(group: list[dict[str, Any]]) -> int:
         config = TRIAL_CONFIG.validate_python(group[0]["config"])
         per_seed = seed_memory(config).total
-        chosen = auto_seeds(len(group), budget.bytes, per_seed)
+        chosen = auto_seeds(len(group), budget.bytes, per_seed, spread=spread)
         why = {"group": f"its {len(group)} pending seeds",
                "memory": f"memory for {chosen.fit}" + ("" if chosen.fit else ": each seed alone"),
+               "workers": f"the run's {pending} seeds over {budget.at_once} trials at once",
                "cap": f"at most {chosen.seeds} (memory for {chosen.fit})"}[chosen.bound]
         console.print(f"seeds_per_trial auto: {study.short_label(config) or study.name}: {chosen.seeds} seeds per "
                       f"batch, {why}; a seed needs about {per_seed / MIB:.0f} MiB of {budget.bytes / MIB:.0f} MiB "

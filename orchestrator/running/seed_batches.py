@@ -27,19 +27,25 @@ class AutoSeeds(NamedTuple):
 
     #: seeds per batch, at least 1
     seeds: int
-    #: what bounded it: "group" (its pending seeds), "memory" or "cap" (AUTO_SEEDS)
+    #: what bounded it: "group" (its pending seeds), "memory", "workers" (the run's
+    #: pending seeds spread over the CPU trials that run at once) or "cap" (AUTO_SEEDS)
     bound: str
-    #: the most seeds the memory budget holds (0: not even one)
+    #: how many seeds the memory budget holds
     fit: int
 
 
-def auto_seeds(pending: int, budget_bytes: float, seed_bytes: float, cap: int = AUTO_SEEDS) -> AutoSeeds:
+def auto_seeds(pending: int, budget_bytes: float, seed_bytes: float, cap: int = AUTO_SEEDS,
+               spread: int | None = None) -> AutoSeeds:
     """K for `seeds_per_trial: auto`: as many of a group's `pending` seeds as a budget of
-    `budget_bytes` holds at `seed_bytes` each (lengthgen.seed_memory), at most `cap`, at
-    least 1 (a seed that does not fit trains alone, as it would without batches). The
-    bound is the smallest term; a tie names the group, then memory."""
+    `budget_bytes` holds at `seed_bytes` each (lengthgen.seed_memory), at most `cap` and,
+    on CPUs, at most `spread`: the run's pending seeds over the trials that run at once
+    (a CPU batch of K seeds costs about K seeds' time, so one batch of every seed would
+    leave the other cores idle; a GPU trains a batch faster than its seeds alone, and
+    has no such bound). At least 1 (a seed that does not fit trains alone, as it would
+    without batches). The bound is the smallest term; a tie names the group, then
+    memory, then the workers."""
     fit = int(budget_bytes // seed_bytes) if seed_bytes > 0 else cap
-    bounds = {"group": pending, "memory": fit, "cap": cap}
+    bounds = {"group": pending, "memory": fit, **({"workers": spread} if spread is not None else {}), "cap": cap}
     bound = min(bounds, key=bounds.__getitem__)
     return AutoSeeds(max(1, bounds[bound]), bound, fit)
 

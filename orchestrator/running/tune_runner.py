@@ -391,7 +391,7 @@ def _fit(study: Study, trials: list[dict[str, Any]], results_root: Path, tracker
     run_name = f"{study.name}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}"
     started = time.perf_counter()
     # one Tune trial per trial or per seed batch; `auto` reads the memory where trials run, once
-    size = resources.seeds_per_trial if resources.seeds_per_trial != "auto" else auto_batch_size(study, console)
+    size = resources.seeds_per_trial if resources.seeds_per_trial != "auto" else auto_batch_size(study, len(trials), console)
     units = seed_batches(trials, size)
     # a live bar prints what Python writes to stdout/stderr above itself, unless those go
     # elsewhere than the bar (a log file: orchestrator.console.terminal)
