@@ -126,7 +126,9 @@ def _table_steps(root: Path, study: str, table: str, finished: set[str], exclude
     generations = compacted_generations(root, study, table)
     newest = generations[max(generations)] if generations else None
     own = trial_files(root, study, table)
-    merged = {trial_id: path for trial_id, path in own.items() if trial_id in finished and _readable(path)}
+    schemas = {trial_id: schema for trial_id, path in own.items()
+               if trial_id in finished and (schema := _schema(path)) is not None}
+    merged = {trial_id: own[trial_id] for trial_id in schemas}
     if table == "trials":
         _refuse_unmigrated(merged.values())
     in_newest = _trial_ids(newest) if newest is not None else set()
@@ -138,7 +140,8 @@ def _table_steps(root: Path, study: str, table: str, finished: set[str], exclude
     hidden = set(own) | exclude
     steps = [Step(f"extract {table} rows of {trial_id}", _extract_action(root, study, table, trial_id, newest))
              for trial_id in extract]
-    steps.append(Step(f"write {target.name}", _write_action(target, newest, hidden, merged)))
+    uniform = _one_schema([*schemas.values(), *([_schema(newest)] if newest is not None else [])])
+    steps.append(Step(f"write {target.name}", _write_action(target, newest, hidden, merged, uniform)))
     steps += [_delete_step(path) for path in merged.values()]
     steps += [_delete_step(path) for path in generations.values()]
     done.merged[table] = sorted(merged)
@@ -146,13 +149,14 @@ def _table_steps(root: Path, study: str, table: str, finished: set[str], exclude
     return steps
 
 
-def _write_action(target: Path, newest: Path | None, hidden: set[str], merged: dict[str, Path]) -> Callable[[], None]:
+def _write_action(target: Path, newest: Path | None, hidden: set[str], merged: dict[str, Path],
+                  uniform: bool) -> Callable[[], None]:
     def write() -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         # a leading dot and no .parquet suffix: no reader's listing takes the half-written file
         tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         try:
-            _copy_rows(tmp, newest, hidden, list(merged.values()))
+            _copy_rows(tmp, newest, hidden, list(merged.values()), uniform)
             with open(tmp, "rb") as file:
                 os.fsync(file.fileno())  # the rename must not outlive the data after a power cut
             os.replace(tmp, target)
@@ -163,9 +167,13 @@ def _write_action(target: Path, newest: Path | None, hidden: set[str], merged: d
     return write
 
 
-def _copy_rows(tmp: Path, newest: Path | None, hidden: set[str], own: list[Path]) -> None:
+def _copy_rows(tmp: Path, newest: Path | None, hidden: set[str], own: list[Path], uniform: bool) -> None:
     """Write the newest generation's rows of trials not in ``hidden``, and every row of
-    the ``own`` files, sorted by trial id (each trial's rows in their order) into ``tmp``."""
+    the ``own`` files, sorted by trial id (each trial's rows in their order) into ``tmp``.
+    ``uniform``: every file has one schema, so DuckDB reads them by position; matching
+    columns by name (files of an older layout) kept a reader of each of 92 columns open
+    per file: 10,000 trials rows took 2.5 GB and 13.7 s that way, 350 MB and 7.3 s by
+    position."""
     files = ([newest] if newest is not None else []) + own
     listed = "[" + ", ".join(f"'{_quoted(path)}'" for path in files) + "]"
     con = duckdb.connect()
@@ -175,7 +183,8 @@ def _copy_rows(tmp: Path, newest: Path | None, hidden: set[str], own: list[Path]
             con.executemany("insert into hidden values (?)", [[trial_id] for trial_id in sorted(hidden)])
         con.execute(
             f"copy (select * exclude (filename, file_row_number) from read_parquet({listed}, "
-            "union_by_name = true, hive_partitioning = false, filename = true, file_row_number = true) "
+            f"union_by_name = {str(not uniform).lower()}, hive_partitioning = false, filename = true, "
+            "file_row_number = true) "
             f"where filename <> '{_quoted(newest) if newest else ''}' "
             "or trial_id not in (select trial_id from hidden) "
             f"order by trial_id, file_row_number) to '{_quoted(tmp)}' "
@@ -212,14 +221,21 @@ def _trial_ids(path: Path) -> set[str]:
     return set(pq.read_table(path, columns=["trial_id"], partitioning=None)["trial_id"].to_pylist())
 
 
-def _readable(path: Path) -> bool:
-    """A damaged own file stays where it is (the views skip it with a warning; its trial
-    runs again)."""
+def _schema(path: Path) -> pa.Schema | None:
+    """The file's schema; None for a damaged file, which stays where it is (the views
+    skip it with a warning; its trial runs again)."""
     try:
-        pq.read_metadata(path)
+        return pq.read_schema(path)
     except (OSError, pa.ArrowException):
-        return False
-    return True
+        return None
+
+
+def _one_schema(schemas: list[pa.Schema | None]) -> bool:
+    """Whether the files have one layout: the same column names in the same order with
+    the same types (what reading by position needs; a compacted file's columns may be
+    nullable where a trial's own are not)."""
+    layouts = {None if s is None else tuple((f.name, f.type) for f in s) for s in schemas}
+    return len(layouts) <= 1 and None not in layouts
 
 
 def _refuse_unmigrated(paths: Iterable[Path]) -> None:
