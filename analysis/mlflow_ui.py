@@ -194,15 +194,33 @@ def _post_json(url: str, body: dict) -> dict:
 
 
 def _group_gone(group: int, timeout: float) -> bool:
-    """Whether process group ``group`` has no process left within ``timeout`` seconds."""
+    """Whether process group ``group`` has no live process left within ``timeout``
+    seconds. A zombie counts as gone: a worker that outlived the server is reaped by
+    whoever adopted it, which in a container may be never, and it holds no port."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             os.killpg(group, 0)
         except ProcessLookupError:
             return True
+        if Path("/proc").is_dir() and not _live_members(group):
+            return True
         time.sleep(0.05)
     return False
+
+
+def _live_members(group: int) -> list[int]:
+    """The processes of ``group`` that are not zombies, from /proc (Linux)."""
+    live = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses
+            state, _, pgrp = stat.read_text().rsplit(")", 1)[1].split()[:3]
+        except (OSError, ValueError):
+            continue  # gone while we read
+        if int(pgrp) == group and state != "Z":
+            live.append(int(stat.parent.name))
+    return live
 
 
 def _signal_group(process: subprocess.Popen, sig: int) -> None:

@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from analysis.mlflow_ui import _live_members
 from orchestrator.cli import app
 from orchestrator.mlflow_tracking.mlflow_sync import describe
 from orchestrator.mlflow_tracking.tracking import StudyTracker
@@ -95,8 +96,21 @@ def ui(store):
         process.wait()
     server = re.search(r"server pid (\d+)", process.stderr.read())
     assert server, "the CLI says which server it started"
-    with pytest.raises(ProcessLookupError):  # the server and its workers are gone
-        os.killpg(int(server.group(1)), 0)
+    # a zombie counts as gone: a worker orphaned as the server ends waits for its adopter
+    # to reap it, in a container maybe never, and holds nothing
+    assert not _live_members(int(server.group(1))), "the server and its workers are gone"
+
+
+def test_a_zombie_is_not_a_live_member_of_its_group() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    assert _live_members(child.pid) == [child.pid]
+    os.kill(child.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while _live_members(child.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(child.pid, 0)  # unreaped: still in the process table, as a zombie
+    assert _live_members(child.pid) == []
+    child.wait()
 
 
 def post(url: str, body: dict) -> dict:
