@@ -31,7 +31,7 @@ Two parts, in bytes:
 The estimate is meant to err high by less than 2x; the test holds it to that against
 the saved tensors of a real step for several models. It does not count the worker's
 own runtime (torch, the evaluation sets): the budget it is divided into keeps a
-safety margin for those (orchestrator.running.seed_memory_probe)."""
+safety margin for those (orchestrator.running.auto_seeds)."""
 
 from __future__ import annotations
 

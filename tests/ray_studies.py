@@ -27,6 +27,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from results_contract.layout import checkpoint_path, table_path
+
 BIN = Path(sys.executable).parent
 LG_STUDY = str(BIN / "lg-study")
 
@@ -67,7 +69,7 @@ def trial_rows(results: Path, study: str) -> dict[str, dict]:
 
 def trained_to(results: Path, study: str, trial_id: str) -> int | None:
     """The last step of a trial's train rows on disk (None: none yet, or being replaced)."""
-    path = results / study / "train" / f"trial_id={trial_id}" / "part-0.parquet"
+    path = table_path(results, study, "train", trial_id)
     try:
         return max(pq.read_table(path, columns=["step"], partitioning=None)["step"].to_pylist(), default=None)
     except OSError:
@@ -81,7 +83,7 @@ def mid_training(results: Path, study: str, trial_id: str, row: dict) -> bool:
     it is stopped then (the race that made an interrupted study look uninterrupted)."""
     step = trained_to(results, study, trial_id)
     total = json.loads(row["config_json"])["train"]["steps"]
-    return (results / study / "_checkpoints" / f"{trial_id}.pt").exists() and step is not None and step <= total // 2
+    return checkpoint_path(results, study, trial_id).exists() and step is not None and step <= total // 2
 
 
 def watch(process: subprocess.Popen, results: Path, study: str, act: Callable[[dict, dict], bool],
