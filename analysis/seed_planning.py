@@ -8,8 +8,8 @@ times: y_wd = clip(m + u_w + v_d + e_wd, 0, 1) with u, v, e normal of those vari
 Each simulated study gets the very interval the analysis prints:
 
     weight_share   the generalized confidence interval of σ²_w's share (share_intervals.py)
-    mean_accuracy  m ± t_ν √((MS_w + MS_d − MS_e)/(ab)), Satterthwaite's ν, clipped to [0, 1]
-                   (variance.sql)
+    mean_accuracy  Wilson's interval at n_eff = m(1 − m)/V with t_ν, V and ν those of
+                   analysis/mean_interval.py (variance.sql)
     success        Wilson's interval at the effective number of seed pairs (success.sql)
 
 and the design's half width is their mean, the expected half width of a study of that
@@ -28,11 +28,12 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from analysis import mean_interval
 from analysis.share_intervals import share_bounds
 
 PLAN_METRICS = {
     "weight_share": "the weight seed's share of the variance (generalized confidence interval)",
-    "mean_accuracy": "the mean accuracy over seeds (two-way random effects, Satterthwaite t)",
+    "mean_accuracy": "the mean accuracy over seeds (two-way random effects, Wilson at the effective n)",
     "success": "the probability that a seed pair reaches the threshold (Wilson at the effective N)",
 }
 #: simulated studies per design: the weight share's mean half width over 256 moves by
@@ -116,11 +117,8 @@ def mean_squares(y: np.ndarray) -> tuple[np.ndarray, ...]:
 
 def crossed_t(ms_w, ms_d, ms_e, a: int, b: int, level: float) -> tuple[np.ndarray, np.ndarray]:
     """The grand mean's variance and t quantile (macros crossed_mean_variance, _df)."""
-    variance = np.maximum(ms_w + ms_d - ms_e, ms_e) / (a * b)
-    spread = ms_w ** 2 / (a - 1) + ms_d ** 2 / (b - 1) + ms_e ** 2 / ((a - 1) * (b - 1))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        df = np.where(spread > 0, (ms_w + ms_d - ms_e) ** 2 / spread, np.nan)
-    return variance, stats.t.ppf((1 + level) / 2, np.maximum(np.nan_to_num(df, nan=1.0), 1))
+    variance, df = mean_interval.crossed_variance_df(ms_w, ms_d, ms_e, a, b)
+    return variance, mean_interval.t_quantile(level, df)
 
 
 def wilson(p, n, z):
@@ -154,8 +152,8 @@ def half_widths(fit: PilotFit, metric: str, a: int, b: int, threshold: float, le
         return success_half_widths(y, threshold, level)
     m, ms_w, ms_d, ms_e, _ = mean_squares(y)
     if metric == "mean_accuracy":
-        variance, t = crossed_t(ms_w, ms_d, ms_e, a, b, level)
-        return (np.minimum(1, m + t * np.sqrt(variance)) - np.maximum(0, m - t * np.sqrt(variance))) / 2
+        low, high = mean_interval.crossed_mean_bounds(m, ms_w, ms_d, ms_e, a, b, level)
+        return (high - low) / 2
     bounds = share_bounds(ms_w, ms_d, ms_e, a, b, level, PLANNING_DRAWS, independent=True)
     return np.nan_to_num((bounds[:, 1] - bounds[:, 0]) / 2, nan=0.5)
 

@@ -12,9 +12,9 @@ from test_mean_interval import study
 from test_statistics import run
 from typer.testing import CliRunner
 
+from analysis.mean_interval import crossed_mean_bounds
 from analysis.seed_planning import (
     PilotFit,
-    crossed_t,
     mean_squares,
     plan,
     simulate,
@@ -35,12 +35,11 @@ def test_the_planners_intervals_are_the_sql_files_own():
         lucky = {r["group_id"]: r for r in run(con, "lucky_tickets", resamples=2)}
     assert len(means) == len(successes) == len(lucky) == 6
     m, ms_w, ms_d, ms_e, _ = mean_squares(grids)
-    variance, t = crossed_t(ms_w, ms_d, ms_e, 5, 4, 0.95)
+    low, high = crossed_mean_bounds(m, ms_w, ms_d, ms_e, 5, 4)
     ordered = [means[gid] for gid in sorted(means, key=lambda g: means[g]["mean"])]
     order = np.argsort(m)
     for row, k in zip(ordered, order):
-        assert row["mean_low"] == pytest.approx(max(0, m[k] - t[k] * np.sqrt(variance[k])), abs=1e-9)
-        assert row["mean_high"] == pytest.approx(min(1, m[k] + t[k] * np.sqrt(variance[k])), abs=1e-9)
+        assert (row["mean_low"], row["mean_high"]) == pytest.approx((low[k], high[k]), abs=1e-9)
     halves = sorted((r["p_success_high"] - r["p_success_low"]) / 2 for r in successes.values())
     assert halves == pytest.approx(sorted(success_half_widths(grids, 0.9, 0.95)), abs=1e-9)
     shares = sorted(r["component_share_weight_high"] - r["component_share_weight_low"] for r in lucky.values())

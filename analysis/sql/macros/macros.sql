@@ -1,4 +1,4 @@
--- reads: chi2_quantile, f_quantile
+-- reads: chi2_quantile, f_quantile, wilson_centre, wilson_half
 -- Macros shared by the analysis files. lg-study query and the report define them on
 -- every connection (analysis.query.prepare_connection), after registering
 -- chi2_quantile and f_quantile (analysis/quantiles.py, from scipy): DuckDB binds a
@@ -39,16 +39,30 @@ create or replace macro mls_high(s1, n1, s2, n2, c, level) as greatest(0, (
 ) / c);
 
 -- The variance of the grand mean of a crossed a x b grid of cells (random weight and data
--- seeds), σ²_w/a + σ²_d/b + σ²_e/(ab), estimated by (MS_w + MS_d − MS_e)/(ab), at least
--- MS_e/(ab); and Satterthwaite's degrees of freedom for it (variance.sql; Satterthwaite
--- 1946, Biometrics Bulletin 2, 110-114).
+-- seeds), σ²_w/a + σ²_d/b + σ²_e/(ab), and its degrees of freedom (variance.sql,
+-- cascade.sql, success.sql). Its unbiased estimate (MS_w + MS_d − MS_e)/(ab) carries
+-- −MS_e: when one seed kind's mean square is below MS_e (its component's estimate is
+-- not positive), Satterthwaite's degrees of freedom for that sum collapse toward 0 and
+-- the interval spans [0, 1]. Instead, with P the larger of MS_w and MS_d (k_P its
+-- degrees of freedom) and Q the other (k_Q):
+--     V = (max(P, MS_e) + max(Q − MS_e, 0)) / (ab)
+--     ν = (max(P, MS_e) + max(Q − MS_e, 0))² / (max(P, MS_e)²/k_P + max(Q − MS_e, 0)²/k_Q)
+-- Both components positive, V is the unbiased estimate; one at 0 (its REML estimate on
+-- the boundary) is dropped and its mean square pooled into the residual, which leaves
+-- the one-way model of the other seed kind: V = P/(ab), the variance of the mean of its
+-- seed means, on k_P degrees of freedom. Neither positive: V = MS_e/(ab) on
+-- min(a, b) − 1 degrees of freedom, as the grid cannot say which seed kind varies.
+-- The same in numpy: analysis/mean_interval.py; why, and the coverage: docs/analysis.md.
 
 create or replace macro crossed_mean_variance(ms_w, ms_d, ms_e, a, b) as
-    greatest(ms_w + ms_d - ms_e, ms_e) / (a * b);
+    (greatest(ms_w, ms_d, ms_e) + greatest(least(ms_w, ms_d) - ms_e, 0)) / (a * b);
 
-create or replace macro crossed_mean_df(ms_w, ms_d, ms_e, a, b) as
-    (ms_w + ms_d - ms_e) ^ 2
-    / nullif(ms_w ^ 2 / (a - 1) + ms_d ^ 2 / (b - 1) + ms_e ^ 2 / ((a - 1) * (b - 1)), 0);
+create or replace macro crossed_mean_df(ms_w, ms_d, ms_e, a, b) as case
+    when greatest(ms_w, ms_d) <= ms_e then least(a, b) - 1
+    else (greatest(ms_w, ms_d) + greatest(least(ms_w, ms_d) - ms_e, 0)) ^ 2 / (
+        greatest(ms_w, ms_d) ^ 2 / (case when ms_w >= ms_d then a - 1 else b - 1 end)
+        + greatest(least(ms_w, ms_d) - ms_e, 0) ^ 2 / (case when ms_w >= ms_d then b - 1 else a - 1 end))
+end;
 
 -- Wilson's score interval of a proportion p out of n (n may be an effective number, not
 -- an integer), z = Φ⁻¹((1 + level)/2): (p + z²/2n ± z·√(p(1 − p)/n + z²/4n²)) / (1 + z²/n),
@@ -104,11 +118,11 @@ create or replace macro replicate_coverage(component, a, b, grand_mean) as case
 end;
 
 create or replace macro mean_coverage(method, a, b, mean) as case
-    when method not like 'crossed%' then 't over independent seed pairs (not simulated)'
-    when mean between 0.2 and 0.8 then 'measured 0.94-0.96 at 3 x 5, 8 x 8 and 24 x 20 seeds'
-    when a < 8 or b < 8 then 'measured 0.905 at 3 x 5 seeds near accuracy 1'
-    when a < 24 or b < 20 then 'measured 0.93 at 8 x 8 seeds near accuracy 1'
-    else 'measured 0.945 at 24 x 20 seeds near accuracy 1'
+    when method not like 'crossed%' then 'Wilson over independent seed pairs (not simulated)'
+    when mean between 0.2 and 0.8 then 'measured 0.94-0.99 at 2 x 2 to 24 x 20 seeds'
+    when a < 8 or b < 8 then 'measured 0.94-0.99 at 2 x 2 to 4 x 4 seeds near accuracy 0 or 1'
+    when a < 24 or b < 20 then 'measured 0.92-0.93 at 8 x 8 seeds near accuracy 0 or 1'
+    else 'measured 0.935-0.95 at 24 x 20 seeds near accuracy 0 or 1'
 end;
 
 create or replace macro success_coverage(method, a, b) as case
@@ -149,11 +163,15 @@ create or replace macro two_way_mean_squares(cells) as table
     from cell_effects
     group by key;
 
--- The interval of a mean over seeds, as a table: for each `key` of `cells` (as above),
--- the grand mean m ± t_ν·√V at `level`, clipped to [0, 1]. A complete crossed grid: V
--- the two-way random-effects variance of the grand mean and ν Satterthwaite's
--- (crossed_mean_variance, crossed_mean_df); otherwise the cells as independent,
--- V = s²/n, ν = n − 1. Keys with one cell get no row. Coverage:
+-- The interval of a mean over seeds, as a table: for each `key` of `cells` (as above), the
+-- grand mean m, V the variance of m and ν its degrees of freedom: a complete crossed
+-- grid takes crossed_mean_variance and crossed_mean_df; otherwise the cells count as
+-- independent, V = s²/n, ν = n − 1. The interval is Wilson's score interval at the
+-- effective number of seed pairs n_eff = m(1 − m)/V with t_ν for z (as success.sql's):
+-- the normal interval m ± t_ν·√V would have to be clipped to [0, 1], and near a bound it
+-- covers too little, because the seeds that would pull the mean away from the bound are
+-- the rare ones; Wilson's bounds widen away from the bound and stay inside [0, 1]. A
+-- mean of 0 or 1 with no spread gets [m, m]. Keys with one cell get no row. Coverage:
 -- tests/test_mean_interval.py (variance.sql), printed as mean_coverage. After the macros
 -- it calls: DuckDB binds them when it creates this one.
 
@@ -161,16 +179,26 @@ create or replace macro seed_mean_interval(cells, level) as table
     select
         cell_squares.key,
         case
-            when cell_squares.crossed then 'crossed seeds (two-way, Satterthwaite t)'
-            else 'independent cells (t over seed pairs)'
+            when cell_squares.crossed then 'crossed seeds (two-way, a component at 0 dropped; Wilson at effective n)'
+            else 'independent cells (Wilson at effective n over seed pairs)'
         end as mean_method,
         interval.df as mean_df,
         mean_coverage(
             case when cell_squares.crossed then 'crossed' else 'independent' end,
             cell_squares.a, cell_squares.b, cell_squares.m
         ) as mean_coverage,
-        greatest(0, cell_squares.m - interval.half_width) as mean_low,
-        least(1, cell_squares.m + interval.half_width) as mean_high
+        case
+            when interval.v <= 0 then cell_squares.m
+            when cell_squares.m <= 0 or cell_squares.m >= 1 then greatest(0, cell_squares.m - interval.t * sqrt(interval.v))
+            else greatest(0, wilson_centre(cell_squares.m, interval.n_eff, interval.t)
+                - wilson_half(cell_squares.m, interval.n_eff, interval.t))
+        end as mean_low,
+        case
+            when interval.v <= 0 then cell_squares.m
+            when cell_squares.m <= 0 or cell_squares.m >= 1 then least(1, cell_squares.m + interval.t * sqrt(interval.v))
+            else least(1, wilson_centre(cell_squares.m, interval.n_eff, interval.t)
+                + wilson_half(cell_squares.m, interval.n_eff, interval.t))
+        end as mean_high
     from two_way_mean_squares(cells) as cell_squares
     cross join lateral (
         select
@@ -180,13 +208,13 @@ create or replace macro seed_mean_interval(cells, level) as table
                     cell_squares.a, cell_squares.b)
                 else cell_squares.n_cells - 1
             end as df,
-            t_quantile((1 + level) / 2, greatest(coalesce(df, 1), 1)) * sqrt(
-                case
-                    when cell_squares.crossed then crossed_mean_variance(
-                        cell_squares.ms_weight, cell_squares.ms_data, cell_squares.ms_residual,
-                        cell_squares.a, cell_squares.b)
-                    else cell_squares.ms_cells / cell_squares.n_cells
-                end
-            ) as half_width
+            case
+                when cell_squares.crossed then crossed_mean_variance(
+                    cell_squares.ms_weight, cell_squares.ms_data, cell_squares.ms_residual,
+                    cell_squares.a, cell_squares.b)
+                else cell_squares.ms_cells / cell_squares.n_cells
+            end as v,
+            t_quantile((1 + level) / 2, greatest(coalesce(df, 1), 1)) as t,
+            cell_squares.m * (1 - cell_squares.m) / nullif(v, 0) as n_eff
     ) as interval
     where cell_squares.n_cells >= 2;

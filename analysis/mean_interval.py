@@ -1,0 +1,87 @@
+"""The interval of a mean over seeds, in numpy: the same formulas as the SQL macros
+crossed_mean_variance, crossed_mean_df and seed_mean_interval (analysis/sql/macros/
+macros.sql), for seed planning (analysis/seed_planning.py) and the coverage simulation
+(tests/test_mean_interval.py), which checks the two against each other.
+
+For a crossed grid of a weight x b data seeds with mean squares MS_w, MS_d, MS_e (the
+two-way random-effects layout without replication), P the larger of MS_w and MS_d on
+k_P degrees of freedom and Q the other on k_Q:
+
+    V = (max(P, MS_e) + max(Q − MS_e, 0)) / (ab)
+    ν = (max(P, MS_e) + max(Q − MS_e, 0))² / (max(P, MS_e)²/k_P + max(Q − MS_e, 0)²/k_Q)
+
+and, when neither component is positive (P ≤ MS_e), V = MS_e/(ab) on min(a, b) − 1
+degrees of freedom: the grid cannot say which seed kind varies, so it is given the
+fewer seeds'. 
+and the interval is Wilson's score interval at the effective number of seed pairs
+n_eff = m(1 − m)/V with t_ν in place of z (Korn & Graubard, "Confidence intervals for
+proportions with small expected number of positive counts estimated from survey
+data", Survey Methodology 24, 1998). docs/analysis.md says why this V and ν, and
+gives the coverage measured.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import special
+
+
+def crossed_variance_df(ms_w, ms_d, ms_e, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+    """V, the variance of the grand mean of a x b crossed cells, and its degrees of freedom ν."""
+    ms_w, ms_d, ms_e = (np.asarray(x, dtype=float) for x in (ms_w, ms_d, ms_e))
+    weight_larger = ms_w >= ms_d
+    larger, smaller = np.maximum(ms_w, ms_d), np.minimum(ms_w, ms_d)
+    k_larger = np.where(weight_larger, a - 1, b - 1)
+    k_smaller = np.where(weight_larger, b - 1, a - 1)
+    excess = np.maximum(smaller - ms_e, 0)
+    base = np.maximum(larger, ms_e)
+    total = base + excess
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = total ** 2 / (base ** 2 / k_larger + excess ** 2 / k_smaller)
+    neither = larger <= ms_e
+    return total / (a * b), np.where(neither, min(a, b) - 1, df)
+
+
+def t_quantile(level: float, df) -> np.ndarray:
+    """t_ν at (1 + level)/2, ν at least 1 (an undefined ν, no spread at all, counts as 1)."""
+    df = np.maximum(np.nan_to_num(np.asarray(df, dtype=float), nan=1.0), 1.0)
+    return special.stdtrit(df, (1 + level) / 2)
+
+
+def wilson_bounds(mean, variance, t) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson's interval at n_eff = m(1 − m)/V with t for z; [m, m] when V = 0, and the
+    normal interval, clipped, for a mean of 0 or 1 that somehow has a spread."""
+    m, v, t = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (mean, variance, t)))
+    inside = (m > 0) & (m < 1) & (v > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        n = np.where(inside, m * (1 - m) / v, 1.0)
+        centre = (m + t * t / (2 * n)) / (1 + t * t / n)
+        half = t / (1 + t * t / n) * np.sqrt(m * (1 - m) / n + t * t / (4 * n * n))
+    spread = t * np.sqrt(np.maximum(v, 0))
+    low = np.where(inside, centre - half, m - spread)
+    high = np.where(inside, centre + half, m + spread)
+    return np.maximum(low, 0), np.minimum(high, 1)
+
+
+def crossed_mean_bounds(mean, ms_w, ms_d, ms_e, a: int, b: int,
+                        level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """variance.sql's mean_low and mean_high for crossed grids of a x b seeds."""
+    variance, df = crossed_variance_df(ms_w, ms_d, ms_e, a, b)
+    return wilson_bounds(mean, variance, t_quantile(level, df))
+
+
+def grid_mean_squares(y: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Grand mean, MS_weight, MS_data, MS_residual of grids y of shape (studies, a, b)."""
+    _, a, b = y.shape
+    m = y.mean(axis=(1, 2), keepdims=True)
+    rows, columns = y.mean(axis=2, keepdims=True), y.mean(axis=1, keepdims=True)
+    ms_w = b * ((rows - m) ** 2).sum(axis=(1, 2)) / (a - 1)
+    ms_d = a * ((columns - m) ** 2).sum(axis=(1, 2)) / (b - 1)
+    ms_e = ((y - rows - columns + m) ** 2).sum(axis=(1, 2)) / ((a - 1) * (b - 1))
+    return m[:, 0, 0], ms_w, ms_d, ms_e
+
+
+def grid_bounds(y: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """The mean's interval of each crossed grid y[i] (shape (studies, a, b))."""
+    _, a, b = y.shape
+    return crossed_mean_bounds(*grid_mean_squares(y), a, b, level)
