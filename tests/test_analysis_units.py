@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from test_analysis_sql import FINAL, LENGTHS, config, run, trial_id, write_trial
 
+from analysis.mean_interval import wilson_bounds
 from analysis.query import open_results, run_query
 
 # --- 5. no row multiplication across studies ---------------------------------------------
@@ -91,11 +92,11 @@ def test_cascade_interval_is_over_seeds_not_questions(tmp_path: Path) -> None:
     assert (row["n_trials"], row["questions"], row["correct"]) == (2, 298, 146)
     assert row["accuracy"] == pytest.approx(accuracies.mean())
     assert row["trial_accuracies"] == pytest.approx(list(accuracies))
-    assert (row["mean_method"], row["mean_df"]) == ("independent cells (t over seed pairs)", 1)
-    assert (row["mean_low"], row["mean_high"]) == (0, 1)
-    half = stats.t.ppf(0.75, 1) * accuracies.std(ddof=1) / np.sqrt(2)
-    assert narrow["mean_low"] == pytest.approx(accuracies.mean() - half, abs=1e-12)
-    assert narrow["mean_high"] == pytest.approx(accuracies.mean() + half, abs=1e-12)
+    assert (row["mean_method"], row["mean_df"]) == ("independent cells (Wilson at effective n over seed pairs)", 1)
+    for interval, level in ((row, 0.95), (narrow, 0.5)):
+        low, high = wilson_bounds(accuracies.mean(), accuracies.var(ddof=1) / 2, stats.t.ppf((1 + level) / 2, 1))
+        assert (interval["mean_low"], interval["mean_high"]) == (
+            pytest.approx(float(low), abs=1e-12), pytest.approx(float(high), abs=1e-12))
     for trial, right in zip(row["trials"], (145, 1)):
         assert (trial["questions"], trial["correct"]) == (149, right)
         low, high = wilson(right, 149)
@@ -118,7 +119,7 @@ def test_cascade_interval_is_variance_sqls_interval_of_the_mean(tmp_path: Path) 
     with open_results(tmp_path, "grid") as con:
         (cascade,) = run(con, "cascade")
         (variance,) = [r for r in run(con, "variance") if r["digits"] == 3]
-    assert cascade["mean_method"] == "crossed seeds (two-way, Satterthwaite t)"
+    assert cascade["mean_method"] == "crossed seeds (two-way, a component at 0 dropped; Wilson at effective n)"
     keys = ("mean_low", "mean_high", "mean_method", "mean_df", "mean_coverage")
     assert {k: cascade[k] for k in keys} == {k: variance[k] for k in keys}
     assert 0 < cascade["mean_low"] < cascade["accuracy"] < cascade["mean_high"] < 1

@@ -21,6 +21,16 @@ from analysis.mean_interval import crossed_variance_df, grid_bounds, grid_mean_s
 QUICKSTART = np.array([[0.885, 0.920], [0.345, 0.790], [0.805, 0.755], [0.920, 0.715]])
 
 
+#: the clipped normal model of the share and success tests: y = clip(m + u_w + v_d + e, 0, 1)
+SIGMA = (0.15, 0.05, 0.05)
+
+
+def tables(rng, count: int, a: int, b: int, mean: float) -> list[np.ndarray]:
+    sw, sd, se = SIGMA
+    return [np.clip(mean + rng.normal(0, sw, (a, 1)) + rng.normal(0, sd, (1, b)) + rng.normal(0, se, (a, b)), 0, 1)
+            for _ in range(count)]
+
+
 def study(ys: list[np.ndarray]) -> Study:
     built = Study()
     for g, y in enumerate(ys):

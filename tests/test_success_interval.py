@@ -14,6 +14,8 @@ from scipy import stats
 from test_mean_interval import SIGMA, study, tables
 from test_statistics import run
 
+from analysis.mean_interval import crossed_variance_df
+
 THRESHOLD = 0.9
 
 
@@ -33,8 +35,8 @@ def crossed_variance(y: np.ndarray) -> tuple[float, float]:
     m, rows, columns = y.mean(), y.mean(axis=1, keepdims=True), y.mean(axis=0, keepdims=True)
     ms_w, ms_d = b * ((rows - m) ** 2).sum() / (a - 1), a * ((columns - m) ** 2).sum() / (b - 1)
     ms_e = ((y - rows - columns + m) ** 2).sum() / ((a - 1) * (b - 1))
-    df = (ms_w + ms_d - ms_e) ** 2 / (ms_w ** 2 / (a - 1) + ms_d ** 2 / (b - 1) + ms_e ** 2 / ((a - 1) * (b - 1)))
-    return max(ms_w + ms_d - ms_e, ms_e) / (a * b), df
+    variance, df = crossed_variance_df(ms_w, ms_d, ms_e, a, b)
+    return float(variance), float(df)
 
 
 def test_the_effective_n_interval_matches_numpy_and_scipy():
