@@ -124,6 +124,10 @@ class FormatConfig:
     #: with pad: every operand of the question's length n written with n + 1 digits (a
     #: leading zero more), as Cho et al. 2024's paper-era code pads to max_len + 1
     pad_overflow: bool = False
+    #: sequential rows open with the end token "</s>" in the start token's place, as Cho
+    #: et al. 2024's released task configs (`bos_to_eos: True`): one symbol closes a row
+    #: and opens the next; needs format.start_token
+    end_as_start: bool = False
 
 
 @dataclass(frozen=True)
@@ -159,7 +163,9 @@ class ModelConfig:
     #: (the bias as a tensor), or flex (FlexAttention, the bias inside the kernel; GPU
     #: training only, no dropout). The same function up to float rounding
     attention_kernel: AttentionKernelName = "sdpa"
-    #: feed-forward variant (lengthgen.model.layers): gelu MLP, or geglu as in 001 E.2
+    #: feed-forward variant (lengthgen.model.layers): gelu MLP, geglu as in 001 E.2, or
+    #: geglu_tanh, GeGLU with the tanh-approximated GELU (T5's gated-gelu, as Cho et al.
+    #: 2024's code)
     ffn: FeedForwardName = "gelu"
     #: normalisation (layernorm, or rmsnorm as in 001 E.2) and where it sits:
     #: pre (before each sublayer), pre_post (also on each sublayer's output, 001 E.2),
@@ -170,12 +176,21 @@ class ModelConfig:
     #: the epsilon of every norm; null: each norm's own (layernorm 1e-5, rmsnorm float32's
     #: machine epsilon). McLeish et al. 2024's code: 1e-12
     norm_eps: float | None = None
-    #: decoder, encoder: initialisation scheme, gpt2 (N(0, 0.02)) or t5 (embeddings N(0, 1),
+    #: decoder, encoder: initialisation scheme, gpt2 (N(0, 0.02)), t5 (embeddings N(0, 1),
     #: linear maps N(0, 1/fan-in), queries 1/sqrt(d_head) narrower, as Cho et al. 2024's
-    #: code) (lengthgen.model.init)
+    #: code) or deepnorm_straight (Xavier-normal maps of gain (8 n_layers loops)^(-1/4),
+    #: queries and keys of gain 1, embeddings N(0, 1/d), as McLeish et al. 2024's code)
+    #: (lengthgen.model.init)
     init: InitializationName = "gpt2"
     #: decoder, encoder: attention scores q.k / sqrt(d_head) (inv_sqrt_d) or q.k (none, T5's)
     attention_scale: AttentionScaleName = "inv_sqrt_d"
+    #: decoder, encoder: the self-attention's query, key, value and output maps carry
+    #: biases; false: none, as T5's attention (Cho et al. 2024's code) and McLeish et al.
+    #: 2024's (`qkv_bias: False`, `bias_in_proj: False`)
+    attention_projection_bias: bool = True
+    #: decoder: a learned d x d map between the final norm and the head, untied, at
+    #: training and when generating (McLeish et al. 2024's TransposedAdapter)
+    output_adapter: bool = False
     #: randomized positions also at evaluation (default: plain positions at test time)
     randomized_at_eval: bool = False
     #: coupled positions: a random start ID at evaluation too (default: the lowest start at test time)

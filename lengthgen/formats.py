@@ -294,7 +294,8 @@ def _sequential(task, operands, lengths, fmt, tokenizer, rng, training) -> Encod
     if fmt.pad_overflow:  # one more zero on each operand of the question's length
         written = tuple(np.pad(o, ((0, 0), (0, 1))) if scaled else o for o, scaled in zip(operands, task.scales))
         widths = [w + 1 if scaled else w for w, scaled in zip(widths[:-1], task.scales)] + widths[-1:]
-    start = [_symbol(tokenizer, tokenizer.bos_id, rows)] if fmt.start_token else []
+    opening = tokenizer.eos_id if fmt.end_as_start else tokenizer.bos_id  # Cho et al. 2024's bos_to_eos
+    start = [_symbol(tokenizer, opening, rows)] if fmt.start_token else []
     equals = _symbol(tokenizer, tokenizer.id("="), rows)
     question, prompt_lengths = _compact(
         [*start, *_question_parts(task, written, widths[:-1], fmt, tokenizer, hints), equals], tokenizer.pad_id
@@ -428,6 +429,10 @@ def check_format(fmt: FormatConfig, task: Task, longest: int) -> None:
         raise ValueError("format.pad_overflow writes one more zero before every padded operand (Cho et al. "
                          "2024's paper-era code); it needs format.pad: true, and neither format.fixed_length "
                          "nor format.interleave, which place the digits themselves")
+    if fmt.end_as_start and (fmt.fixed_length or not fmt.start_token):
+        raise ValueError("format.end_as_start writes the end token in the start token's place of a sequential "
+                         "row; with format.start_token: false or format.fixed_length (aligned rows) a row has no "
+                         "start token: remove format.end_as_start")
     if fmt.fixed_length and not fmt.start_token:
         raise ValueError("format.start_token: false removes the start token of a sequential row; "
                          "format.fixed_length's aligned rows have none: remove format.start_token")

@@ -17,8 +17,11 @@ Everything that makes a seed a seed stays its own:
 - optimizer: AdamW over the stacked tensors is elementwise, so each seed's slice of
   its state is that seed's own AdamW state (and is what its checkpoint holds);
 - gradient clipping: each seed's norm over its own slices, never a norm across seeds;
-- divergence: a seed whose loss is not finite stops (`diverged`, as alone); its
-  slices are masked out of every later step while the others go on.
+- divergence: a gradient that is not finite reaches the seed's own clipping and
+  AdamW step as it would alone (a NaN spreads to its weights, an inf's clipping
+  coefficient is 0 and inf x 0 is NaN), so a seed diverges at the step it would alone;
+  a seed whose loss is not finite stops (`diverged`) and leaves the batch: its slices,
+  AdamW state and data go, and the others go on without its cost.
 
 After the first step a batched seed is a numerical replicate of its solo run, not a
 copy: batched matmuls round differently from single ones (the first step's losses
@@ -145,6 +148,8 @@ class StackedModels:
 
     def __init__(self, models: list[Architecture]) -> None:
         self.models = models
+        #: the seeds (indices into `models`) whose slices the stack holds, in its order
+        self.members = list(range(len(models)))
         self.params = {name: torch.stack([dict(m.named_parameters())[name].detach() for m in models]).requires_grad_()
                        for name, _ in models[0].named_parameters()}
         self.buffers = {name: torch.stack([dict(m.named_buffers())[name] for m in models])
@@ -157,9 +162,11 @@ class StackedModels:
                 module.attend = seed_batch_attend  # the seeds folded into one attention call
 
     def forward_losses(self, seeds_parts: list[tuple[Batch, Positions]], device, precision: str) -> list[torch.Tensor]:
-        """Each seed's mean cross entropy over its supervised tokens, from one forward."""
-        inputs = [model.training_inputs(batch, positions) for model, (batch, positions) in zip(self.models, seeds_parts)]
-        for model, (_, positions) in zip(self.models, seeds_parts):
+        """Each member's mean cross entropy over its supervised tokens, from one forward;
+        `seeds_parts` are the members' parts, in `members` order."""
+        models = [self.models[k] for k in self.members]
+        inputs = [model.training_inputs(batch, positions) for model, (batch, positions) in zip(models, seeds_parts)]
+        for model, (_, positions) in zip(models, seeds_parts):
             model.check_positions(positions)
         flat = [pytree.tree_flatten((i.args, i.kwargs)) for i in inputs]
         spec = flat[0][1]
@@ -188,10 +195,21 @@ class StackedModels:
     @torch.no_grad()
     def to_solo(self, k: int) -> Architecture:
         """Seed k's model holding its current slices."""
-        model = self.models[k]
+        model, at = self.models[k], self.members.index(k)
         for name, parameter in model.named_parameters():
-            parameter.copy_(self.params[name][k])
+            parameter.copy_(self.params[name][at])
         return model
+
+    @torch.no_grad()
+    def keep(self, seeds: list[int]) -> dict[torch.Tensor, torch.Tensor]:
+        """Hold the slices of `seeds` (members) only; {old stacked parameter: new one}."""
+        rows = torch.tensor([self.members.index(k) for k in seeds], device=next(iter(self.params.values())).device)
+        renamed = {}
+        for name, old in self.params.items():
+            self.params[name] = renamed[old] = old.detach().index_select(0, rows).requires_grad_()
+        self.buffers = {name: buffer.index_select(0, rows) for name, buffer in self.buffers.items()}
+        self.members = list(seeds)
+        return renamed
 
 
 class SeedBatchStep:
@@ -200,17 +218,36 @@ class SeedBatchStep:
 
     def __init__(self, config: TrialConfig, stacked: StackedModels, device: torch.device) -> None:
         self.config, self.stacked, self.device = config, stacked, device
-        params = list(stacked.params.values())
+        self.optimizer = self._adamw()
+
+    def _adamw(self) -> torch.optim.AdamW:
+        params, train = list(self.stacked.params.values()), self.config.train
         groups = [
-            {"params": [p for p in params if p.dim() >= 3], "weight_decay": config.train.weight_decay},
+            {"params": [p for p in params if p.dim() >= 3], "weight_decay": train.weight_decay},
             {"params": [p for p in params if p.dim() < 3], "weight_decay": 0.0},
         ]
-        self.optimizer = torch.optim.AdamW(groups, lr=config.train.lr, betas=(0.9, 0.98), eps=config.train.adam_eps,
-                                           **adamw_options(device))
+        return torch.optim.AdamW(groups, lr=train.lr, betas=(0.9, 0.98), eps=train.adam_eps,
+                                 **adamw_options(self.device))
+
+    def keep(self, seeds: list[int]) -> None:
+        """Train `seeds` only from now on: a diverged seed leaves the stack, its AdamW state
+        with it, so it costs the batch no more forward, backward or AdamW work."""
+        old_rows = {k: at for at, k in enumerate(self.stacked.members)}
+        rows = [old_rows[k] for k in seeds]
+        renamed = self.stacked.keep(seeds)
+        old_state = self.optimizer.state
+        self.optimizer = self._adamw()
+        for old, new in renamed.items():
+            state = old_state.get(old)
+            if state:
+                index = torch.tensor(rows, device=new.device)
+                self.optimizer.state[new] = {key: value.clone() if key == "step" else value.index_select(0, index)
+                                             for key, value in state.items()}
 
     def update(self, step: int, seeds_parts: list, active: list[bool]) -> list[float]:
-        """Train every active seed on its own parts of batch `step`; each seed's loss. A seed
-        whose loss is not finite, and every inactive one, leaves no gradient."""
+        """Train every active member on its own parts of batch `step` (both lists in
+        `members` order); each member's loss. A seed whose loss is not finite, and every
+        inactive one, leaves no gradient."""
         for group in self.optimizer.param_groups:
             group["lr"] = learning_rate(self.config, step)
         self.optimizer.zero_grad(set_to_none=True)
@@ -226,11 +263,13 @@ class SeedBatchStep:
     @torch.no_grad()
     def _mask_and_clip(self, trained: torch.Tensor) -> None:
         """Zero the gradient slices of untrained seeds (a diverged seed's may be NaN), then
-        clip each seed's gradient by its own norm, as `clip_grad_norm_` clips one trial's."""
+        clip each seed's gradient by its own norm, as `clip_grad_norm_` clips one trial's.
+        A trained seed's gradient is left as it is, NaN and inf included: its clipping
+        and AdamW step then do what they do alone."""
         grads = [p.grad for p in self.stacked.params.values() if p.grad is not None]
         shape = (-1,) + (1,) * 8
         for g in grads:
-            g.mul_(trained.view(shape[: g.dim()]).to(g.dtype)).nan_to_num_(0.0)
+            g.masked_fill_(~trained.view(shape[: g.dim()]), 0.0)
         max_norm = self.config.train.grad_clip
         if max_norm <= 0:
             return
@@ -241,12 +280,12 @@ class SeedBatchStep:
 
     def to_solo(self, k: int, optimizer: torch.optim.Optimizer) -> None:
         """Seed k's AdamW state, its slices of the stacked state, in its own optimizer."""
-        solo = dict(self.stacked.models[k].named_parameters())
+        solo, at = dict(self.stacked.models[k].named_parameters()), self.stacked.members.index(k)
         for name, stacked in self.stacked.params.items():
             state = self.optimizer.state.get(stacked)
             if state:
                 optimizer.state[solo[name]] = {
-                    key: value.clone() if key == "step" else value[k].clone() for key, value in state.items()
+                    key: value.clone() if key == "step" else value[at].clone() for key, value in state.items()
                 }
 
     def from_solo(self, optimizers: list[torch.optim.Optimizer]) -> None:
@@ -294,12 +333,11 @@ def _train_batch(configs, on_report, states, device) -> list[TrialResult]:
     results: list[TrialResult | None] = [None] * len(configs)
     step = states[0].get("step", 0)
     while step < configs[0].train.steps and None in results:
-        active = [result is None for result in results]
-        seeds_parts = [_seed_parts(config, run, training_step, step, tokenizer, on)
-                       for config, run, (_, training_step), on in zip(configs, runs, solos, active)]
-        losses = batch_step.update(step, seeds_parts, active)
+        members = stacked.members
+        seeds_parts = [_seed_parts(configs[k], runs[k], solos[k][1], step, tokenizer) for k in members]
+        losses = dict(zip(members, batch_step.update(step, seeds_parts, [True] * len(members)), strict=True))
         step += 1
-        for k in (k for k, on in enumerate(active) if on):
+        for k in members:
             seed_report = partial(on_report, k)
             model, optimizer = solos[k][0], solos[k][1].optimizer
             if not torch.isfinite(torch.tensor(losses[k])):
@@ -310,14 +348,16 @@ def _train_batch(configs, on_report, states, device) -> list[TrialResult]:
                 stacked.to_solo(k)
                 batch_step.to_solo(k, optimizer)
             runs[k].after_step(model, optimizer, 0, step, step - 1, losses[k], None, seed_report)
+        training = [k for k in members if results[k] is None]
+        if training and len(training) < len(members):
+            batch_step.keep(training)
     return [result or runs[k].result(stacked.to_solo(k), step, None) for k, result in enumerate(results)]
 
 
-def _seed_parts(config, run: TrialRun, training_step: TrainingStep, step: int, tokenizer, active: bool):
+def _seed_parts(config, run: TrialRun, training_step: TrainingStep, step: int, tokenizer):
     """Seed batch number `step` of one seed, from its own data seed: (tensors, positions)."""
     task, distribution = derive(config).task, derive(config).distribution
     batch = training_batch(config, task, distribution, tokenizer, step)
-    if active:
-        run.tokens_seen += int((batch.tokens != tokenizer.pad_id).sum())
+    run.tokens_seen += int((batch.tokens != tokenizer.pad_id).sum())
     (parts,) = training_step.parts(step, batch)  # one part: train.length_buckets is refused
     return parts

@@ -53,7 +53,7 @@ PER_LAYER_WIDTHS = 14
 #: feed-forward-wide tensors kept per token and layer, by model.ffn: gelu keeps its
 #: hidden layer before and after the nonlinearity (2, and 1 of margin); geglu its gate
 #: and value, the activated gate and their product (5, and 1 of margin)
-PER_FFN_WIDTHS = {"gelu": 3, "geglu": 6}
+PER_FFN_WIDTHS = {"gelu": 3, "geglu": 6, "geglu_tanh": 6}
 #: attention score tensors per head kept per token pair: probabilities and a dense mask
 SCORE_COPIES = 2
 #: tensors of vocabulary width per token: the logits and their gradient

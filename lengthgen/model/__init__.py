@@ -17,6 +17,7 @@ from lengthgen.model.decoder import DecoderLM
 from lengthgen.model.encoder import EncoderLM
 from lengthgen.model.encoder_decoder import DecoderBlock, EncoderDecoder
 from lengthgen.model.perturbation import perturb_one_weight
+from lengthgen.model.sizes import SIZES
 
 if TYPE_CHECKING:  # the config module builds its Literal types from this registry
     from lengthgen.config import ModelConfig
@@ -40,7 +41,8 @@ def build_model(
     says where the digits sit (lengthgen.formats.input_layout); only structural biases
     and UPE read it."""
     model = ARCHITECTURES[cfg.arch](cfg, vocab_size, layout)
-    initialize(model, torch.Generator().manual_seed(weight_seed), cfg.init)
+    depth = SIZES[cfg.size].n_layers * cfg.loops  # the compute depth, deepnorm's N
+    initialize(model, torch.Generator().manual_seed(weight_seed), cfg.init, depth)
     perturb_one_weight(model, perturb_seed, TRANSFORMER_LAYERS)
     return model
 

@@ -66,13 +66,17 @@ class _Recorder:
 
 
 class SelfAttention(nn.Module, _Recorder):
+    """`bias` (model.attention_projection_bias): the query-key-value and output maps
+    carry biases; without them, as T5's attention (Cho et al. 2024's released code) and
+    McLeish et al. 2024's (`qkv_bias: False`, `bias_in_proj: False`)."""
+
     def __init__(self, dims: Dimensions, relative_keys: nn.Module | None, dropout: float, causal: bool = True,
-                 kernel: str = "sdpa") -> None:
+                 kernel: str = "sdpa", bias: bool = True) -> None:
         super().__init__()
         self.attend = ATTENTION_KERNELS[kernel]
         self.n_heads, self.head_dim = dims.n_heads, dims.head_dim
-        self.qkv = nn.Linear(dims.d_model, 3 * dims.d_model)
-        self.out = nn.Linear(dims.d_model, dims.d_model)
+        self.qkv = nn.Linear(dims.d_model, 3 * dims.d_model, bias=bias)
+        self.out = nn.Linear(dims.d_model, dims.d_model, bias=bias)
         self.relative_keys = relative_keys
         self.dropout = dropout
         self.causal = causal

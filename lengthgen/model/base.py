@@ -26,7 +26,7 @@ from torch import nn
 
 from lengthgen.layout import InputLayout
 from lengthgen.model.attention_kernels import causal_mask_with, dense
-from lengthgen.model.init import INITIALIZATIONS, narrow_queries
+from lengthgen.model.init import INITIALIZATIONS
 from lengthgen.model.layers import norm_of
 from lengthgen.model.position.abacus import Abacus
 from lengthgen.model.position.attention_bias import ATTENTION_BIASES
@@ -302,11 +302,12 @@ def combine(
 
 
 @torch.no_grad()
-def initialize(model: nn.Module, generator: torch.Generator, scheme: str = "gpt2") -> None:
+def initialize(model: nn.Module, generator: torch.Generator, scheme: str = "gpt2", depth: int = 1) -> None:
     """Initialise every parameter from `generator` alone (the weight seed), in a fixed
     module order, so nothing else (data seed, global RNG) can change it. Linear and
     embedding weights: N(0, 0.02), biases 0, norm gains 1 (GPT-2), or the standard
-    deviations of another `scheme` (model.init, lengthgen.model.init); a positional
+    deviations of another `scheme` (model.init, lengthgen.model.init; `depth`, the
+    compute depth n_layers x model.loops, sets deepnorm's gain); a positional
     encoding with its own `initialize(generator)` draws its parameters itself."""
     chosen = INITIALIZATIONS[scheme]
     self_initializing = [m for m in model.modules() if m is not model and hasattr(m, "initialize")]
@@ -321,8 +322,7 @@ def initialize(model: nn.Module, generator: torch.Generator, scheme: str = "gpt2
             if getattr(module, "bias", None) is not None:
                 nn.init.zeros_(module.bias)
         elif isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, mean=0.0, std=chosen.std(module), generator=generator)
+            nn.init.normal_(module.weight, mean=0.0, std=chosen.std(module, depth), generator=generator)
             if getattr(module, "bias", None) is not None:
                 nn.init.zeros_(module.bias)
-    if chosen.narrow_queries:
-        narrow_queries(model)
+    chosen.finish(model, depth)

@@ -24,7 +24,8 @@ class Block(nn.Module):
         self, dims: Dimensions, cfg: ModelConfig, relative_keys, causal: bool = True
     ) -> None:
         super().__init__()
-        attention = SelfAttention(dims, relative_keys, cfg.dropout, causal, cfg.attention_kernel)
+        attention = SelfAttention(dims, relative_keys, cfg.dropout, causal, cfg.attention_kernel,
+                                  cfg.attention_projection_bias)
         attention.qkv = ATTENTION_SCALES[cfg.attention_scale](attention.qkv, dims.head_dim)
         feed_forward = FEED_FORWARDS[cfg.ffn](dims, cfg.dropout)
         self.attention = Residual(attention, dims.d_model, cfg.norm, cfg.norm_placement, cfg.norm_eps)

@@ -46,7 +46,8 @@ if TYPE_CHECKING:
 class DecoderLM(Architecture):
     bias_sites = ("lm",)
     start_token_optional = True
-    options = ("loops", "input_injection", "embedding_norm", "init", "attention_scale", "state_init")
+    options = ("loops", "input_injection", "embedding_norm", "init", "attention_scale", "state_init",
+               "attention_projection_bias", "output_adapter")
     #: checkpoints written before model.pe moved into `pe` (Architecture.renamed_state)
     renamed_state: ClassVar[dict[str, str]] = {
         "input_position.": "pe.input_embedding.", "attention_bias.": "pe.attention_bias.",
@@ -65,6 +66,11 @@ class DecoderLM(Architecture):
         self.loops = cfg.loops
         self.injection = INPUT_INJECTIONS[cfg.input_injection]
         self.noise_std = STATE_INITS[cfg.state_init]
+        # McLeish et al. 2024's TransposedAdapter (crammed_depthrecurrent.py lines 120-133
+        # and 450, untied with tie_weights False): a d x d map between the final norm and
+        # the head, in every forward, generation included (`_generate`, line 348). Built
+        # last, so that every other weight is drawn as without it
+        self.output_adapter = nn.Linear(dims.d_model, dims.d_model, bias=False) if cfg.output_adapter else nn.Identity()
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache | None = None,
                 prompt_lengths: torch.Tensor | None = None, lengths: torch.Tensor | None = None,
@@ -96,7 +102,7 @@ class DecoderLM(Architecture):
                          self._first_state(x, noise))
         if cache is not None:
             cache.positions = key_positions
-        return self.lm_head(self.final_norm(x))
+        return self.lm_head(self.output_adapter(self.final_norm(x)))
 
     @property
     def stochastic(self) -> bool:

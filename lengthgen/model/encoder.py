@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 class EncoderLM(Architecture):
     aligned_outputs = True
-    options = ("init", "attention_scale")
+    options = ("init", "attention_scale", "attention_projection_bias")
     #: checkpoints written before model.pe moved into `pe` (Architecture.renamed_state)
     renamed_state: ClassVar[dict[str, str]] = {
         "input_position.": "pe.input_embedding.", "attention_bias.": "pe.attention_bias.",

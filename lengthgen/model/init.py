@@ -15,6 +15,20 @@ score scale into the weights: its scores are unscaled (`attention_scale: none`).
 release ties the output head to the token embedding and multiplies the last hidden
 state by d^-1/2; here the head is its own N(0, 1/d) map, the same distribution of
 logits at initialisation (listed in docs/methods.md).
+
+`deepnorm_straight`: McLeish et al. 2024's `init.type: deepnorm-straight`
+(mcleish7/arithmetic, cramming/config/arch/crammed-depthrecurrent.yaml line 56;
+cramming/architectures/components.py `_init_module`, lines 292-371), the DeepNet
+initialisation (Wang, Ma, Dong, Huang, Zhang, Wei 2022, "DeepNet: Scaling Transformers
+to 1,000 Layers", arXiv 2203.00555, Fig. 2) with gain beta = (8 N)^(-1/4), N the
+compute depth (their `layers_in_recurrent_block * maximal_recurrence`, here n_layers
+x model.loops). Every linear map Xavier-normal with that gain, std beta sqrt(2 /
+(fan_in + fan_out)) (Glorot & Bengio 2010); inside the attention (their
+nn.MultiheadAttention branch) queries and keys Xavier-normal of a d x d map with gain 1,
+values and the output map with gain beta; embeddings (tokens, Abacus, learned
+positions) N(0, 1/d); biases 0, norm gains 1. At d 1024 and N 16: queries and keys
+0.03125, values and the output map 0.0093, the GeGLU's input 0.0076 and output 0.0093,
+embeddings 0.031.
 """
 
 from __future__ import annotations
@@ -29,27 +43,66 @@ from torch import nn
 from lengthgen.model.attention import SelfAttention
 
 
-def _gpt2_std(module: nn.Linear | nn.Embedding) -> float:
+def _gpt2_std(module: nn.Linear | nn.Embedding, depth: int) -> float:
     return 0.02
 
 
-def _t5_std(module: nn.Linear | nn.Embedding) -> float:
+def _t5_std(module: nn.Linear | nn.Embedding, depth: int) -> float:
     return 1.0 if isinstance(module, nn.Embedding) else module.in_features**-0.5
+
+
+def deepnorm_gain(depth: int) -> float:
+    """beta = (8 N)^(-1/4) of `deepnorm-straight` (`_init_module`, line 300)."""
+    return (8 * depth) ** -0.25
+
+
+def _deepnorm_std(module: nn.Linear | nn.Embedding, depth: int) -> float:
+    if isinstance(module, nn.Embedding):
+        return module.embedding_dim**-0.5
+    return deepnorm_gain(depth) * math.sqrt(2.0 / (module.in_features + module.out_features))
+
+
+@torch.no_grad()
+def narrow_queries(model: nn.Module, depth: int) -> None:
+    """Divide the query rows of every fused query-key-value map (drawn N(0, 1/d) with
+    the keys and values) by sqrt(d_kv): N(0, 1/(d d_kv)), T5's queries."""
+    for module in model.modules():
+        if isinstance(module, SelfAttention):
+            module.qkv.weight[: module.qkv.out_features // 3] /= math.sqrt(module.head_dim)
+
+
+@torch.no_grad()
+def deepnorm_attention(model: nn.Module, depth: int) -> None:
+    """The fused query-key-value map was drawn as one Xavier-normal map of d x 3d with
+    gain beta; rescale its blocks to the release's three d x d draws: queries and keys
+    with gain 1, values with gain beta (`_init_module`, lines 355-361)."""
+    for module in model.modules():
+        if isinstance(module, SelfAttention):
+            weight, d = module.qkv.weight, module.qkv.in_features
+            drawn = _deepnorm_std(module.qkv, depth)
+            weight[: 2 * d] *= d**-0.5 / drawn
+            weight[2 * d :] *= deepnorm_gain(depth) * d**-0.5 / drawn
+
+
+def _nothing(model: nn.Module, depth: int) -> None:
+    return None
 
 
 @dataclass(frozen=True)
 class Initialization:
     """One model.init scheme."""
 
-    #: the standard deviation of a linear or embedding weight
-    std: Callable[[nn.Linear | nn.Embedding], float]
-    #: the queries of a self-attention drawn 1/sqrt(d_head) narrower than its keys (T5)
-    narrow_queries: bool
+    #: the standard deviation of a linear or embedding weight, given the model's compute
+    #: depth (n_layers x model.loops)
+    std: Callable[[nn.Linear | nn.Embedding, int], float]
+    #: what the scheme does after every weight is drawn (the attention's own scales)
+    finish: Callable[[nn.Module, int], None]
 
 
 INITIALIZATIONS: dict[str, Initialization] = {
-    "gpt2": Initialization(std=_gpt2_std, narrow_queries=False),
-    "t5": Initialization(std=_t5_std, narrow_queries=True),
+    "gpt2": Initialization(std=_gpt2_std, finish=_nothing),
+    "t5": Initialization(std=_t5_std, finish=narrow_queries),
+    "deepnorm_straight": Initialization(std=_deepnorm_std, finish=deepnorm_attention),
 }
 
 
@@ -78,12 +131,3 @@ ATTENTION_SCALES: dict[str, Callable[[nn.Linear, int], nn.Linear]] = {
     "inv_sqrt_d": _scaled,
     "none": UnscaledQueries,
 }
-
-
-@torch.no_grad()
-def narrow_queries(model: nn.Module) -> None:
-    """Divide the query rows of every fused query-key-value map (drawn N(0, 1/d) with
-    the keys and values) by sqrt(d_kv): N(0, 1/(d d_kv)), T5's queries."""
-    for module in model.modules():
-        if isinstance(module, SelfAttention):
-            module.qkv.weight[: module.qkv.out_features // 3] /= math.sqrt(module.head_dim)

@@ -31,7 +31,11 @@ class GeluFeedForward(nn.Module):
 
 class GeGLUFeedForward(nn.Module):
     """Shazeer 2020, eq. (6): W_2 (gelu(x W) * (x V)), both W and V of width d_ff, no
-    biases; with d_ff = 4 d this gives the 25M / 268M parameter counts of 001 Table E.1."""
+    biases; with d_ff = 4 d this gives the 25M / 268M parameter counts of 001 Table E.1.
+    The GELU is the exact one, x Phi(x) (Hendrycks & Gimpel 2016, arXiv 1606.08415, eq. 1)."""
+
+    #: F.gelu's `approximate`: "none", the exact GELU
+    approximate = "none"
 
     def __init__(self, dims: Dimensions, dropout: float) -> None:
         super().__init__()
@@ -41,12 +45,24 @@ class GeGLUFeedForward(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, value = self.gate_and_value(x).chunk(2, dim=-1)
-        return self.dropout(self.down(F.gelu(gate) * value))
+        return self.dropout(self.down(F.gelu(gate, approximate=self.approximate) * value))
+
+
+class TanhGeGLUFeedForward(GeGLUFeedForward):
+    """GeGLU with the tanh approximation of the GELU, 0.5 x (1 + tanh(sqrt(2/pi) (x +
+    0.044715 x^3))) (Hendrycks & Gimpel 2016, arXiv 1606.08415, §2): T5's `gated-gelu`,
+    whose activation is transformers' `gelu_new`, as Cho et al. 2024's released code
+    runs it (configs/model/CustomT5DecoderOnly.yaml `feed_forward_proj: gated-gelu`;
+    transformers' T5Config maps it to `dense_act_fn = "gelu_new"`). The same weights as
+    `geglu`, so a model changes only in its activation."""
+
+    approximate = "tanh"
 
 
 FEED_FORWARDS: dict[str, Callable[[Dimensions, float], nn.Module]] = {
     "gelu": GeluFeedForward,
     "geglu": GeGLUFeedForward,
+    "geglu_tanh": TanhGeGLUFeedForward,
 }
 
 class RMSNorm(nn.RMSNorm):

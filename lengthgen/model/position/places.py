@@ -134,7 +134,9 @@ def own_question_places(tokens: torch.Tensor, prompt_lengths: torch.Tensor, layo
     columns = torch.arange(tokens.shape[1], device=tokens.device)
     question = columns < prompt_lengths[:, None]
     placed = (is_digit(tokens) | _is_hint(tokens)) & question
-    operator = question & ~placed & (tokens != TOKENS.bos_id) & (tokens != TOKENS.id(SPACE))
+    # the start token, "<s>" or, with format.end_as_start, "</s>" at column 0 (an end token stands nowhere else there)
+    start = (tokens == TOKENS.bos_id) | ((tokens == TOKENS.eos_id) & (columns == 0))
+    operator = question & ~placed & ~start & (tokens != TOKENS.id(SPACE))
     places = question_places(tokens, prompt_lengths, layout)
     return torch.where(placed, places, torch.where(operator, 0, NONE))
 
