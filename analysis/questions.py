@@ -45,7 +45,7 @@ VARIANCE = Question(
              "panel per configuration group (trials that differ only by their seeds), N = "
              "trials in the group. Grey: each trial; blue: the group mean with its "
              f"{rendering.level(t['variance'])} interval over seeds (variance.sql: crossed seeds by the "
-             "two-way random-effects variance of the mean with Satterthwaite's t; none for one "
+             "two-way random-effects variance of the mean, a component at 0 dropped, Wilson at the effective n; none for one "
              "trial); red dashed: the best-of-N trial (highest mean over all "
              "lengths); green band: training lengths.",
              ("final_accuracy.sql", "variance.sql"), "plots.accuracy_by_group",
@@ -56,9 +56,10 @@ VARIANCE = Question(
                ("mean_coverage", "interval's coverage"), ("sd", "sd"), ("best_of_n", "best of N")),
               lambda t: f"Per group and test length (variance.sql). Interval of the mean over seeds "
               f"({rendering.level(t['variance'])}, "
-              "clipped to [0, 1]): for crossed weight × data seeds, mean ± t·√((MS_w + MS_d − MS_e)/(ab)) with "
-              "Satterthwaite's degrees of freedom; else a t interval over the seed pairs. Coverage measured by "
-              "simulation (docs/analysis.md): 0.95 inside (0, 1), 0.87–0.94 for groups near 1. The percentile "
+              "Wilson's at the effective number of seed pairs m(1 − m)/V with t_ν): for crossed weight × data seeds V "
+              "the two-way random-effects variance of the mean, a component whose estimate is not positive "
+              "dropped (docs/analysis.md); else over the seed pairs. Coverage measured by simulation at the "
+              "nearest design is beside each interval. The percentile "
               "bootstrap over trials, which covered only 0.33–0.53 in crossed studies, is in the appendix.",
               more=(("mean_method", "interval"), ("min", "min"), ("median", "median"), ("max", "max"))),
         Prose(q.chosen_checkpoints_words, when=q.chosen_checkpoints),
@@ -208,7 +209,7 @@ SUCCESS = Question(
               "replacement from the group's N trials. The interval is Wilson's at an effective number of "
               "seed pairs (Korn & Graubard 1998): crossed weight × data seeds share their seeds, so N "
               "trials count as fewer, by the two-way random-effects variance of the success rate and "
-              "Satterthwaite's degrees of freedom; its coverage measured by simulation at the nearest "
+              "its degrees of freedom (docs/analysis.md); its coverage measured by simulation at the nearest "
               "design is beside it (docs/analysis.md). With few weight seeds it is wide: that is what "
               "they can say.",
               more=(("expected_best_of_1", "E best of 1"), ("expected_best_of_10", "E best of 10"))),

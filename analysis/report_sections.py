@@ -98,7 +98,7 @@ def planning_section(group_rows: list[dict], threshold: float) -> tuple[list[str
         "Seed planning (analysis/seed_planning.py; `lg-study plan` for other targets and lengths): each group's "
         "fit above (grand mean and variance components of the same measure) simulated at candidate designs, "
         "each simulated study given the interval this report prints (the weight share's generalized interval, "
-        f"the mean's Satterthwaite t interval, the success rate at accuracy ≥ {threshold:g} with Wilson at the "
+        f"the mean's interval (Wilson at the effective n), the success rate at accuracy ≥ {threshold:g} with Wilson at the "
         "effective N); the plan is the fewest weight seeds, at the group's own number of data seeds, whose "
         "expected (mean) half width meets the target (`lg-study plan` also tries other numbers of data seeds "
         "and finds the design with the fewest trials). The model is normal: for accuracies piled at 0 or 1 "

@@ -38,7 +38,7 @@ SEED_METRICS = {
         "mean_low",
         "mean_high",
         (),
-        "mean exact-match accuracy over seeds, 95 % t interval (crossed seeds: two-way, Satterthwaite)",
+        "mean exact-match accuracy over seeds, 95 % interval (crossed seeds: two-way random effects, Wilson at the effective n)",
     ),
     "success": SeedMetric(
         "success.sql",
