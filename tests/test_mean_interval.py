@@ -65,7 +65,7 @@ def test_the_sql_interval_is_numpys_on_every_side_of_the_boundaries():
     grids = boundary_grids()
     regions = set()
     for y, row in zip(grids, intervals(grids)):
-        m, ms_w, ms_d, ms_e = grid_mean_squares(y[None])
+        _, ms_w, ms_d, ms_e = grid_mean_squares(y[None])
         regions.add((bool(ms_w[0] > ms_e[0]), bool(ms_d[0] > ms_e[0]), bool(ms_w[0] >= ms_d[0])))
         low, high = grid_bounds(y[None])
         assert row["mean_method"].startswith("crossed")
