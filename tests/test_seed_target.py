@@ -200,7 +200,7 @@ def test_states_read_the_interval_of_the_reports_sql_file(study_file: Path, tmp_
         rows = run_sql_file(con, Path(sql_file("variance.sql"))).to_pylist()
     (row,) = [r for r in rows if r["group_id"] == by_pe["alibi"].group_id and r["digits"] == 3]
     assert by_pe["alibi"].half_width == pytest.approx(
-        (row["mean_boot_high"] - row["mean_boot_low"]) / 2
+        (row["mean_high"] - row["mean_low"]) / 2
     )
     assert by_pe["alibi"].half_width > 0.24 and by_pe["alibi"].state == MAX_REACHED  # 3 seeds = max
     assert seed_plan.state_of(target, 2, by_pe["alibi"].half_width) == ADDING
