@@ -106,13 +106,7 @@ def simulate(fit: PilotFit, a: int, b: int, studies: int) -> np.ndarray:
 
 def mean_squares(y: np.ndarray) -> tuple[np.ndarray, ...]:
     """Grand mean, MS_weight, MS_data, MS_residual and the cells' variance per study."""
-    _, a, b = y.shape
-    m = y.mean(axis=(1, 2), keepdims=True)
-    rows, columns = y.mean(axis=2, keepdims=True), y.mean(axis=1, keepdims=True)
-    ms_w = b * ((rows - m) ** 2).sum(axis=(1, 2)) / (a - 1)
-    ms_d = a * ((columns - m) ** 2).sum(axis=(1, 2)) / (b - 1)
-    ms_e = ((y - rows - columns + m) ** 2).sum(axis=(1, 2)) / ((a - 1) * (b - 1))
-    return m[:, 0, 0], ms_w, ms_d, ms_e, y.reshape(len(y), -1).var(axis=1, ddof=1)
+    return (*mean_interval.grid_mean_squares(y), y.reshape(len(y), -1).var(axis=1, ddof=1))
 
 
 def crossed_t(ms_w, ms_d, ms_e, a: int, b: int, level: float) -> tuple[np.ndarray, np.ndarray]:
