@@ -136,7 +136,10 @@ def mlflow_lag_line(lag, folder, command: str, driven: bool = False) -> str:
     (orchestrator.mlflow_tracking.lag_ledger.Lag): which server, since when and why,
     how many trials, that the rows are safe, and what catches the runs up (``driven``:
     a driver runs the study now, and syncs them once the server answers)."""
-    down = f"unreachable since {lag.down_since.replace('T', ' ')} ({lag.reason})" if lag.down_since else "behind"
+    from datetime import datetime
+
+    since = f"{datetime.fromisoformat(lag.down_since):%Y-%m-%d %H:%M:%S} UTC" if lag.down_since else ""
+    down = f"unreachable since {since} ({lag.reason})" if since else "behind"
     owed = f"the runs of {len(lag.trials)} trials lag their rows" if lag.trials else "its runs lag their rows"
     later = ("the running lg-study syncs them once it answers" if driven else
              f"they catch up at the next  lg-study run  of the study, or with  {command}")

@@ -99,21 +99,25 @@ def sync_trial(
     return run_id
 
 
-def sync_study(tracker: StudyTracker, root: Path, study: str, trial_ids: Iterable[str]) -> list[str]:
-    """sync_trial for each of ``trial_ids`` that has a `trials` row, unless its run
-    already ended as its status says (up_to_date); return the trial ids synced.
-
-    Run by the driver at start-up, under the study lock and after it ended the runs
-    left RUNNING: a trial still `running` then was interrupted, and its run ends as
-    killed with every row up to its last checkpoint (its next attempt re-attaches it).
-    """
+def behind(tracker: StudyTracker, root: Path, study: str, trial_ids: Iterable[str]) -> list[str]:
+    """The trials among ``trial_ids`` with a `trials` row whose run has not already
+    ended as their status says (up_to_date): those a sync_trial would change."""
     statuses = read_trial_statuses(root, study)
     runs = tracker.runs_by_trial()
-    synced = []
-    for trial_id in sorted(set(trial_ids) & set(statuses)):
-        if not up_to_date(runs.get(trial_id, []), statuses[trial_id]):
-            sync_trial(tracker, root, study, trial_id)
-            synced.append(trial_id)
+    return [t for t in sorted(set(trial_ids) & set(statuses)) if not up_to_date(runs.get(t, []), statuses[t])]
+
+
+def sync_study(tracker: StudyTracker, root: Path, study: str, trial_ids: Iterable[str]) -> list[str]:
+    """sync_trial for each of ``trial_ids`` that is behind; return the trial ids synced.
+
+    Run at a driver's start-up (by its MLflow thread, orchestrator.mlflow_tracking.syncer,
+    one trial at a time), under the study lock and after it ended the runs left RUNNING:
+    a trial still `running` then was interrupted, and its run ends as killed with every
+    row up to its last checkpoint (its next attempt re-attaches it).
+    """
+    synced = behind(tracker, root, study, trial_ids)
+    for trial_id in synced:
+        sync_trial(tracker, root, study, trial_id)
     return synced
 
 

@@ -17,6 +17,7 @@ answers, then leaves what is still owed in the study's folder (lag_ledger), for
 from __future__ import annotations
 
 import threading
+import time
 from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,12 +27,15 @@ from typing import Any
 
 from orchestrator.mlflow_tracking.lag_ledger import Lag, read_lag, write_lag
 from orchestrator.mlflow_tracking.mlflow_store import sqlite_database
-from orchestrator.mlflow_tracking.mlflow_sync import sync_study, sync_trial
+from orchestrator.mlflow_tracking.mlflow_sync import behind, sync_trial
 from orchestrator.mlflow_tracking.tracking import StudyTracker
 from orchestrator.store.storage_faults import StorageFault, fault_of
 
 #: seconds between tries of a server that failed its last call
 RETRY_S = 5.0
+#: trials synced side by side on a tracking server (each sync is a dozen calls, which
+#: a slow server answers one by one); a local SQLite store takes one writer at a time
+SERVER_THREADS = 4
 
 #: the study-wide writes, by name: (tracker, results root, study, arguments) -> the
 #: trial ids they touched. Their arguments are JSON, so that a run can leave them owed.
@@ -50,7 +54,8 @@ def _tag_trial_runs(tracker: StudyTracker, root: Path, study: str, tags: dict[st
 
 
 def _sync_study(tracker: StudyTracker, root: Path, study: str, trial_ids: list[str]) -> list[str]:
-    return sync_study(tracker, root, study, trial_ids)
+    # the trials found behind are queued, and synced side by side (MlflowSyncer._do)
+    return behind(tracker, root, study, trial_ids)
 
 
 JOBS: dict[str, Callable[[StudyTracker, Path, str, Any], list[str]]] = {
@@ -95,7 +100,11 @@ def network_failure(error: BaseException) -> bool:
 
 
 class MlflowSyncer:
-    """The study's MLflow writes, done in order by one thread (see the module)."""
+    """The study's MLflow writes, done in order by a few threads (see the module).
+
+    Study-wide jobs run alone, those queued before the trials first; a trial is synced
+    by one thread at a time; while the server is down, one write is tried every RETRY_S.
+    """
 
     def __init__(self, tracking_uri: str, experiment: str, root: Path, study: str,
                  say: Callable[[str], None], on_fault: Callable[[StorageFault], None] | None = None) -> None:
@@ -103,24 +112,30 @@ class MlflowSyncer:
         self.say, self.on_fault = say, on_fault
         self.tracker: StudyTracker | None = None
         self._cond = threading.Condition()
+        self._connecting = threading.Lock()
         self._before: deque[list] = deque()
         self._after: deque[list] = deque()
         self._trials: dict[str, _Trial] = {}
-        #: the write in flight: ("job", [name, args], the queue it came from) or ("trial", (id, _Trial), None)
-        self._busy: tuple[str, Any, deque | None] | None = None
+        #: thread -> its write in flight: ("job", [name, args], the queue it came from) or
+        #: ("trial", (trial_id, _Trial), None)
+        self._busy: dict[int, tuple[str, Any, deque | None]] = {}
         earlier = read_lag(root, study)
-        #: trials an earlier run left behind (until this run's sync_study brings them up)
-        self._carried: set[str] = set(earlier.trials) if earlier and earlier.tracking_uri == tracking_uri else set()
-        if earlier and earlier.tracking_uri == tracking_uri:
-            self._before.extend(earlier.jobs)
+        mine = earlier is not None and earlier.tracking_uri == tracking_uri
+        #: trials an earlier run left behind (until this run's sync_study finds what is)
+        self._carried: set[str] = set(earlier.trials) if mine else set()
+        self._before.extend(earlier.jobs if mine else [])
         self.down_since: datetime | None = None
         self.why = ""
+        self._retry_at = 0.0
         self.fault: StorageFault | None = None
         #: job name -> the trial ids its calls touched (for the run's summary)
         self.results: dict[str, list[str]] = defaultdict(list)
-        self._closing = self._abandoned = False
-        self._thread = threading.Thread(target=self._work, name="lg-study-mlflow", daemon=True)
-        self._thread.start()
+        self._abandoned = False
+        count = 1 if sqlite_database(tracking_uri) is not None else SERVER_THREADS
+        self._threads = [threading.Thread(target=self._work, name=f"lg-study-mlflow-{n}", daemon=True)
+                         for n in range(count)]
+        for thread in self._threads:
+            thread.start()
 
     # --- what the driver asks -------------------------------------------------------------
 
@@ -143,16 +158,18 @@ class MlflowSyncer:
     def lag(self) -> Lag:
         """What the runs miss now."""
         with self._cond:
-            jobs = [*self._before, *self._after]
-            trials = set(self._trials) | self._carried
-            if self._busy is not None:
-                kind, work, _ = self._busy
-                if kind == "job":
-                    jobs.insert(0, work)
-                else:
-                    trials.add(work[0])
+            busy = list(self._busy.values())
+            jobs = [work for kind, work, _ in busy if kind == "job"] + [*self._before, *self._after]
+            trials = set(self._trials) | self._carried | {work[0] for kind, work, _ in busy if kind == "trial"}
             since = self.down_since.isoformat(timespec="seconds") if self.down_since else ""
             return Lag(self.uri, sorted(trials), jobs, since, self.why)
+
+    def wait(self) -> bool:
+        """Wait while something is owed and the server answers; say whether all caught up."""
+        with self._cond:
+            while self._owed() and self.down_since is None and self.fault is None:
+                self._cond.wait(0.5)
+            return not self._owed()
 
     def close(self) -> Lag:
         """No driver runs the trials now: wait while the server answers and something is
@@ -161,7 +178,6 @@ class MlflowSyncer:
         with self._cond:
             for trial in self._trials.values():
                 trial.live = False
-            self._closing = True
             self._cond.notify_all()
         try:
             self.wait()
@@ -173,14 +189,7 @@ class MlflowSyncer:
             write_lag(self.root, self.study, lag)
         return lag
 
-    def wait(self) -> bool:
-        """Wait while something is owed and the server answers; say whether all caught up."""
-        with self._cond:
-            while self._owed() and self.down_since is None and self.fault is None and self._thread.is_alive():
-                self._cond.wait(0.5)
-            return not self._owed()
-
-    # --- the thread ---------------------------------------------------------------------
+    # --- the threads --------------------------------------------------------------------
 
     def _owed(self) -> bool:
         return bool(self._before or self._trials or self._after or self._busy)
@@ -196,32 +205,45 @@ class MlflowSyncer:
                 self._done(work)
 
     def _next(self) -> tuple[str, Any, deque | None] | None:
-        """The next write, once there is one (and, while the server is down, RETRY_S after
-        the last failure); None once the driver stopped waiting."""
+        """This thread's next write, once there is one; None once the driver stopped waiting."""
         with self._cond:
-            if self.down_since is not None:
-                self._cond.wait(RETRY_S)
-            while not self._abandoned and not (self._before or self._trials or self._after):
-                self._cond.wait()
-            if self._abandoned:
-                return None
-            if self._trials and not self._before:
-                trial_id = next(iter(self._trials))
-                self._busy = ("trial", (trial_id, self._trials.pop(trial_id)), None)
-            else:
-                queue = self._before or self._after
-                self._busy = ("job", queue.popleft(), queue)
-            return self._busy
+            while not self._abandoned:
+                work = self._pick()
+                if work is not None:
+                    self._busy[threading.get_ident()] = work
+                    return work
+                self._cond.wait(RETRY_S if self.down_since is not None else None)
+            return None
+
+    def _pick(self) -> tuple[str, Any, deque | None] | None:
+        """What may start now: a job when nothing else runs (the end's once no trial is
+        left), else a trial no other thread syncs; while the server is down, one write
+        RETRY_S after the last failure."""
+        if self.down_since is not None and (self._busy or time.monotonic() < self._retry_at):
+            return None
+        if self._before:
+            return None if self._busy else ("job", self._before.popleft(), self._before)
+        taken = {work[0] for kind, work, _ in self._busy.values() if kind == "trial"}
+        free = next((trial_id for trial_id in self._trials if trial_id not in taken), None)
+        if free is not None:
+            return "trial", (free, self._trials.pop(free)), None
+        if self._after and not self._busy and not self._trials:
+            return "job", self._after.popleft(), self._after
+        return None
 
     def _do(self, kind: str, work: Any, queue: deque | None) -> None:
-        if self.tracker is None:
-            self.tracker = StudyTracker(self.uri, self.experiment)
+        with self._connecting:  # never the condition: Tune's loop takes that to mark trials
+            if self.tracker is None:
+                self.tracker = StudyTracker(self.uri, self.experiment)
         if kind == "job":
             name, args = work
             touched = JOBS[name](self.tracker, self.root, self.study, args)
-            self.results[name] += touched or []
-            if name == "sync_study":
-                self._carried.clear()
+            with self._cond:
+                self.results[name] += touched
+                if name == "sync_study":
+                    self._carried.clear()
+                    for trial_id in touched:
+                        self._trials.setdefault(trial_id, _Trial(self._params(trial_id), live=False))
             return
         trial_id, trial = work
         params = trial.params
@@ -230,10 +252,13 @@ class MlflowSyncer:
         if run_id is not None and trial.tags:
             self.tracker.set_tags(run_id, trial.tags)
 
+    def _params(self, trial_id: str) -> dict[str, Any]:
+        return {"results_root": str(self.root), "study": self.study, "trial_id": trial_id}
+
     def _done(self, work: tuple[str, Any, deque | None]) -> None:
         with self._cond:
-            self._busy = None
-            back = self.down_since is not None
+            self._busy.pop(threading.get_ident(), None)
+            back = self.down_since is not None and not self._abandoned
             self.down_since, self.why = None, ""
             self._cond.notify_all()
         if back:
@@ -246,16 +271,19 @@ class MlflowSyncer:
         of a local store (its disk is full) is handed on and ends the thread."""
         fault = fault_of(error, self.root, sqlite_database(self.uri))
         with self._cond:
-            self._busy = None
+            self._busy.pop(threading.get_ident(), None)
+            if self._abandoned:  # the driver left what is owed in the study's folder already
+                return False
             _, item, queue = work
             if queue is not None:
                 queue.appendleft(item)
             elif item[0] not in self._trials:
                 self._trials[item[0]] = item[1]
-            first = self.down_since is None
-            if fault is None and first:
+            first = self.down_since is None and fault is None
+            if first:
                 self.down_since, self.why = datetime.now(timezone.utc), reason(error)
-            self.fault = fault
+            self._retry_at = time.monotonic() + RETRY_S
+            self.fault = self.fault or fault
             self._cond.notify_all()
         if fault is not None:
             if self.on_fault is not None:

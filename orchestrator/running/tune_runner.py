@@ -278,7 +278,8 @@ def run_trials(study: Study, context: RunContext, run_tags: dict[str, dict[str, 
             lag = syncer.close()  # waits while MLflow answers; what it still owes is left for later
         if syncer.fault is not None:
             raise syncer.fault  # a local MLflow store on a full disk
-        summary.killed_runs = syncer.results["end_running_runs"]
+        # a finished trial's run left RUNNING (MLflow went down first) is repaired, not killed
+        summary.killed_runs = [t for t in syncer.results["end_running_runs"] if t not in summary.finished_before]
         summary.repaired_runs = [t for t in syncer.results["sync_study"] if t in summary.finished_before]
         summary.mlflow_lag = lag if lag.behind else None
     return summary
