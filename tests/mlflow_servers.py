@@ -15,6 +15,7 @@ import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Self
 
 from tests.ray_studies import free_port
 
@@ -31,7 +32,7 @@ class MlflowServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 120) -> MlflowServer:
+    def start(self, timeout: float = 120) -> Self:
         self.folder.mkdir(parents=True, exist_ok=True)
         log = open(self.folder / "server.log", "ab")  # noqa: SIM115 (the server's own, kept open)
         self.process = subprocess.Popen(
@@ -48,7 +49,7 @@ class MlflowServer:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
 
-    def __enter__(self) -> MlflowServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -81,7 +82,7 @@ class DelayProxy:
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_port}"
 
-    def __enter__(self) -> DelayProxy:
+    def __enter__(self) -> Self:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         return self
 
@@ -116,5 +117,5 @@ class _Forward(BaseHTTPRequestHandler):
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base class's name)
+    def log_message(self, format: str, *args: object) -> None:
         pass
