@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Self
 
-from tests.ray_studies import free_port
+from ray_studies import free_port
 
 MLFLOW = str(Path(sys.executable).parent / "mlflow")
 #: hop-by-hop headers a proxy does not pass on

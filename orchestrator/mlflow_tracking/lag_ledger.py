@@ -26,8 +26,8 @@ class Lag:
     tracking_uri: str
     #: the trials whose rows are not all in their MLflow runs yet
     trials: list[str] = field(default_factory=list)
-    #: study-wide MLflow writes still owed, in order: [job name, its arguments]
-    #: (orchestrator.mlflow_tracking.syncer.JOBS)
+    #: study-wide MLflow writes still owed, in order: [job name, its arguments, "before"
+    #: or "after" the trials' syncs] (orchestrator.mlflow_tracking.syncer.JOBS)
     jobs: list[list] = field(default_factory=list)
     #: since when the server has failed every call (ISO 8601, UTC), "" while it answers
     down_since: str = ""

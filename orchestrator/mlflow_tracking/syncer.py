@@ -123,14 +123,15 @@ class MlflowSyncer:
         mine = earlier is not None and earlier.tracking_uri == tracking_uri
         #: trials an earlier run left behind (until this run's sync_study finds what is)
         self._carried: set[str] = set(earlier.trials) if mine else set()
-        self._before.extend(earlier.jobs if mine else [])
+        for name, args, *phase in earlier.jobs if mine else []:
+            (self._after if phase == ["after"] else self._before).append([name, args])
         self.down_since: datetime | None = None
         self.why = ""
         self._retry_at = 0.0
         self.fault: StorageFault | None = None
         #: job name -> the trial ids its calls touched (for the run's summary)
         self.results: dict[str, list[str]] = defaultdict(list)
-        self._abandoned = False
+        self._closing = self._abandoned = False
         count = 1 if sqlite_database(tracking_uri) is not None else SERVER_THREADS
         self._threads = [threading.Thread(target=self._work, name=f"lg-study-mlflow-{n}", daemon=True)
                          for n in range(count)]
@@ -159,13 +160,15 @@ class MlflowSyncer:
         """What the runs miss now."""
         with self._cond:
             busy = list(self._busy.values())
-            jobs = [work for kind, work, _ in busy if kind == "job"] + [*self._before, *self._after]
+            jobs = [[*work, "after" if queue is self._after else "before"] for kind, work, queue in busy if kind == "job"]
+            jobs += [[*work, "before"] for work in self._before] + [[*work, "after"] for work in self._after]
             trials = set(self._trials) | self._carried | {work[0] for kind, work, _ in busy if kind == "trial"}
             since = self.down_since.isoformat(timespec="seconds") if self.down_since else ""
             return Lag(self.uri, sorted(trials), jobs, since, self.why)
 
     def wait(self) -> bool:
-        """Wait while something is owed and the server answers; say whether all caught up."""
+        """Wait while something is owed and the server answers (the jobs queued `after`
+        count once closing); say whether all caught up."""
         with self._cond:
             while self._owed() and self.down_since is None and self.fault is None:
                 self._cond.wait(0.5)
@@ -178,6 +181,7 @@ class MlflowSyncer:
         with self._cond:
             for trial in self._trials.values():
                 trial.live = False
+            self._closing = True
             self._cond.notify_all()
         try:
             self.wait()
@@ -192,7 +196,7 @@ class MlflowSyncer:
     # --- the threads --------------------------------------------------------------------
 
     def _owed(self) -> bool:
-        return bool(self._before or self._trials or self._after or self._busy)
+        return bool(self._before or self._trials or (self._after and self._closing) or self._busy)
 
     def _work(self) -> None:
         while (work := self._next()) is not None:
@@ -216,8 +220,8 @@ class MlflowSyncer:
             return None
 
     def _pick(self) -> tuple[str, Any, deque | None] | None:
-        """What may start now: a job when nothing else runs (the end's once no trial is
-        left), else a trial no other thread syncs; while the server is down, one write
+        """What may start now: a job when nothing else runs (the end's once the driver
+        closed and no trial is left), else a trial no other thread syncs; while the server is down, one write
         RETRY_S after the last failure."""
         if self.down_since is not None and (self._busy or time.monotonic() < self._retry_at):
             return None
@@ -227,7 +231,7 @@ class MlflowSyncer:
         free = next((trial_id for trial_id in self._trials if trial_id not in taken), None)
         if free is not None:
             return "trial", (free, self._trials.pop(free)), None
-        if self._after and not self._busy and not self._trials:
+        if self._after and self._closing and not self._busy and not self._trials:
             return "job", self._after.popleft(), self._after
         return None
 

@@ -314,8 +314,9 @@ def _run_locked(study: Study, context: RunContext, syncer: MlflowSyncer, reusabl
     # runs behind their rows (a driver died first, or MLflow was down) catch up; interrupted
     # trials' end as KILLED
     syncer.job("sync_study", sorted(params))
-    if reused:
-        syncer.job("tag_trial_runs", {trial_id: {REUSED_FROM: source} for trial_id, source in reused.items()})
+    if reused:  # once sync_study's trials have made their runs
+        syncer.job("tag_trial_runs", {trial_id: {REUSED_FROM: source} for trial_id, source in reused.items()},
+                   after=True)
     try:
         if pending:
             summary.resumed = [t.trial_id for t in pending if statuses.get(t.trial_id) is not None]
