@@ -432,6 +432,8 @@ def _fit(study: Study, trials: list[dict[str, Any]], results_root: Path, syncer:
     ) as progress:
         stop = StorageFaultStop()  # a full disk stops the study (recovery.StorageFaultStop)
         syncer.on_fault = stop.trip  # the local MLflow store's disk too
+        if syncer.fault is not None:  # met by the start-up's MLflow work already
+            raise syncer.fault
         progress_callback = ProgressCallback(progress, len(trials), stop)
         tuner = tune.Tuner(
             tune.with_resources(run_trial, {"cpu": resources.cpus_per_trial, "gpu": resources.gpus_per_trial}),
