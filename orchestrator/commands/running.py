@@ -236,7 +236,7 @@ def sync_study_file(study_file: Path, profile: str | None, results: Path, tracki
     say_if_moved(uri)
     try:
         with study_lock(root, study.name):
-            synced, lag, fault = sync_runs(uri, study.experiment, root, study.name)
+            synced, lag, fault = sync_runs(uri, study.experiment, root, study.name, run_names_of(study))
     except StudyBusy as error:
         raise bad_input(str(error)) from None
     if fault is not None:
@@ -248,3 +248,10 @@ def sync_study_file(study_file: Path, profile: str | None, results: Path, tracki
         raise typer.Exit(1)
     out.print(f"MLflow at {uri}, experiment {study.experiment}: {len(synced)} trials' runs brought up to date "
               "with their rows; every other run was already", highlight=False)
+
+
+def run_names_of(study) -> dict[str, str]:
+    """trial id -> its MLflow run's name, as `run` names it (orchestrator.running.tune_runner.trial_params)."""
+    from results_contract.groups import run_name
+
+    return {config.trial_id: run_name(config.to_dict(), study.short_label(config)) for config in study.trials}

@@ -50,9 +50,11 @@ HTTP_BOUNDS = {
 
 def bound_http_calls() -> None:
     """Set HTTP_BOUNDS in this process's environment (where not set): MLflow reads them
-    at every call."""
+    at every call. Also keep MLflow from printing each ended run's URL on stdout (a
+    tracking server's runs; `lg-study sync` prints on the terminal)."""
     for name, value in HTTP_BOUNDS.items():
         os.environ.setdefault(name, value)
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 
 
 def artifact_location(tracking_uri: str, experiment: str) -> str | None:

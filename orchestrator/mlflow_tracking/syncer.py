@@ -107,9 +107,13 @@ class MlflowSyncer:
     """
 
     def __init__(self, tracking_uri: str, experiment: str, root: Path, study: str,
-                 say: Callable[[str], None], on_fault: Callable[[StorageFault], None] | None = None) -> None:
+                 say: Callable[[str], None], on_fault: Callable[[StorageFault], None] | None = None,
+                 run_names: dict[str, str] | None = None) -> None:
         self.uri, self.experiment, self.root, self.study = tracking_uri, experiment, Path(root), study
         self.say, self.on_fault = say, on_fault
+        #: trial id -> the name the driver gives its run (results_contract.groups.run_name),
+        #: for the trials the start-up finds behind
+        self.run_names = run_names or {}
         self.tracker: StudyTracker | None = None
         self._cond = threading.Condition()
         self._connecting = threading.Lock()
@@ -257,7 +261,8 @@ class MlflowSyncer:
             self.tracker.set_tags(run_id, trial.tags)
 
     def _params(self, trial_id: str) -> dict[str, Any]:
-        return {"results_root": str(self.root), "study": self.study, "trial_id": trial_id}
+        return {"results_root": str(self.root), "study": self.study, "trial_id": trial_id,
+                "run_name": self.run_names.get(trial_id)}
 
     def _done(self, work: tuple[str, Any, deque | None]) -> None:
         with self._cond:
@@ -308,14 +313,16 @@ def down_words(uri: str, since: datetime, why: str, network: bool, folder: Path)
             f"{RETRY_S:.0f} s), else at the next `lg-study run` of this study or `lg-study sync`.")
 
 
-def sync_runs(tracking_uri: str, experiment: str, root: Path, study: str) -> tuple[list[str], Lag, StorageFault | None]:
+def sync_runs(tracking_uri: str, experiment: str, root: Path, study: str,
+              run_names: dict[str, str]) -> tuple[list[str], Lag, StorageFault | None]:
     """What a run's start-up does to the study's MLflow runs, alone (`lg-study sync`):
     writes an earlier run left owed, runs left RUNNING ended as KILLED, then every run
     behind its trial's rows brought up to date. Hold the study lock. Returns the trial
-    ids synced, what is still owed (the server is down) and a local store's storage fault."""
+    ids synced, what is still owed (the server is down) and a local store's storage fault.
+    ``run_names``: trial id -> its run's name, as a run of the study names it."""
     from orchestrator.store.results_store import read_trial_statuses
 
-    syncer = MlflowSyncer(tracking_uri, experiment, root, study, say=lambda words: None)
+    syncer = MlflowSyncer(tracking_uri, experiment, root, study, say=lambda words: None, run_names=run_names)
     syncer.job("end_running_runs")
     syncer.job("sync_study", sorted(read_trial_statuses(root, study)))
     lag = syncer.close()

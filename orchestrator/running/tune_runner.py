@@ -310,6 +310,7 @@ def _run_locked(study: Study, context: RunContext, syncer: MlflowSyncer, reusabl
     summary = RunSummary(total=len(study.trials), skipped=len(study.trials) - len(pending) - len(reused),
                          reused=reused, finished_before={t for t, s in statuses.items() if s in FINISHED})
     params = {c.trial_id: trial_params(c, study, results_root) for c in study.trials}
+    syncer.run_names.update({trial_id: p["run_name"] for trial_id, p in params.items()})
     syncer.job("end_running_runs")  # left by a killed driver
     # runs behind their rows (a driver died first, or MLflow was down) catch up; interrupted
     # trials' end as KILLED
