@@ -174,9 +174,12 @@ class MlflowSyncer:
         """Wait while something is owed and the server answers (the jobs queued `after`
         count once closing); say whether all caught up."""
         with self._cond:
-            while self._owed() and self.down_since is None and self.fault is None:
+            while self._owed() and self.down_since is None and self.fault is None and self._alive():
                 self._cond.wait(0.5)
             return not self._owed()
+
+    def _alive(self) -> bool:
+        return any(thread.is_alive() for thread in self._threads)
 
     def close(self) -> Lag:
         """No driver runs the trials now: wait while the server answers and something is

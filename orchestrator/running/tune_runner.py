@@ -282,13 +282,16 @@ def run_trials(study: Study, context: RunContext, run_tags: dict[str, dict[str, 
         summary.killed_runs = [t for t in syncer.results["end_running_runs"] if t not in summary.finished_before]
         summary.repaired_runs = [t for t in syncer.results["sync_study"] if t in summary.finished_before]
         summary.mlflow_lag = lag if lag.behind else None
+        # the finished trials' files merged into a few per table, while the lock is held
+        # and once the MLflow thread, which reads them, is done
+        compact_after_run(results_root, study.name)
     return summary
 
 
 def _run_locked(study: Study, context: RunContext, syncer: MlflowSyncer, reusable: dict[str, str],
                 run_tags: dict[str, dict[str, str]]) -> RunSummary:
     """run_trials under the study lock: the stale trials set aside, the reusable reused,
-    the MLflow runs' repairs queued, then the pending trials run, and compaction."""
+    the MLflow runs' repairs queued, then the pending trials run."""
     results_root, console = context.results_root, context.console
     remove_temp_files(results_root, study.name)
     _set_aside_stale(results_root, study, syncer, console)
@@ -333,8 +336,6 @@ def _run_locked(study: Study, context: RunContext, syncer: MlflowSyncer, reusabl
         after = read_trial_statuses(results_root, study.name)
         summary.interrupted = [t.trial_id for t in pending if after.get(t.trial_id) not in (*FINISHED, TrialStatus.FAILED)]
         summary.ran = len(pending) - len(summary.interrupted)
-    # the finished trials' files merged into a few per table, while the lock is held
-    compact_after_run(results_root, study.name)
     return summary
 
 
