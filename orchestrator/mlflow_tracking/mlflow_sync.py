@@ -4,11 +4,12 @@
 run up to date with the trial's rows: params and tags from its `trials` row, one
 metric per step of its `train` and `eval` rows (orchestrator.studies.metric_names; a step the
 run has is not logged again), and the end its status gives (RUN_END). It may be
-called any number of times: the live Tune callback calls it as the worker writes
-rows (orchestrator.running.mlflow_callback), and the driver at start-up for the study's
-trials (sync_study: a driver that died left runs behind its rows), which is also
-where the run of an interrupted trial catches up with the rows of its last checkpoint
-before the trial resumes.
+called any number of times: the driver's MLflow thread (orchestrator.mlflow_tracking.syncer)
+calls it for the trials the Tune callback marks as the worker writes rows
+(orchestrator.running.mlflow_callback), and at start-up for the study's trials that
+are `behind` (a driver that died, or a tracking server that was down, left their runs
+behind their rows), which is also where the run of an interrupted trial catches up
+with the rows of its last checkpoint.
 """
 
 from __future__ import annotations
