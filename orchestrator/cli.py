@@ -26,7 +26,7 @@ from orchestrator.cli_support import (
 )
 from orchestrator.commands.answers import plan_seeds, query_results, serve_ui, write_report
 from orchestrator.commands.bench import run_bench
-from orchestrator.commands.running import migrate_results, run_study_file
+from orchestrator.commands.running import migrate_results, run_study_file, sync_study_file
 from orchestrator.commands.status import compact_study_files, study_status
 from orchestrator.commands.study_files import train_one_trial, validate_study
 
@@ -79,6 +79,18 @@ def run(
     Ray's, Tune's and MLflow's messages go to a log file under the study's results folder."""
     run_study_file(study_file, profile, address, results, tracking_uri, restart, yes, reuse, retrain_stale, verbose,
                    show_all)
+
+
+@app.command()
+def sync(
+    study_file: Annotated[Path, typer.Argument(help="Study YAML file.")],
+    profile: ProfileOption = None,
+    results: ResultsOption = DEFAULT_RESULTS,
+    tracking_uri: TrackingOption = None,
+):
+    """Bring the study's MLflow runs up to date with its results (what `run` does before training, without
+    training): after a tracking server was down, or to fill another store. Exit 1 when MLflow does not answer."""
+    sync_study_file(study_file, profile, results, tracking_uri)
 
 
 @app.command()

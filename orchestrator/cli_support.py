@@ -147,9 +147,19 @@ def refuse_all_for_a_search(show_all: bool, spec) -> None:
 def continue_command(study_file: Path, profile: str | None, results: Path, tracking_uri: str | None,
                      address: str | None) -> str:
     """The `lg-study run` command that continues a stopped run (never with --restart)."""
+    return _study_command("run", study_file, profile, results, tracking_uri, address)
+
+
+def sync_command(study_file: Path, profile: str | None, results: Path, tracking_uri: str | None) -> str:
+    """The `lg-study sync` command that brings the study's MLflow runs up to date."""
+    return _study_command("sync", study_file, profile, results, tracking_uri, None)
+
+
+def _study_command(verb: str, study_file: Path, profile: str | None, results: Path, tracking_uri: str | None,
+                   address: str | None) -> str:
     import shlex
 
-    words = ["lg-study", "run", str(study_file), "--results", str(results)]
+    words = ["lg-study", verb, str(study_file), "--results", str(results)]
     for option, value in (("--profile", profile), ("--tracking-uri", tracking_uri), ("--address", address)):
         if value is not None:
             words += [option, value]

@@ -155,3 +155,48 @@ def test_the_rerun_leaves_one_finished_mlflow_run_per_trial(full_disk) -> None:
     for run in runs:
         steps = [m.step for m in client.get_metric_history(run.info.run_id, "loss")]
         assert steps == sorted(set(steps)) == [20, 40, 60, 80, 100]
+
+
+#: a disk smaller than the study and its log: half the 8-trial study below (1.4 MiB)
+SMALL_KIB = 1434
+
+
+@pytest.fixture(scope="module")
+def small_disks(tmp_path_factory) -> dict[str, str]:
+    """`lg-study run` on a tmpfs of SMALL_KIB (the MLflow store alone takes most of it,
+    so the run's log fills with the rest), then again on that disk once full (the log
+    is made, and not a byte of it can be written), then on a tmpfs with no inode left
+    for the log's folder (the log cannot be made): each run's stderr and exit code."""
+    tmp = tmp_path_factory.mktemp("small_disk")
+    namespace = namespace_command(tmp)
+    if namespace is None:
+        pytest.skip("no user or mount namespace can be made here: no tmpfs to fill")
+    study = tmp / "disk.yaml"
+    study.write_text(STUDY.replace("seeds.weight: [0, 1]", "seeds.weight: [0, 1, 2, 3, 4, 5, 6, 7]"))
+    small, inodes, out = tmp / "small", tmp / "inodes", tmp / "out"
+    for folder in (small, inodes, out):
+        folder.mkdir()
+    script = f"""
+        mount -t tmpfs -o size={SMALL_KIB}k tmpfs {small} || exit 90
+        mount -t tmpfs -o size={SMALL_KIB}k,nr_inodes=3 tmpfs {inodes} || exit 91
+        for name in small full; do
+            {LG_STUDY} run {study} --results {small}/r > {out}/$name.out 2> {out}/$name.err; echo $? > {out}/$name.rc
+        done
+        {LG_STUDY} run {study} --results {inodes}/r > {out}/inodes.out 2> {out}/inodes.err; echo $? > {out}/inodes.rc
+    """
+    done = subprocess.run([*namespace, "sh", "-c", script], check=False, capture_output=True, text=True, timeout=600,
+                          env={**_env(), "COLUMNS": "300"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    return {path.name: path.read_text() for path in out.iterdir()}
+
+
+@pytest.mark.parametrize("case", ["small", "full", "inodes"])
+def test_a_disk_too_full_for_the_log_gives_one_message_and_exit_74(small_disks, case: str) -> None:
+    """However full the disk, the log's own failed writes (while the run ends, or its
+    file never made) add no traceback to the storage fault's message."""
+    err = small_disks[f"{case}.err"]
+    said = " ".join(err.split())
+    assert small_disks[f"{case}.rc"].strip() == str(EXIT_CODE), err
+    assert "Traceback" not in err + small_disks[f"{case}.out"] and "Exit: 74" not in err, err
+    assert said.count("stopped: the disk holding the results is full:") == 1, err
+    assert "kept: " in said and "to continue: free space there" in said and "then run lg-study run " in said

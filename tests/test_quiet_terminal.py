@@ -161,3 +161,28 @@ def test_a_refused_run_leaves_no_log_and_a_deleted_folder_keeps_it(tmp_path):
         time.sleep(0.01)
         print("after")
     assert kept.read_text() == "before --restart deletes the study folder\nafter\n"
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here (every write to it: ENOSPC)")
+def test_a_log_that_cannot_take_a_byte_adds_nothing_to_how_the_run_ends():
+    """The log on a disk too full for any of it (/dev/full fails every write with
+    ENOSPC): a library's line to it fails, and the teardown that flushes the log and
+    gives the logging handlers their streams back neither raises over the run's own
+    exit (a full disk's exit 74) nor leaves a handler on the log."""
+    import typer
+
+    terminal = io.StringIO()
+    console = Console(file=terminal, width=200)
+    library = logging.getLogger("a_library_writing_to_stderr")
+    handler = logging.StreamHandler(sys.stderr)
+    library.addHandler(handler)
+    try:
+        with pytest.raises(typer.Exit) as raised, quiet_terminal(Path("/dev/full"), [console], say_on=console):
+            library.warning("a line the log cannot take")
+            console.print("stopped: the disk holding the results is full")
+            raise typer.Exit(74)
+        assert raised.value.exit_code == 74 and raised.value.__context__ is None
+        assert handler.stream is sys.stderr
+        assert terminal.getvalue() == "stopped: the disk holding the results is full\n"
+    finally:
+        library.removeHandler(handler)

@@ -16,6 +16,7 @@ import pytest
 from analysis.plots import accuracy_vs_length
 from orchestrator.mlflow_tracking.mlflow_store import create_sqlite_store
 from orchestrator.mlflow_tracking.mlflow_sync import sync_trial
+from orchestrator.mlflow_tracking.syncer import MlflowSyncer
 from orchestrator.mlflow_tracking.tracking import StudyTracker
 from orchestrator.running.mlflow_callback import MlflowTuneCallback
 from orchestrator.store.results_store import write_trial_table
@@ -156,10 +157,13 @@ def test_accuracy_plot_writes_png(tmp_path: Path) -> None:
 
 
 def test_a_run_is_made_from_the_rows_as_they_are_written(tracker: StudyTracker, tmp_path: Path) -> None:
-    """The callback syncs a trial's run from its rows when its worker reports rows
-    written (and at its first report), and ends it as the trials row says."""
-    # Tune pickles RunConfig callbacks into tuner.pkl; the copy must work against the store.
-    callback = pickle.loads(pickle.dumps(MlflowTuneCallback(tracker)))
+    """The callback marks a trial's run for the driver's MLflow thread when its worker
+    reports rows written (and at its first report), which syncs it from the rows and
+    ends it as the trials row says."""
+    syncer = MlflowSyncer(tracker.client.tracking_uri, tracker.study, tmp_path, "cb", say=print)
+    callback = MlflowTuneCallback(syncer)
+    # Tune pickles RunConfig callbacks into tuner.pkl: the copy pickles, without the thread
+    assert pickle.loads(pickle.dumps(callback)).syncer is None
     row = trial_row(0, "running")
     trial_id = row["trial_id"]
     trial = SimpleNamespace(config={"trial": {"results_root": str(tmp_path), "study": "cb",
@@ -168,6 +172,7 @@ def test_a_run_is_made_from_the_rows_as_they_are_written(tracker: StudyTracker, 
     write_trial_table(tmp_path, "cb", "train", trial_id, [train_row(1), train_row(2)])
     write_trial_table(tmp_path, "cb", "eval", trial_id, eval_rows(2))
     callback.on_trial_result(0, [trial], trial, {"step": 1, "rows_written": False})  # the first
+    assert syncer.wait()
     [entry] = tracker.runs_by_trial()[trial_id]
     run_id = entry["run_id"]
     assert entry["status"] == "RUNNING"
@@ -178,11 +183,14 @@ def test_a_run_is_made_from_the_rows_as_they_are_written(tracker: StudyTracker, 
     assert steps("loss") == [1, 2] and steps("acc/digits_010") == [2]
     write_trial_table(tmp_path, "cb", "train", trial_id, [train_row(s) for s in (1, 2, 3)])
     callback.on_trial_result(0, [trial], trial, {"step": 3, "rows_written": False})
+    assert syncer.wait()
     assert steps("loss") == [1, 2]  # no rows written since: nothing read
     callback.on_trial_recover(0, [trial], trial)  # the worker died; Tune retries it
+    assert syncer.wait()
     assert steps("loss") == [1, 2, 3]
     write_trial_table(tmp_path, "cb", "trials", trial_id, [trial_row(0, "diverged")])
     callback.on_trial_complete(0, [trial], trial)
+    assert syncer.close().behind is False
     run = tracker.client.get_run(run_id)
     assert (run.info.status, run.data.tags["status"]) == ("FAILED", "diverged")
     assert run.data.tags["worker_failures"] == "1"
@@ -225,6 +233,7 @@ def test_tune_run_with_callback(ray_local: Any, tracker: StudyTracker, tmp_path:
 
     rows = [trial_row(weight, "running") for weight in (0, 1)]
     trials = [{"results_root": str(tmp_path), "study": "cb", "trial_id": r["trial_id"], "row": r} for r in rows]
+    syncer = MlflowSyncer(tracker.client.tracking_uri, tracker.study, tmp_path, "cb", say=print)
     tuner = tune.Tuner(
         _trainable,
         param_space={"trial": tune.grid_search(trials)},
@@ -233,11 +242,12 @@ def test_tune_run_with_callback(ray_local: Any, tracker: StudyTracker, tmp_path:
         run_config=tune.RunConfig(
             name="cb",
             storage_path=str(tmp_path / "ray"),
-            callbacks=[MlflowTuneCallback(tracker)],
+            callbacks=[MlflowTuneCallback(syncer)],
             verbose=0,
         ),
     )
     results = tuner.fit()
+    assert syncer.close().behind is False
     assert not results.errors
     runs = tracker.runs_by_trial()
     assert sorted(runs) == sorted(r["trial_id"] for r in rows)

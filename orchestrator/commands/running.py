@@ -19,6 +19,7 @@ from orchestrator.cli_support import (
     refuse_all_for_a_search,
     results_warnings,
     say_if_moved,
+    sync_command,
 )
 from orchestrator.running.run_context import RunContext
 
@@ -47,7 +48,8 @@ def run_study_file(study_file: Path, profile: str | None, address: str | None, r
     err.print(f"study [bold]{study.name}[/bold]: {study.trial_count} trials -> {root / study.name}, "
               f"MLflow {uri} (experiment {study.experiment})", highlight=False)
     say_if_moved(uri)
-    context = RunContext(root, uri, address=address, console=err, restart=restart)
+    context = RunContext(root, uri, address=address, console=err, restart=restart,
+                         sync=sync_command(study_file, profile, results, tracking_uri))
     again = continue_command(study_file, profile, results, tracking_uri, address)
     if verbose:
         run_and_report(study, study_file, context, log=None, show_all=show_all, again=again)
@@ -72,7 +74,13 @@ def run_and_report(study, study_file: Path, context: RunContext, log: Path | Non
     """The body of `run`: the study's trials (or its search, or its seed rounds) under
     the context's results root (its profile's), what became of them, the table, and the
     exit code. ``again`` is the command that continues the run."""
-    from orchestrator.console.render import best_point, interrupted_line, run_summary, search_points
+    from orchestrator.console.render import (
+        best_point,
+        interrupted_line,
+        mlflow_lag_line,
+        run_summary,
+        search_points,
+    )
     from orchestrator.console.run_table import read_summary
     from orchestrator.running.dispatch import run_study
     from orchestrator.running.search import SearchSummary
@@ -108,6 +116,8 @@ def run_and_report(study, study_file: Path, context: RunContext, log: Path | Non
             summary_tables = read_summary(root, study.name, study).tables(show_all)
         for table in summary_tables:
             out.print(table)
+    if summary.mlflow_lag is not None:  # a warning: the exit code is the training's
+        err.print(mlflow_lag_line(summary.mlflow_lag, root / study.name, context.sync), highlight=False)
     if summary.interrupted:
         err.print(interrupted_line(summary))
         raise typer.Exit(130)
@@ -204,3 +214,44 @@ def migrate_profile_of(study_file: Path, profile: str, results: Path, uri: str) 
         out.print(f"next: lg-study run {study_file} --profile {profile} --results {results} makes their runs in "
                   f"experiment {profiled.experiment!r} and trains only the unfinished ones", highlight=False)
 
+
+
+# --- MLflow runs behind their rows ----------------------------------------------------------
+
+
+def sync_study_file(study_file: Path, profile: str | None, results: Path, tracking_uri: str | None) -> None:
+    """`lg-study sync`: the study's MLflow runs brought up to date with its rows, as the
+    next `run` would before training; exit 1 when MLflow does not answer."""
+    from orchestrator.console.render import mlflow_lag_line
+    from orchestrator.mlflow_tracking.syncer import sync_runs
+    from orchestrator.store.storage_faults import EXIT_CODE
+    from orchestrator.store.study_locks import StudyBusy, study_lock
+    from results_contract.experiments import default_store_uri
+
+    study = load_study_file(study_file, profile)
+    root = study.results_root(results)
+    uri = tracking_uri or default_store_uri(results)
+    if not (root / study.name).is_dir():
+        raise bad_input(f"no results of study {study.name!r} under {root}: no MLflow run to bring up to date")
+    say_if_moved(uri)
+    try:
+        with study_lock(root, study.name):
+            synced, lag, fault = sync_runs(uri, study.experiment, root, study.name, run_names_of(study))
+    except StudyBusy as error:
+        raise bad_input(str(error)) from None
+    if fault is not None:
+        err.print(f"[red]stopped:[/red] {fault}", highlight=False)
+        raise typer.Exit(EXIT_CODE)
+    if lag.behind:
+        err.print(mlflow_lag_line(lag, root / study.name, sync_command(study_file, profile, results, tracking_uri)),
+                  highlight=False)
+        raise typer.Exit(1)
+    out.print(f"MLflow at {uri}, experiment {study.experiment}: {len(synced)} trials' runs brought up to date "
+              "with their rows; every other run was already", highlight=False)
+
+
+def run_names_of(study) -> dict[str, str]:
+    """trial id -> its MLflow run's name, as `run` names it (orchestrator.running.tune_runner.trial_params)."""
+    from results_contract.groups import run_name
+
+    return {config.trial_id: run_name(config.to_dict(), study.short_label(config)) for config in study.trials}

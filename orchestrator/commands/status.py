@@ -18,6 +18,7 @@ from orchestrator.cli_support import (
     refuse_all_for_a_search,
     results_warnings,
     study_argument,
+    sync_command,
 )
 
 
@@ -70,6 +71,7 @@ def study_status(study: str, profile: str | None, results: Path, top: int, show_
             say.print(table)
         again = continue_command(spec.file if spec else Path("STUDY.yaml"), profile, results, None, None)
         print_drivers(root, study, statuses, driver, again, say)
+        print_mlflow_lag(root, study, spec, profile, results, driver is not None, say)
         searched = search_states(root, study, only)
         for state in searched:
             say.print(search_points(state, top, points))
@@ -103,6 +105,22 @@ def print_drivers(root: Path, study: str, statuses: dict[str, str], driver: str 
         table.add_row(trial_id, _utc(row.get("started_at")), _utc(last), str(max(steps, default="-")))
     say.print(table)
     say.print(f"resume them (each from its last checkpoint): {again}", highlight=False)
+
+
+def print_mlflow_lag(root: Path, study: str, spec, profile: str | None, results: Path, driven: bool,
+                     say: Console) -> None:
+    """`status`'s word on the study's MLflow runs that lag its rows, as its driver last
+    left it (orchestrator.mlflow_tracking.lag_ledger): MLflow itself is not asked."""
+    from orchestrator.console.render import mlflow_lag_line
+    from orchestrator.mlflow_tracking.lag_ledger import read_lag
+    from results_contract.experiments import default_store_uri
+
+    lag = read_lag(root, study)
+    if lag is None or not lag.behind:
+        return
+    uri = None if lag.tracking_uri == default_store_uri(results) else lag.tracking_uri
+    command = sync_command(spec.file if spec else Path("STUDY.yaml"), profile, results, uri)
+    say.print(mlflow_lag_line(lag, root / study, command, driven), highlight=False)
 
 
 def _utc(moment) -> str:

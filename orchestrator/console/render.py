@@ -129,3 +129,18 @@ def best_point(state) -> str:
 def _value(value) -> str:
     """A searched value: learning rates need significant digits, not three decimals."""
     return f"{value:.3g}" if isinstance(value, float) else _cell(value)
+
+
+def mlflow_lag_line(lag, folder, command: str, driven: bool = False) -> str:
+    """The warning a run or `status` gives while a study's MLflow runs lag its rows
+    (orchestrator.mlflow_tracking.lag_ledger.Lag): which server, since when and why,
+    how many trials, that the rows are safe, and what catches the runs up (``driven``:
+    a driver runs the study now, and syncs them once the server answers)."""
+    from datetime import datetime
+
+    since = f"{datetime.fromisoformat(lag.down_since):%Y-%m-%d %H:%M:%S} UTC" if lag.down_since else ""
+    down = f"unreachable since {since} ({lag.reason})" if since else "behind"
+    owed = f"the runs of {len(lag.trials)} trials lag their rows" if lag.trials else "its runs lag their rows"
+    later = ("the running lg-study syncs them once it answers" if driven else
+             f"they catch up at the next  lg-study run  of the study, or with  {command}")
+    return f"[yellow]warning:[/yellow] MLflow at {lag.tracking_uri} was {down}: {owed}, which are safe in {folder}; {later}"

@@ -18,7 +18,7 @@ import logging
 import os
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -112,7 +112,7 @@ def quiet_terminal(log: Path, consoles: list[Console], say_on: Console) -> Itera
             stack.enter_context(_kept_on(console, stack))
         text = io.TextIOWrapper(os.fdopen(os.dup(file.fileno()), "wb"), encoding="utf-8",
                                 errors="replace", line_buffering=True)
-        stack.callback(text.close)
+        stack.callback(_unless_full, text.close)
         stack.enter_context(_handlers_to(text))
         for fd, name in ((1, "stdout"), (2, "stderr")):
             stack.enter_context(_descriptor_to(fd, file.fileno()))
@@ -124,22 +124,35 @@ def quiet_terminal(log: Path, consoles: list[Console], say_on: Console) -> Itera
         yield run
 
 
+def _unless_full(close: Callable[[], object]) -> None:
+    """A step of the teardown that writes the log's last buffered lines: on a disk too
+    full (or gone) for them it raises, which must not replace what the run itself
+    raised (a full disk's own message and exit code, orchestrator.commands.running)."""
+    with contextlib.suppress(OSError, ValueError):
+        close()
+
+
 def _finish(run: QuietRun, file: IO[bytes], made: list[Path]) -> None:
     """Close the log; keep it where its name says (`run --restart` deletes the study's
-    folder, the log with it, while the run still writes to it), or discard it."""
+    folder, the log with it, while the run still writes to it), or discard it. A log
+    that cannot be written is given up, never raised over the run's own outcome."""
     try:
-        if run.discard:
-            run.log.unlink(missing_ok=True)
-            for folder in reversed(made):
-                with contextlib.suppress(OSError):
-                    folder.rmdir()  # only if empty
-        elif not run.log.exists():
-            run.log.parent.mkdir(parents=True, exist_ok=True)
-            file.seek(0)
-            with open(run.log, "wb") as copy:
-                shutil.copyfileobj(file, copy)
+        _unless_full(lambda: _keep_or_discard(run, file, made))
     finally:
-        file.close()
+        _unless_full(file.close)
+
+
+def _keep_or_discard(run: QuietRun, file: IO[bytes], made: list[Path]) -> None:
+    if run.discard:
+        run.log.unlink(missing_ok=True)
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only if empty
+    elif not run.log.exists():
+        run.log.parent.mkdir(parents=True, exist_ok=True)
+        file.seek(0)
+        with open(run.log, "wb") as copy:
+            shutil.copyfileobj(file, copy)
 
 
 @contextlib.contextmanager
@@ -175,7 +188,17 @@ def _handlers_to(stream: IO[str]):
         yield
     finally:
         for handler, previous in moved:
-            handler.setStream(previous)
+            _set_stream(handler, previous)
+
+
+def _set_stream(handler: logging.StreamHandler, stream: IO[str]) -> None:
+    """handler.setStream(stream), which first flushes the stream it leaves: when that is
+    the log on a full disk, the flush fails and the handler is moved all the same."""
+    try:
+        handler.setStream(stream)
+    except (OSError, ValueError):
+        with handler.lock:
+            handler.stream = stream
 
 
 def _descriptor(stream: Any) -> int | None:

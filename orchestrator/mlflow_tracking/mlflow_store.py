@@ -27,7 +27,34 @@ from orchestrator.mlflow_tracking.moved_store import (
 )
 from orchestrator.mlflow_tracking.sqlite_journal import use_write_ahead_log
 
-__all__ = ["SerializedClient", "artifact_location", "create_sqlite_store", "sqlite_database"]
+__all__ = ["HTTP_BOUNDS", "SerializedClient", "artifact_location", "bound_http_calls", "create_sqlite_store",
+           "sqlite_database"]
+
+#: How long one MLflow call on a tracking server may take, at most. MLflow's client
+#: retries a call that fails (no connection, a timeout, 429 or 5xx) 7 times with an
+#: exponential backoff, each try waiting up to 120 s, and sleeps as long as a
+#: Retry-After header asks: minutes per call. Here a call tries 3 times, each given
+#: 10 s, with backoffs of 0 and 2-2.5 s: at most 32.5 s for a server that accepts and
+#: never answers, about 2.5 s for one that refuses. The driver's MLflow thread
+#: (orchestrator.mlflow_tracking.syncer) makes every call, so the bound only tells when
+#: a dead server is noticed; training never waits for it. Values already set in the
+#: environment are kept.
+HTTP_BOUNDS = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",  # an int to MLflow
+    "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0.5",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
+    "MLFLOW_HTTP_RESPECT_RETRY_AFTER_HEADER": "false",
+}
+
+
+def bound_http_calls() -> None:
+    """Set HTTP_BOUNDS in this process's environment (where not set): MLflow reads them
+    at every call. Also keep MLflow from printing each ended run's URL on stdout (a
+    tracking server's runs; `lg-study sync` prints on the terminal)."""
+    for name, value in HTTP_BOUNDS.items():
+        os.environ.setdefault(name, value)
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 
 
 def artifact_location(tracking_uri: str, experiment: str) -> str | None:
@@ -57,6 +84,7 @@ class SerializedClient:
     LOCKED_RETRY_S = 120.0
 
     def __init__(self, tracking_uri: str) -> None:
+        bound_http_calls()
         database = sqlite_database(tracking_uri)
         self._lock_path = lock_file(database) if database is not None else None
         self._fd: int | None = None

@@ -4,11 +4,12 @@
 run up to date with the trial's rows: params and tags from its `trials` row, one
 metric per step of its `train` and `eval` rows (orchestrator.studies.metric_names; a step the
 run has is not logged again), and the end its status gives (RUN_END). It may be
-called any number of times: the live Tune callback calls it as the worker writes
-rows (orchestrator.running.mlflow_callback), and the driver at start-up for the study's
-trials (sync_study: a driver that died left runs behind its rows), which is also
-where the run of an interrupted trial catches up with the rows of its last checkpoint
-before the trial resumes.
+called any number of times: the driver's MLflow thread (orchestrator.mlflow_tracking.syncer)
+calls it for the trials the Tune callback marks as the worker writes rows
+(orchestrator.running.mlflow_callback), and at start-up for the study's trials that
+are `behind` (a driver that died, or a tracking server that was down, left their runs
+behind their rows), which is also where the run of an interrupted trial catches up
+with the rows of its last checkpoint.
 """
 
 from __future__ import annotations
@@ -99,21 +100,25 @@ def sync_trial(
     return run_id
 
 
-def sync_study(tracker: StudyTracker, root: Path, study: str, trial_ids: Iterable[str]) -> list[str]:
-    """sync_trial for each of ``trial_ids`` that has a `trials` row, unless its run
-    already ended as its status says (up_to_date); return the trial ids synced.
-
-    Run by the driver at start-up, under the study lock and after it ended the runs
-    left RUNNING: a trial still `running` then was interrupted, and its run ends as
-    killed with every row up to its last checkpoint (its next attempt re-attaches it).
-    """
+def behind(tracker: StudyTracker, root: Path, study: str, trial_ids: Iterable[str]) -> list[str]:
+    """The trials among ``trial_ids`` with a `trials` row whose run has not already
+    ended as their status says (up_to_date): those a sync_trial would change."""
     statuses = read_trial_statuses(root, study)
     runs = tracker.runs_by_trial()
-    synced = []
-    for trial_id in sorted(set(trial_ids) & set(statuses)):
-        if not up_to_date(runs.get(trial_id, []), statuses[trial_id]):
-            sync_trial(tracker, root, study, trial_id)
-            synced.append(trial_id)
+    return [t for t in sorted(set(trial_ids) & set(statuses)) if not up_to_date(runs.get(t, []), statuses[t])]
+
+
+def sync_study(tracker: StudyTracker, root: Path, study: str, trial_ids: Iterable[str]) -> list[str]:
+    """sync_trial for each of ``trial_ids`` that is behind; return the trial ids synced.
+
+    Run at a driver's start-up (by its MLflow thread, orchestrator.mlflow_tracking.syncer,
+    one trial at a time), under the study lock and after it ended the runs left RUNNING:
+    a trial still `running` then was interrupted, and its run ends as killed with every
+    row up to its last checkpoint (its next attempt re-attaches it).
+    """
+    synced = behind(tracker, root, study, trial_ids)
+    for trial_id in synced:
+        sync_trial(tracker, root, study, trial_id)
     return synced
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from orchestrator.mlflow_tracking.lag_ledger import Lag
+
 
 @dataclass(frozen=True)
 class RunContext:
@@ -25,6 +27,8 @@ class RunContext:
     console: Console = field(default_factory=lambda: Console(stderr=True))
     #: delete the study's results and MLflow runs first, then train every trial
     restart: bool = False
+    #: the command that brings the study's MLflow runs up to date (`lg-study sync ...`)
+    sync: str = "lg-study sync STUDY.yaml"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "results_root", Path(self.results_root).resolve())
@@ -52,6 +56,11 @@ class RunSummary:
     #: trials finished in another study or profile under the same results folder, taken
     #: from there rather than trained (orchestrator.store.reuse): trial_id -> experiment trained in
     reused: dict[str, str] = field(default_factory=dict)
+    #: trials finished before this run trained any (whose repaired runs are reported)
+    finished_before: set[str] = field(default_factory=set)
+    #: what the study's MLflow runs still miss of its rows at the end (the tracking
+    #: server is down), None when caught up
+    mlflow_lag: Lag | None = None
 
     def add_batch(self, batch: RunSummary) -> None:
         """Count one batch (a round, a search's points) into the run's summary; total and
@@ -61,3 +70,4 @@ class RunSummary:
         for name in ("failed", "resumed", "interrupted", "killed_runs", "repaired_runs"):
             getattr(self, name).extend(getattr(batch, name))
         self.reused.update(batch.reused)
+        self.mlflow_lag = batch.mlflow_lag  # the latest batch's word on MLflow

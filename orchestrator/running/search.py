@@ -27,7 +27,6 @@ import pydantic
 from optuna.trial import TrialState
 
 from lengthgen import TrialConfig
-from orchestrator.mlflow_tracking.tracking import StudyTracker
 from orchestrator.running.run_context import RunContext, RunSummary
 from orchestrator.running.tune_runner import check_resources, run_trials, start_ray
 from orchestrator.store.results_store import read_trial_rows, read_trial_statuses
@@ -95,7 +94,6 @@ def run_search(study: Study, context: RunContext) -> SearchSummary:
         if context.restart:  # deletes the results folder (optuna.db with it) and the study's MLflow runs
             run_trials(dataclasses.replace(study, trials=[], axis_values=[]), context)
         store = SearchStore(study, results_root)
-        tracker = StudyTracker(context.tracking_uri, study.experiment)
         seeds = len(search.repeat_settings())
         told = len(store.trials(TOLD))
         summary = SearchSummary(total=study.trial_count, skipped=min(told, search.points) * seeds)
@@ -109,7 +107,7 @@ def run_search(study: Study, context: RunContext) -> SearchSummary:
                 if wanted <= 0:
                     break
                 batch = [store.ask() for _ in range(min(search.parallel_points, wanted))]
-            still_open, interrupted = _run_points(study, store, tracker, batch, context.continuing(), summary)
+            still_open, interrupted = _run_points(study, store, batch, context.continuing(), summary)
             left_open += still_open
             if interrupted:
                 break
@@ -117,7 +115,7 @@ def run_search(study: Study, context: RunContext) -> SearchSummary:
     return summary
 
 
-def _run_points(study: Study, store: SearchStore, tracker: StudyTracker, batch: list[tuple[int, dict]],
+def _run_points(study: Study, store: SearchStore, batch: list[tuple[int, dict]],
                 context: RunContext, summary: SearchSummary) -> tuple[list[int], bool]:
     """Run the seed-trials of a batch of points and tell Optuna the score of each point
     whose trials all finished; return the points left open and whether it was interrupted."""
@@ -132,12 +130,13 @@ def _run_points(study: Study, store: SearchStore, tracker: StudyTracker, batch: 
             continue
         store.set_attrs(number, {TRIAL_IDS: [t.trial_id for t in trials_of[number]]})
     configs = {t.trial_id: t for trials in trials_of.values() for t in trials}  # two points may share one
-    run = run_trials(dataclasses.replace(study, trials=list(configs.values()), axis_values=[]), context)
+    # the trials' runs are tagged with their point once their rows are in MLflow
+    tags = {t.trial_id: {SEARCH_TAG: store.name, POINT_TAG: str(number)} for number, trials in trials_of.items()
+            for t in trials}
+    run = run_trials(dataclasses.replace(study, trials=list(configs.values()), axis_values=[]), context, tags)
     summary.skipped += run.skipped
     summary.add_batch(run)
     results_root = context.results_root
-    tracker.tag_trial_runs({t.trial_id: {SEARCH_TAG: store.name, POINT_TAG: str(number)}
-                            for number, trials in trials_of.items() for t in trials})
     statuses = read_trial_statuses(results_root, study.name)
     still_open = []
     for number, trials in trials_of.items():

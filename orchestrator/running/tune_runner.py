@@ -1,8 +1,9 @@
 """Run a study's trials with Ray Tune: the only module that starts Ray.
 
 Finished trials (status done or diverged in the `trials` table) are not run
-again, so re-running a study resumes it. MLflow is written from the driver
-only, by `MlflowTuneCallback`; progress is drawn by `ProgressCallback`.
+again, so re-running a study resumes it. MLflow is written from the driver only, by
+its MLflow thread (orchestrator.mlflow_tracking.syncer), which `MlflowTuneCallback`
+tells of trials whose rows changed; progress is drawn by `ProgressCallback`.
 """
 
 from __future__ import annotations
@@ -33,8 +34,7 @@ from rich.progress import (
 )
 
 from lengthgen import TrialConfig
-from orchestrator.mlflow_tracking.mlflow_sync import sync_study
-from orchestrator.mlflow_tracking.tracking import StudyTracker
+from orchestrator.mlflow_tracking.syncer import MlflowSyncer
 from orchestrator.running.auto_seeds import auto_batch_size
 from orchestrator.running.driver_memory import DriverMemoryCallback
 from orchestrator.running.mlflow_callback import MlflowTuneCallback
@@ -234,7 +234,7 @@ def check_resources(study: Study, results_root: Path | None = None) -> None:
         raise ResourceError(cannot_run_words(study, available, results_root))
 
 
-def run_trials(study: Study, context: RunContext) -> RunSummary:
+def run_trials(study: Study, context: RunContext, run_tags: dict[str, dict[str, str]] | None = None) -> RunSummary:
     """Run the study's unfinished trials; see docs/reliability.md for what survives what.
 
     Trials done or diverged in `trials` are skipped; the others (never started,
@@ -242,7 +242,11 @@ def run_trials(study: Study, context: RunContext) -> RunSummary:
     checkpoint when it has one, or is reused when it finished in another study or
     profile under the same results folder (orchestrator.store.reuse; not with
     ``study.reuse`` False). ``context.restart`` deletes the study's results and MLflow
-    runs first and trains every trial. Raises StudyBusy when another driver runs the study.
+    runs first and trains every trial. ``run_tags`` (trial id -> tags) are added to the
+    trials' MLflow runs after the run. Every MLflow write goes through the driver's
+    MLflow thread (orchestrator.mlflow_tracking.syncer): a tracking server that is down
+    or slow leaves the runs behind, never the training. Raises StudyBusy when another
+    driver runs the study.
     """
     results_root, console, restart = context.results_root, context.console, context.restart
     check_not_busy(results_root, study.name)
@@ -262,51 +266,76 @@ def run_trials(study: Study, context: RunContext) -> RunSummary:
         return RunSummary(total=len(study.trials), skipped=len(study.trials))
 
     with study_lock(results_root, study.name):
-        tracker = StudyTracker(context.tracking_uri, study.experiment)
         if restart:
             wipe_study(results_root, study.name)
-            tracker.delete_runs()
-        remove_temp_files(results_root, study.name)
-        _set_aside_stale(results_root, study, tracker, console)
-        # rows written before the group columns, or labelled by an older rule, get today's
-        # columns now, before new rows join them
-        regrouped = add_group_columns(results_root, study.name, study.group_label)
-        if regrouped:
-            tracker.tag_trial_runs({trial_id: {"group": columns["group_id"], "group_label": columns["group_label"]}
-                                    for trial_id, columns in regrouped.items()})
-        # re-read under the lock: the statuses a previous driver left are final now
-        statuses = read_trial_statuses(results_root, study.name)
-        unfinished = [t.trial_id for t in study.trials if statuses.get(t.trial_id) not in FINISHED]
-        reused = reuse_trials(results_root, study, {k: v for k, v in reusable.items() if k in unfinished})
-        for trial_id, source in reused.items():
-            console.print(f"trial {trial_id} reused: finished in {source} (--no-reuse trains it again)",
-                          highlight=False)
-        statuses = read_trial_statuses(results_root, study.name)
-        pending = [t for t in study.trials if statuses.get(t.trial_id) not in FINISHED]
-        summary = RunSummary(total=len(study.trials), skipped=len(study.trials) - len(pending) - len(reused),
-                             reused=reused)
-        params = {c.trial_id: trial_params(c, study, results_root) for c in study.trials}
-        summary.killed_runs = tracker.end_running_runs("KILLED")  # left by a killed driver
-        # runs behind their rows (a driver died first) catch up; interrupted trials' end as KILLED
-        synced = sync_study(tracker, results_root, study.name, params)
-        summary.repaired_runs = [t for t in synced if statuses.get(t) in FINISHED]
-        tracker.tag_trial_runs({trial_id: {REUSED_FROM: source} for trial_id, source in reused.items()})
-        if not pending:
-            compact_after_run(results_root, study.name)
-            return summary
-        summary.resumed = [t.trial_id for t in pending if statuses.get(t.trial_id) is not None]
+        syncer = MlflowSyncer(context.tracking_uri, study.experiment, results_root, study.name,
+                              say=lambda words: console.print(f"[yellow]warning:[/yellow] {words}", highlight=False))
+        if restart:
+            syncer.job("delete_runs")
         try:
-            _fit(study, [params[t.trial_id] for t in pending], results_root, tracker, console, summary)
+            summary = _run_locked(study, context, syncer, reusable, run_tags or {})
         finally:
+            lag = syncer.close()  # waits while MLflow answers; what it still owes is left for later
+        if syncer.fault is not None:
+            raise syncer.fault  # a local MLflow store on a full disk
+        # a finished trial's run left RUNNING (MLflow went down first) is repaired, not killed
+        summary.killed_runs = [t for t in syncer.results["end_running_runs"] if t not in summary.finished_before]
+        summary.repaired_runs = [t for t in syncer.results["sync_study"] if t in summary.finished_before]
+        summary.mlflow_lag = lag if lag.behind else None
+        # the finished trials' files merged into a few per table, while the lock is held
+        # and once the MLflow thread, which reads them, is done
+        compact_after_run(results_root, study.name)
+    return summary
+
+
+def _run_locked(study: Study, context: RunContext, syncer: MlflowSyncer, reusable: dict[str, str],
+                run_tags: dict[str, dict[str, str]]) -> RunSummary:
+    """run_trials under the study lock: the stale trials set aside, the reusable reused,
+    the MLflow runs' repairs queued, then the pending trials run."""
+    results_root, console = context.results_root, context.console
+    remove_temp_files(results_root, study.name)
+    _set_aside_stale(results_root, study, syncer, console)
+    # rows written before the group columns, or labelled by an older rule, get today's
+    # columns now, before new rows join them
+    regrouped = add_group_columns(results_root, study.name, study.group_label)
+    if regrouped:
+        syncer.job("tag_trial_runs", {trial_id: {"group": columns["group_id"], "group_label": columns["group_label"]}
+                                      for trial_id, columns in regrouped.items()})
+    # re-read under the lock: the statuses a previous driver left are final now
+    statuses = read_trial_statuses(results_root, study.name)
+    unfinished = [t.trial_id for t in study.trials if statuses.get(t.trial_id) not in FINISHED]
+    reused = reuse_trials(results_root, study, {k: v for k, v in reusable.items() if k in unfinished})
+    for trial_id, source in reused.items():
+        console.print(f"trial {trial_id} reused: finished in {source} (--no-reuse trains it again)",
+                      highlight=False)
+    statuses = read_trial_statuses(results_root, study.name)
+    pending = [t for t in study.trials if statuses.get(t.trial_id) not in FINISHED]
+    summary = RunSummary(total=len(study.trials), skipped=len(study.trials) - len(pending) - len(reused),
+                         reused=reused, finished_before={t for t, s in statuses.items() if s in FINISHED})
+    params = {c.trial_id: trial_params(c, study, results_root) for c in study.trials}
+    syncer.run_names.update({trial_id: p["run_name"] for trial_id, p in params.items()})
+    syncer.job("end_running_runs")  # left by a killed driver
+    # runs behind their rows (a driver died first, or MLflow was down) catch up; interrupted
+    # trials' end as KILLED
+    syncer.job("sync_study", sorted(params))
+    if reused:  # once sync_study's trials have made their runs
+        syncer.job("tag_trial_runs", {trial_id: {REUSED_FROM: source} for trial_id, source in reused.items()},
+                   after=True)
+    try:
+        if pending:
+            summary.resumed = [t.trial_id for t in pending if statuses.get(t.trial_id) is not None]
+            _fit(study, [params[t.trial_id] for t in pending], results_root, syncer, console, summary)
+    finally:
+        if pending:
             # trials stopped by an interruption keep `running` in `trials` (the next run
             # resumes them); their MLflow runs end as KILLED and are re-attached then
-            with contextlib.suppress(Exception):
-                summary.killed_runs += tracker.end_running_runs("KILLED")
+            syncer.job("end_running_runs", after=True)
+        if run_tags:
+            syncer.job("tag_trial_runs", run_tags, after=True)
+    if pending:
         after = read_trial_statuses(results_root, study.name)
         summary.interrupted = [t.trial_id for t in pending if after.get(t.trial_id) not in (*FINISHED, TrialStatus.FAILED)]
         summary.ran = len(pending) - len(summary.interrupted)
-        # the finished trials' files merged into a few per table, while the lock is held
-        compact_after_run(results_root, study.name)
     return summary
 
 
@@ -319,7 +348,7 @@ def _stale_or_refused(results_root: Path, study: Study, statuses: dict[str, str]
     return stale
 
 
-def _set_aside_stale(results_root: Path, study: Study, tracker: StudyTracker, console: Console) -> None:
+def _set_aside_stale(results_root: Path, study: Study, syncer: MlflowSyncer, console: Console) -> None:
     """With --retrain-stale: the design's trials finished under another science version
     move aside (orchestrator.store.science_versions) and train again. Under the study lock."""
     if not study.retrain_stale:  # without it, run_trials has refused any before the lock
@@ -331,7 +360,9 @@ def _set_aside_stale(results_root: Path, study: Study, tracker: StudyTracker, co
         folder = set_aside(results_root, study.name, trial_id, version)
         console.print(f"trial {trial_id}: trained under science version {version_name(version)}; retraining it "
                       f"under {SCIENCE_VERSION} (its old rows: {folder})", highlight=False)
-    tracker.tag_trial_runs({trial_id: superseded_run_tags(trial_id, version) for trial_id, version in stale.items()})
+    if stale:
+        syncer.job("tag_trial_runs", {trial_id: superseded_run_tags(trial_id, version)
+                                      for trial_id, version in stale.items()})
 
 
 def trial_params(config: TrialConfig, study: Study, results_root: Path) -> dict[str, Any]:
@@ -385,7 +416,7 @@ def _tune_file_loggers() -> list[tune.Callback]:
     return [CSVLoggerCallback(), JsonLoggerCallback()]
 
 
-def _fit(study: Study, trials: list[dict[str, Any]], results_root: Path, tracker: StudyTracker,
+def _fit(study: Study, trials: list[dict[str, Any]], results_root: Path, syncer: MlflowSyncer,
          console: Console, summary: RunSummary) -> None:
     resources = study.spec.resources
     run_name = f"{study.name}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}"
@@ -402,6 +433,9 @@ def _fit(study: Study, trials: list[dict[str, Any]], results_root: Path, tracker
         redirect_stdout=shared, redirect_stderr=shared,
     ) as progress:
         stop = StorageFaultStop()  # a full disk stops the study (recovery.StorageFaultStop)
+        syncer.on_fault = stop.trip  # the local MLflow store's disk too
+        if syncer.fault is not None:  # met by the start-up's MLflow work already
+            raise syncer.fault
         progress_callback = ProgressCallback(progress, len(trials), stop)
         tuner = tune.Tuner(
             tune.with_resources(run_trial, {"cpu": resources.cpus_per_trial, "gpu": resources.gpus_per_trial}),
@@ -415,7 +449,7 @@ def _fit(study: Study, trials: list[dict[str, Any]], results_root: Path, tracker
                 stop=stop,
                 callbacks=[
                     TrialFailureCallback(results_root, study.name, stop),
-                    MlflowTuneCallback(tracker, stop),
+                    MlflowTuneCallback(syncer),
                     progress_callback,
                     DriverMemoryCallback(),  # the driver's resident memory flat over long runs
                     *_tune_file_loggers(),
