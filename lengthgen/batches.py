@@ -13,6 +13,7 @@ import torch
 from lengthgen.config import TrialConfig
 from lengthgen.distributions import Distribution
 from lengthgen.formats import EncodedQuestions, encode_questions, leading_zeros
+from lengthgen.host_copy import to_device
 from lengthgen.model.base import Architecture, Batch, Positions, rows_of
 from lengthgen.tasks import Task
 from lengthgen.tokenizer import CharTokenizer
@@ -80,7 +81,7 @@ def assemble_batch(encoded: list[EncodedQuestions], fixed_length: bool, tokenize
 def batch_tensors(batch: TrainingBatch, device: torch.device) -> Batch:
     """The batch as tensors on `device`, as an architecture's forward_batch takes it."""
     tokens, answer_mask, targets, prompt_lengths = (
-        None if array is None else torch.from_numpy(array).to(device) for array in batch
+        None if array is None else to_device(torch.from_numpy(array), device) for array in batch
     )
     return Batch(tokens, answer_mask, targets, prompt_lengths)
 

@@ -32,6 +32,7 @@ What cannot be batched yet is refused, naming the field (`UNBATCHABLE`)."""
 from __future__ import annotations
 
 import copy
+import math
 import warnings
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -44,6 +45,7 @@ from torch.utils import _pytree as pytree
 from lengthgen.batches import training_batch
 from lengthgen.config import TrialConfig, derive
 from lengthgen.determinism import deterministic
+from lengthgen.host_copy import to_device
 from lengthgen.model.attention_kernels import sdpa_attend
 from lengthgen.model.attention_seed_batch import seed_batch_attend
 from lengthgen.model.base import Architecture, Batch, Positions, supervised_outputs
@@ -252,11 +254,11 @@ class SeedBatchStep:
             group["lr"] = learning_rate(self.config, step)
         self.optimizer.zero_grad(set_to_none=True)
         losses = self.stacked.forward_losses(seeds_parts, self.device, self.config.train.precision)
-        values = [loss.item() for loss in losses]
-        trained = [on and torch.isfinite(torch.tensor(v)).item() for on, v in zip(active, values)]
+        values = torch.stack([loss.detach() for loss in losses]).tolist()  # the step's one host synchronisation
+        trained = [on and math.isfinite(v) for on, v in zip(active, values)]
         if any(trained):
             sum(loss for loss, on in zip(losses, trained) if on).backward()
-            self._mask_and_clip(torch.tensor(trained, device=self.device))
+            self._mask_and_clip(to_device(torch.tensor(trained), self.device))
             self.optimizer.step()
         return values
 

@@ -11,6 +11,7 @@ seed only picks the evaluation questions.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -160,9 +161,10 @@ def _train(
             loss, tokens = _train_step(config, training_step, local, task, distribution, tokenizer)
             run.tokens_seen += tokens
             step += 1
-            if not torch.isfinite(loss):
+            value = loss.item()  # the step's one host synchronisation
+            if not math.isfinite(value):
                 return diverged_result(config, model, target_device, run.history, step, run.last_finite_loss, on_report)
-            run.after_step(model, training_step.optimizer, phase, step, local, loss.item(), extracted, on_report)
+            run.after_step(model, training_step.optimizer, phase, step, local, value, extracted, on_report)
         if phase + 1 < phases:
             extracted = mean_attention_logits(model, config, task, tokenizer, run.positions, target_device)
     return run.result(model, step, extracted)

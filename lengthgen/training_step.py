@@ -152,11 +152,22 @@ class TrainingStep:
         self.optimizer.zero_grad(set_to_none=True)
         with self._noise(step):
             loss = self.gradients(step, parts)
-        if torch.isfinite(loss):
+        if self.optimizer.defaults.get("fused"):
+            self._step_unless_not_finite(loss)
+        elif torch.isfinite(loss):
             if config.train.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.train.grad_clip)
             self.optimizer.step()
         return loss
+
+    def _step_unless_not_finite(self, loss: torch.Tensor) -> None:
+        """Fused AdamW (CUDA) skips its step on the device when `found_inf` is 1, weights,
+        moments and step counts left as they were: the step reads nothing from the GPU,
+        where `if torch.isfinite(loss)` would wait for the forward and backward to finish."""
+        if self.config.train.grad_clip > 0:  # a non-finite gradient makes the clipped one NaN: that step is skipped
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.train.grad_clip)
+        self.optimizer.found_inf = (~torch.isfinite(loss)).float()
+        self.optimizer.step()
 
     def _noise(self, step: int) -> contextlib.AbstractContextManager:
         """The noise stream of step `step` for a model whose forward draws noise

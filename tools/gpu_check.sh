@@ -8,15 +8,15 @@
 set -u
 OUT=${OUT:-/tmp/gpu_out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD
-mkdir -p /tmp/site && tar -xJf .dev/site.tar.xz -C /tmp/site || exit 1
+[ -d /tmp/site/ray ] || { mkdir -p /tmp/site && tar -xJf .dev/site.tar.xz -C /tmp/site; } || exit 1
 { date -u; nvidia-smi; python3 -c "import torch, ray, mlflow, duckdb; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(), 'ray', ray.__version__, 'mlflow', mlflow.__version__, 'duckdb', duckdb.__version__)"; git log -1 --format=%H 2>/dev/null; } > "$OUT/env.txt" 2>&1
 tail -3 "$OUT/env.txt"
 if [ "${PYTEST_S:-150}" -gt 0 ]; then
   started=$(date +%s)
   timeout "${PYTEST_S:-150}" python3 -m pytest -m gpu -n 8 -q -rs -p no:cacheprovider ${PYTEST_ARGS:-} > "$OUT/pytest.log" 2>&1
-  echo "pytest rc $? in $(( $(date +%s) - started )) s"; grep -E "passed|failed|FAILED|ERROR" "$OUT/pytest.log" | tail -25
+  echo "pytest rc $? in $(( $(date +%s) - started )) s"; grep -E "FAILED|ERROR|Timeout|[0-9]+ (passed|failed)" "$OUT/pytest.log" | tail -40
 fi
-for study in ${STUDIES:-seed_robustness sota_coupling cascade_distribution model_size sota_abacus}; do
+for study in ${STUDIES-seed_robustness sota_coupling cascade_distribution model_size sota_abacus}; do
   timeout "${STUDY_S:-60}" python3 -c "
 import sys
 from orchestrator.benchmarks.bench_gpu_studies import paper_scale
@@ -25,7 +25,7 @@ for row in paper_scale(studies=('$study',), steps=steps, warmup=warmup, runs=run
     print(f'{row.name} | {row.ratio} | {row.detail}', flush=True)
 " >> "$OUT/bench.log" 2>&1 || echo "$study: rc $? (timeout 124)" >> "$OUT/bench.log"
 done
-cat "$OUT/bench.log" | grep -v Warning | tail -25
+[ -f "$OUT/bench.log" ] && grep -v Warning "$OUT/bench.log" | tail -25
 cp results/gpu_rates.json "$OUT/" 2>/dev/null
 [ -n "${PROBES-x}" ] && timeout "${PROBE_S:-120}" python3 tools/gpu_probe.py "$OUT" ${PROBES:-} > "$OUT/probe.log" 2>&1; echo "probe rc $?"
 python3 -c "

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, ClassVar, NamedTuple
 import torch
 
 from lengthgen.formats import pairs_places
+from lengthgen.host_copy import to_device
 
 if TYPE_CHECKING:
     from lengthgen.config import ModelConfig, TrialConfig
@@ -127,7 +128,7 @@ class RandomizedPositions(PositionSampler):
             raise ValueError(f"{length} positions requested from a range of {self.max_positions}")
         scores = torch.rand(batch, self.max_positions, generator=generator)
         chosen = scores.argsort(dim=1)[:, :length]  # distinct, uniformly random
-        return chosen.sort(dim=1).values.to(device)
+        return to_device(chosen.sort(dim=1).values, device)
 
 
 class CyclicPositions(PositionSampler):
@@ -291,7 +292,7 @@ class CoupledPositions(PositionSampler):
         start = torch.full((batch,), COUPLED_ANSWERS[self.answer], dtype=torch.long)  # s0
         if training or self.at_eval:
             start += (torch.rand(batch, generator=generator) * (room + 1)).long().minimum(room)  # + uniform 0 .. room
-        start = start.to(device)[:, None]
+        start = to_device(start, device)[:, None]
         return tuple(torch.where(p >= 0, p + start, 0) for p in self._coupled_places(places))
 
     def _coupled_places(self, places: Places) -> tuple[torch.Tensor, ...]:
