@@ -74,7 +74,7 @@ def test_an_in_kernel_bias_has_the_reference_values_and_gradients(name, causal, 
     rows, length = (1 if shared else 3), 9
     positions = torch.sort(torch.randperm(60)[:length].repeat(rows, 1) if shared else
                            torch.stack([torch.randperm(60)[:length] for _ in range(rows)]), dim=1).values
-    bias = PointwiseBias(module.pointwise, positions, positions, 4, causal)
+    bias = PointwiseBias(module.kernel_function(), positions, positions, 4, causal)
 
     def reference() -> torch.Tensor:
         values = module(positions, positions)

@@ -51,7 +51,7 @@ class StackPositionalEncoding(nn.Module):
         self.causal = causal
         self.n_heads = dims.n_heads
         #: model.attention_kernel flex computes a pointwise bias inside the kernel
-        self.in_kernel = cfg.attention_kernel == "flex" and hasattr(self.attention_bias, "pointwise")
+        self.in_kernel = cfg.attention_kernel == "flex" and hasattr(self.attention_bias, "kernel_function")
         #: whether every row of the batch has the same positions, decided before a
         #: compiled step (`Architecture.rows_decided`); None: `shared_rows` reads the data
         self.rows_shared: bool | None = None
@@ -76,7 +76,7 @@ class StackPositionalEncoding(nn.Module):
         elif self.rows_shared:
             positions, key_positions = positions[:1], key_positions[:1]
         if self.in_kernel:
-            return PointwiseBias(self.attention_bias.pointwise, positions, key_positions, self.n_heads, self.causal)
+            return PointwiseBias(self.attention_bias.kernel_function(), positions, key_positions, self.n_heads, self.causal)
         bias = self.attention_bias(positions, key_positions)
         return causal_mask_with(bias) if self.causal else bias
 

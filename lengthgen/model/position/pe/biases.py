@@ -12,6 +12,7 @@ each direction its own half of the buckets (the T5 release's bidirectional bucke
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -51,6 +52,10 @@ class ALiBi(nn.Module):
         """b at float distances i - j for heads `head` (any broadcast shapes): inside a kernel."""
         return -self.slopes[head] * distance.abs()
 
+    def kernel_function(self) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+        """`pointwise`, as FlexAttention's score_mod calls it."""
+        return self.pointwise
+
 
 class KerpleLog(nn.Module):
     """Chi et al. 2022, logarithmic variant; 001 App. D.1:
@@ -78,9 +83,15 @@ class KerpleLog(nn.Module):
         return -r1 * torch.log1p(r2 * _distance(q_positions, k_positions).abs())
 
     def pointwise(self, distance: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
-        """b at float distances i - j for heads `head` (any broadcast shapes): inside a kernel."""
-        r1, r2 = self.r1.clamp(min=self.minimum)[head], self.r2.clamp(min=self.minimum)[head]
-        return -r1 * torch.log1p(r2 * distance.abs())
+        """b at float distances i - j for heads `head` (any broadcast shapes)."""
+        return self.kernel_function()(distance, head)
+
+    def kernel_function(self) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+        """`pointwise` for inside a kernel, r1 and r2 clamped before it: clamped inside
+        FlexAttention's score_mod, each parameter is indexed twice in its backward (the
+        value and clamp's mask), which its compiler refuses (measured on an H100, torch 2.11)."""
+        r1, r2 = self.r1.clamp(min=self.minimum), self.r2.clamp(min=self.minimum)
+        return lambda distance, head: -r1[head] * torch.log1p(r2[head] * distance.abs())
 
 
 class FIRE(nn.Module):
@@ -163,3 +174,7 @@ class T5Bias(nn.Module):
     def pointwise(self, distance: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
         """b at float distances i - j for heads `head` (any broadcast shapes): inside a kernel."""
         return self.values.weight[self.bucket(distance, self.n_buckets, self.max_distance), head]
+
+    def kernel_function(self) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+        """`pointwise`, as FlexAttention's score_mod calls it."""
+        return self.pointwise
