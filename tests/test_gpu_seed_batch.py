@@ -12,6 +12,7 @@ import os
 import numpy as np
 import pytest
 import torch
+from test_seed_batch import BASE, MODELS, losses_of, seeded
 
 from lengthgen import train
 from lengthgen.config import ModelConfig, derive
@@ -27,7 +28,6 @@ from lengthgen.training_step import (
 )
 from orchestrator.running.auto_seeds import budget_here, cuda_free_bytes
 from orchestrator.studies.study import Resources
-from tests.test_seed_batch import BASE, MODELS, losses_of, seeded
 
 DEVICE = torch.device(os.environ.get("LG_GPU_TESTS_DEVICE", "cuda"))
 pytestmark = [

@@ -90,7 +90,9 @@ def ui(store):
     yield base, experiment
     process.send_signal(signal.SIGINT)  # what Ctrl-C sends; the CLI stops its server
     try:
-        process.wait(30)
+        # the CLI's own bound is two waits of 15 s (SIGTERM, then SIGKILL): under load it
+        # may use both, and the CLI killed before it is done leaves the server behind
+        process.wait(60)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
