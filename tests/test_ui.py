@@ -8,6 +8,7 @@ trial configs of studies/quickstart.yaml; no Ray run, to keep the test fast.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -47,6 +48,20 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+@contextlib.contextmanager
+def as_from_a_terminal():
+    """Ctrl-C's signal as a terminal's shell gives it to the processes started within: a
+    pytest worker may have left SIGINT ignored or blocked (both survive exec, and the
+    CLI then never sees it). A Python handler is reset to the default by exec."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    blocked = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        signal.signal(signal.SIGINT, previous)
+
+
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> tuple[Path, str, dict[str, dict[str, str]]]:
     """Three finished runs of the quickstart study: run name -> tags."""
@@ -68,11 +83,12 @@ def store(tmp_path_factory) -> tuple[Path, str, dict[str, dict[str, str]]]:
 def ui(store):
     """`lg-study ui --study quickstart` as a user starts it; stopped like Ctrl-C."""
     results, name, _ = store
-    process = subprocess.Popen(
-        [str(LG_STUDY), "ui", "--study", name, "--port", str(free_port()),
-         "--results", str(results)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )
+    with as_from_a_terminal():
+        process = subprocess.Popen(
+            [str(LG_STUDY), "ui", "--study", name, "--port", str(free_port()),
+             "--results", str(results)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in process.stdout],
                      daemon=True).start()
@@ -96,6 +112,7 @@ def ui(store):
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+        pytest.fail(f"lg-study ui did not stop within 60 s of Ctrl-C: {process.stderr.read()[-2000:]}")
     server = re.search(r"server pid (\d+)", process.stderr.read())
     assert server, "the CLI says which server it started"
     # a zombie counts as gone: a worker orphaned as the server ends waits for its adopter
