@@ -12,7 +12,7 @@ import os
 import numpy as np
 import pytest
 import torch
-from test_seed_batch import BASE, MODELS, losses_of, seeded
+from test_seed_batch import BASE, MODELS, assert_first_step_matches_solo, losses_of, seeded
 
 from lengthgen import train
 from lengthgen.config import ModelConfig, derive
@@ -57,14 +57,7 @@ def solo(config, step: int = 0):
 def test_the_first_steps_losses_and_gradients_of_a_seed_batch_equal_its_solo_runs_on_the_gpu(k):
     solos = [solo(config) for config in on_device(k)]
     stacked = StackedModels([model for model, _, _ in solos])
-    losses = stacked.forward_losses([parts[0] for _, _, parts in solos], DEVICE, "fp32")
-    sum(losses).backward()
-    for seed, (alone, training_step, parts) in enumerate(solos):
-        solo_loss = accumulate_gradients(training_step.forward_batch, parts, DEVICE, "fp32")
-        assert losses[seed].item() == pytest.approx(solo_loss.item(), rel=1e-5)
-        for name, parameter in alone.named_parameters():
-            scale = parameter.grad.abs().max().clamp_min(1e-12)
-            assert ((stacked.params[name].grad[seed] - parameter.grad).abs().max() / scale).item() < 1e-5, name
+    assert_first_step_matches_solo(solos, stacked, DEVICE)
 
 
 @pytest.mark.parametrize("k", SEEDS)

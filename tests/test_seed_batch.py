@@ -90,10 +90,16 @@ def test_each_seeds_initial_weights_and_data_are_bit_identical_to_its_solo_run()
 def test_the_first_steps_losses_and_gradients_equal_each_solo_run_within_1e_5(model):
     configs = [seeded(0, 0, MODELS[model]), seeded(1, 1, MODELS[model]), seeded(2, 3, MODELS[model])]
     solos, stacked, _ = batch_of(configs)
-    losses = stacked.forward_losses([parts[0] for _, _, parts in solos], CPU, "fp32")
+    assert_first_step_matches_solo(solos, stacked, CPU)
+
+
+def assert_first_step_matches_solo(solos, stacked: StackedModels, device: torch.device) -> None:
+    """Each seed's first-step loss and gradients in the stack equal its solo run's within
+    1e-5 relative (`solos`: (model, training step, parts) of each seed, on `device`)."""
+    losses = stacked.forward_losses([parts[0] for _, _, parts in solos], device, "fp32")
     sum(losses).backward()
     for k, (alone, training_step, parts) in enumerate(solos):
-        solo_loss = accumulate_gradients(training_step.forward_batch, parts, CPU, "fp32")
+        solo_loss = accumulate_gradients(training_step.forward_batch, parts, device, "fp32")
         assert losses[k].item() == pytest.approx(solo_loss.item(), rel=1e-5)
         for name, parameter in alone.named_parameters():
             batched = stacked.params[name].grad[k]
