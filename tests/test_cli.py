@@ -82,7 +82,7 @@ def test_every_command_named_to_a_user_exists() -> None:
     <code>lg-study X</code> in the report) are commands of the CLI."""
     commands = {c.name or c.callback.__name__ for c in app.registered_commands}
     sources = [*ROOT.glob("orchestrator/**/*.py"), *ROOT.glob("analysis/*.py"), ROOT / "README.md",
-               *ROOT.glob("docs/*.md")]
+               *ROOT.glob("docs/**/*.md")]
     named = {(name, path.name) for path in sources
              for name in re.findall(r"(?:`|<code>)lg-study ([a-z][a-z_-]*)", path.read_text())}
     assert sorted((name, where) for name, where in named if name not in commands) == []
@@ -126,10 +126,11 @@ def test_migrate_moves_a_profiles_trials_out_of_the_unprofiled_folder(tmp_path: 
     assert "0 of 2 finished, 1 not started" in status.output
 
 
-def test_the_readme_example_study_loads_and_is_not_a_real_study(tmp_path: Path) -> None:
-    """The study file shown in the README is valid as written, and its name is none of
-    studies/'s, so running it never writes into a real study's results."""
-    block = re.search(r"### Study files\n\n```yaml\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
+def test_the_how_to_example_study_loads_and_is_not_a_real_study(tmp_path: Path) -> None:
+    """The study file shown in the how-to for writing a study is valid as written, and its
+    name is none of studies/'s, so running it never writes into a real study's results."""
+    page = (ROOT / "docs" / "how-to" / "write-a-study.md").read_text()
+    block = re.search(r"## 2\. Say what varies\n\n```yaml\n(.*?)```", page, re.DOTALL)
     path = tmp_path / "example.yaml"
     path.write_text(block.group(1))
     study = load_study(path)
