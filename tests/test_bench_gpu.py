@@ -84,21 +84,35 @@ def test_without_cuda_every_paper_scale_row_says_skipped_and_why(monkeypatch):
 def test_the_paper_scale_rows_measure_on_the_cpu_and_record_the_studys_own_mode(tmp_path):
     """A tiny stand-in for sota_coupling's first trial (which trains in bf16), timed on the
     CPU in every mode; the bf16 rate is recorded, and the GPU-hours quoted from it."""
+    from dataclasses import replace
+
     from lengthgen.config import EvalConfig, TaskConfig, TrainConfig, TrialConfig
     from orchestrator.benchmarks import bench_gpu_studies
     from orchestrator.studies.study import load_study
-    from orchestrator.studies.study_scale import read_rates, study_size_words
+    from orchestrator.studies.study_scale import (
+        read_rates,
+        shape_id,
+        study_cost_words,
+        study_size_words,
+    )
 
     tiny = TrialConfig(task=TaskConfig(name="addition", train_digits=(1, 4)),
                        train=TrainConfig(steps=100, batch_size=8, warmup=1, precision="bf16"),
                        eval=EvalConfig(digits=(2,), samples=4))
+    longer = replace(tiny, task=TaskConfig(name="addition", train_digits=(1, 6)))
     rows = bench_gpu_studies.paper_scale(("sota_coupling",), steps=2, warmup=1, runs=2, device="cpu",
-                                         results_root=tmp_path, trials={"sota_coupling": tiny}, compile_backend="eager")
-    assert [r.name for r in rows] == bench_gpu_studies.row_names(("sota_coupling",))
+                                         results_root=tmp_path, trials={"sota_coupling": [tiny, longer, tiny]},
+                                         compile_backend="eager")
+    other_shape = "GPU sota_coupling: tiny on 1-6 digits vs its first trial"
+    assert [r.name for r in rows] == [*bench_gpu_studies.row_names(("sota_coupling",)), other_shape]
     assert rows[0].ratio == 1.0 and all(r.ratio > 0 for r in rows)
-    assert all("ms/step (runs" in r.detail and "tokens/s" in r.detail and "TFLOP/s" in r.detail for r in rows)
-    (rate,) = read_rates(tmp_path)["cpu device"].values()
-    assert (rate.precision, rate.compile) == ("bf16", False) and rate.flops_per_s > 0
-    words = study_size_words(load_study(bench_gpu_studies.STUDIES / "sota_coupling.yaml"), tmp_path)
-    assert "GPU-hours on an cpu device at the" in words and "measured there (bf16" in words
+    assert all("ms/step" in r.detail and "tokens/s" in r.detail and "TFLOP/s" in r.detail for r in rows)
+    (shapes,) = read_rates(tmp_path)["cpu device"].values()
+    assert set(shapes) == {shape_id(tiny), shape_id(longer)}
+    assert all((r.precision, r.compile) == ("bf16", False) and r.flops_per_s > 0 for r in shapes.values())
+    words = study_cost_words([tiny, longer, tiny], {"cpu device": shapes})
+    assert "GPU-hours on an cpu device at the rates measured there for its 2 trial shapes" in words
     assert "estimate" not in words
+    # the real study's trials are of neither shape: no rate of these carries to them
+    real = study_size_words(load_study(bench_gpu_studies.STUDIES / "sota_coupling.yaml"), tmp_path)
+    assert "(an estimate" in real and "cpu device" not in real

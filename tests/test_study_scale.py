@@ -79,16 +79,21 @@ def test_gpu_hours_come_from_a_measured_rate_when_the_results_folder_records_one
     from typer.testing import CliRunner
 
     from orchestrator.cli import app
-    from orchestrator.studies.study_scale import MeasuredRate, read_rates, record_rate
+    from orchestrator.studies.study_scale import (
+        FIRST_TRIAL_SHAPE,
+        MeasuredRate,
+        read_rates,
+        record_rate,
+    )
 
     study = load_study(STUDIES / "seed_robustness.yaml")
     estimated = cannot_run_words(study, {"CPU": 2.0}, tmp_path)
     assert "about 10.5 GPU-hours at a sustained 100 TFLOP/s (an estimate" in estimated
     rate = MeasuredRate(flops_per_s=250e12, ms_per_step=40.0, precision="bf16", compile=True,
                         measured_at="2026-11-26", torch_version="2.11.0+cu130")
-    record_rate(tmp_path, "NVIDIA H200", "seed_robustness", rate)
-    record_rate(tmp_path, "NVIDIA H200", "seed_robustness/cpu", replace(rate, flops_per_s=1e12))
-    assert read_rates(tmp_path)["NVIDIA H200"]["seed_robustness"] == rate
+    record_rate(tmp_path, "NVIDIA H200", "seed_robustness", FIRST_TRIAL_SHAPE, rate)
+    record_rate(tmp_path, "NVIDIA H200", "seed_robustness/cpu", FIRST_TRIAL_SHAPE, replace(rate, flops_per_s=1e12))
+    assert read_rates(tmp_path)["NVIDIA H200"]["seed_robustness"] == {FIRST_TRIAL_SHAPE: rate}
     measured = cannot_run_words(study, {"CPU": 2.0}, tmp_path)
     # 3.8e18 FLOPs at 250 TFLOP/s: 4.2 hours
     assert ("4.2 GPU-hours on an NVIDIA H200 at the 250 TFLOP/s measured there (bf16 + compile, 40 ms/step; "
@@ -100,3 +105,48 @@ def test_gpu_hours_come_from_a_measured_rate_when_the_results_folder_records_one
     other = CliRunner().invoke(app, ["validate", str(STUDIES / "seed_robustness.yaml"),
                                      "--results", str(tmp_path / "elsewhere")])
     assert "(an estimate" in " ".join(other.output.split())
+
+
+def test_a_rate_carries_only_to_trials_of_the_shape_it_measured(tmp_path: Path):
+    """model_size crosses four model sizes with four training lengths: a rate measured on
+    its first trial (2m on 1-10 digits) prices the trials of that shape only, and the
+    others are named and estimated; once every shape is measured, nothing is estimated."""
+    from orchestrator.studies.study_scale import (
+        MeasuredRate,
+        record_rate,
+        shape_id,
+        study_size_words,
+    )
+
+    study = load_study(STUDIES / "model_size.yaml")
+    shapes = list({shape_id(t): t for t in study.trials})
+    assert len(shapes) == 16 and len(study.trials) == 48
+    rate = MeasuredRate(flops_per_s=50e12, ms_per_step=10.0, precision="fp32", compile=False,
+                        measured_at="2026-11-27", torch_version="2.11.0+cu130")
+    record_rate(tmp_path, "NVIDIA H100", "model_size", shapes[0], rate)
+    words = " ".join(study_size_words(study, tmp_path).split())
+    assert "for its 3 trials of the shapes measured there, plus about" in words
+    assert "for its other 45 trials, whose shapes (2m on 1-20 digits, 2m on 1-30 digits" in words
+    assert "and 11 more) were not measured on it" in words
+    for shape in shapes[1:]:
+        record_rate(tmp_path, "NVIDIA H100", "model_size", shape, rate)
+    everything = " ".join(study_size_words(study, tmp_path).split())
+    assert "estimate" not in everything and "at the rates measured there for its 16 trial shapes (50-50 TFLOP/s" in everything
+
+
+def test_a_rates_file_written_before_shapes_reads_as_the_first_trials(tmp_path: Path):
+    import json
+
+    from orchestrator.studies.study_scale import (
+        FIRST_TRIAL_SHAPE,
+        RATES_FILE,
+        read_rates,
+        study_size_words,
+    )
+
+    rate = {"flops_per_s": 35e12, "ms_per_step": 145.0, "precision": "fp32", "compile": False,
+            "measured_at": "2026-11-27", "torch_version": "2.11.0+cu130"}
+    (tmp_path / RATES_FILE).write_text(json.dumps({"NVIDIA H100 80GB HBM3": {"seed_robustness": rate}}))
+    assert read_rates(tmp_path)["NVIDIA H100 80GB HBM3"]["seed_robustness"][FIRST_TRIAL_SHAPE].flops_per_s == 35e12
+    words = " ".join(study_size_words(load_study(STUDIES / "seed_robustness.yaml"), tmp_path).split())
+    assert "30.1 GPU-hours on an NVIDIA H100 80GB HBM3 at the 35 TFLOP/s measured there" in words

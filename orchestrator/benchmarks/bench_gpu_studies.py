@@ -1,12 +1,15 @@
-"""The paper-scale rows of `lg-study bench --only gpu`: what one trial of each GPU study
-costs. For the first trial of each study in `PAPER_SCALE_STUDIES`, its training step
+"""The paper-scale rows of `lg-study bench --only gpu`: what the trials of each GPU study
+cost. For the first trial of each study in `PAPER_SCALE_STUDIES`, its training step
 (lengthgen.training_step.TrainingStep, positions drawn beforehand) in fp32, tf32, bf16
 and bf16 + train.compile: ms per step, training tokens/s and the model FLOP/s of the
 study_scale formula, timed over `steps` steps after `warmup` (which also compiles),
-the median of `runs` runs with their spread. The rate of the mode the study file sets
-is recorded under the results folder (orchestrator.studies.study_scale.RATES_FILE), so
-that `lg-study validate` and the "cannot run here" message quote GPU-hours measured on
-that GPU model. Without CUDA every row says it was skipped, and why.
+the median of `runs` runs with their spread. Every other trial shape of the study (a
+model size, a training length: orchestrator.studies.study_scale.shape_id) is timed once
+more in the mode the study file sets, one run, since a rate measured at one size says
+nothing of another. The rate of the study's own mode is recorded for each shape under
+the results folder (orchestrator.studies.study_scale.RATES_FILE), so that `lg-study
+validate` and the "cannot run here" message quote GPU-hours measured on that GPU model.
+Without CUDA every row says it was skipped, and why.
 """
 
 from __future__ import annotations
@@ -29,7 +32,13 @@ from lengthgen.tokenizer import CharTokenizer
 from lengthgen.training_step import TrainingStep
 from orchestrator.benchmarks.measurement import Measurement
 from orchestrator.studies.study import load_study
-from orchestrator.studies.study_scale import MeasuredRate, rate_key, record_rate, trial_cost
+from orchestrator.studies.study_scale import (
+    MeasuredRate,
+    rate_key,
+    record_rate,
+    shape_id,
+    trial_cost,
+)
 
 STUDIES = Path(__file__).resolve().parents[2] / "studies"
 PAPER_SCALE_STUDIES = ("seed_robustness", "sota_coupling", "sota_abacus", "cascade_distribution", "model_size")
@@ -73,9 +82,9 @@ def time_steps(config: TrialConfig, device: torch.device, steps: int, warmup: in
 
 
 def study_rows(name: str, config: TrialConfig, device: torch.device, steps: int, warmup: int, runs: int,
-               results_root: Path | None, gpu: str, compile_backend: str = "inductor") -> list[Measurement]:
-    """The rows of one study's first trial, each mode against fp32 in the same run; the
-    rate of the study's own mode recorded under `results_root`."""
+               results_root: Path | None, gpu: str, compile_backend: str = "inductor") -> tuple[list[Measurement], float]:
+    """The rows of one study's first trial, each mode against fp32 in the same run, and its
+    seconds per step in the study's own mode, whose rate is recorded under `results_root`."""
     flops_per_step = trial_cost(config).flops / config.train.steps
     timed = {label: time_steps(mode_config(config, precision, compile_), device, steps, warmup, runs, compile_backend)
              for label, precision, compile_ in MODES}
@@ -89,10 +98,39 @@ def study_rows(name: str, config: TrialConfig, device: torch.device, steps: int,
             f"{median * 1e3:.1f} ms/step (runs {min(seconds) * 1e3:.1f}-{max(seconds) * 1e3:.1f}, {runs} x {steps} "
             f"steps after {warmup}), {tokens / median:,.0f} tokens/s, {flops_per_step / median / 1e12:.3g} TFLOP/s "
             f"of model FLOPs on {gpu}"))
-        if results_root is not None and (precision, compile_) == (config.train.precision, config.train.compile):
-            record_rate(results_root, gpu, rate_key(name, None), MeasuredRate(
-                flops_per_s=flops_per_step / median, ms_per_step=median * 1e3, precision=precision, compile=compile_,
-                measured_at=datetime.now(timezone.utc).strftime("%Y-%m-%d"), torch_version=str(torch.__version__)))
+        if (precision, compile_) == (config.train.precision, config.train.compile):
+            own = median
+            if results_root is not None:
+                record(results_root, gpu, name, config, median)
+    return rows, own
+
+
+def record(results_root: Path, gpu: str, name: str, config: TrialConfig, seconds_per_step: float) -> None:
+    """The rate of `config`'s shape, in the mode it sets, recorded for study `name`."""
+    flops_per_step = trial_cost(config).flops / config.train.steps
+    record_rate(results_root, gpu, rate_key(name, None), shape_id(config), MeasuredRate(
+        flops_per_s=flops_per_step / seconds_per_step, ms_per_step=seconds_per_step * 1e3,
+        precision=config.train.precision, compile=config.train.compile,
+        measured_at=datetime.now(timezone.utc).strftime("%Y-%m-%d"), torch_version=str(torch.__version__)))
+
+
+def other_shape_rows(name: str, trials: list[TrialConfig], reference: float, device: torch.device, steps: int,
+                     warmup: int, results_root: Path | None, gpu: str, compile_backend: str = "inductor") -> list[Measurement]:
+    """Each trial shape of the study after its first trial's, timed in the study's own mode
+    (one run), as a speed against the first trial's `reference` seconds per step in that
+    mode; its rate recorded."""
+    _, *others = list({shape_id(t): t for t in trials}.values())
+    rows = []
+    for config in others:
+        (seconds,), tokens = time_steps(config, device, steps, warmup, 1, compile_backend)
+        flops_per_step = trial_cost(config).flops / config.train.steps
+        low, high = config.task.train_digits
+        rows.append(Measurement(
+            f"GPU {name}: {config.model.size} on {low}-{high} digits vs its first trial", reference / seconds, "report",
+            f"{seconds * 1e3:.1f} ms/step ({steps} steps after {warmup}), {tokens / seconds:,.0f} tokens/s, "
+            f"{flops_per_step / seconds / 1e12:.3g} TFLOP/s of model FLOPs on {gpu}"))
+        if results_root is not None:
+            record(results_root, gpu, name, config, seconds)
     return rows
 
 
@@ -102,10 +140,10 @@ def row_names(studies: tuple[str, ...] = PAPER_SCALE_STUDIES) -> list[str]:
 
 def paper_scale(studies: tuple[str, ...] = PAPER_SCALE_STUDIES, steps: int = 50, warmup: int = 10, runs: int = 3,
                 device: str | None = None, results_root: Path | None = Path("results"),
-                trials: dict[str, TrialConfig] | None = None, compile_backend: str = "inductor") -> list[Measurement]:
+                trials: dict[str, list[TrialConfig]] | None = None, compile_backend: str = "inductor") -> list[Measurement]:
     """Every study's rows; only where CUDA is present, unless `device` (and `trials`, the
-    configs to time in place of each study's first trial, and `compile_backend`) are
-    given, as a test does on the CPU. The rates go to `results_root` (None: not recorded)."""
+    configs to time in place of each study's trials, and `compile_backend`) are given, as
+    a test does on the CPU. The rates go to `results_root` (None: not recorded)."""
     if device is None:
         if not torch.cuda.is_available():
             return [Measurement(name, None, "report", NO_CUDA) for name in row_names(studies)]
@@ -114,6 +152,9 @@ def paper_scale(studies: tuple[str, ...] = PAPER_SCALE_STUDIES, steps: int = 50,
     gpu = torch.cuda.get_device_name(target) if target.type == "cuda" else f"{target.type} device"
     rows = []
     for name in studies:
-        config = (trials or {}).get(name) or load_study(STUDIES / f"{name}.yaml").trials[0]
-        rows += study_rows(name, config, target, steps, warmup, runs, results_root, gpu, compile_backend)
+        study_trials = (trials or {}).get(name) or load_study(STUDIES / f"{name}.yaml").trials
+        first, reference = study_rows(name, study_trials[0], target, steps, warmup, runs, results_root, gpu,
+                                      compile_backend)
+        rows += first + other_shape_rows(name, study_trials, reference, target, steps, warmup, results_root, gpu,
+                                         compile_backend)
     return rows

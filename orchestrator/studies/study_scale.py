@@ -8,14 +8,18 @@ parameters less the token embedding, L layers, T the sequence length, d the widt
 a model looped R times (model.loops) counts its layers' parameters and L R times;
 Kaplan et al. 2020, "Scaling laws for neural language models", arXiv 2001.08361, and
 PaLM, arXiv 2204.02311, App. B), with T and the tokens per batch taken from the trial's
-own first training batches. GPU-hours are that count at a sustained rate: the rate
-`lg-study bench --only gpu` measured for the study's first trial on a GPU model, when
-the results folder records one (`RATES_FILE`, written by the bench), and otherwise
-QUOTED_RATE, which the message calls an estimate.
+own first training batches. GPU-hours are that count at a sustained rate: for each trial,
+the rate `lg-study bench --only gpu` measured on a GPU model for a trial of the same
+shape (`shape_id`: the model, task, format, data and batch; seeds aside), when the
+results folder records one (`RATES_FILE`, written by the bench); otherwise QUOTED_RATE,
+which the message calls an estimate. A rate is never carried to a trial of another
+shape: a study of several model sizes measured at one size says which sizes it did not
+measure.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass
@@ -37,8 +41,12 @@ from orchestrator.studies.study import Study, StudyError, load_study
 QUOTED_RATE = 100e12
 
 
-#: the rates the GPU bench measured, under the results folder: {GPU model: {study: MeasuredRate}}
+#: the rates the GPU bench measured, under the results folder:
+#: {GPU model: {study (rate_key): {trial shape (shape_id): MeasuredRate}}}
 RATES_FILE = "gpu_rates.json"
+#: the shape of a rate recorded before rates named their shape: the study's first trial's,
+#: the one trial the bench then timed
+FIRST_TRIAL_SHAPE = ""
 
 
 @dataclass(frozen=True)
@@ -56,24 +64,37 @@ class MeasuredRate:
     torch_version: str
 
 
-def read_rates(results_root: Path | None) -> dict[str, dict[str, MeasuredRate]]:
-    """{GPU model: {study: rate}} from the results folder; {} when none was measured."""
+Rates = dict[str, dict[str, dict[str, MeasuredRate]]]
+
+
+def read_rates(results_root: Path | None) -> Rates:
+    """{GPU model: {study: {trial shape: rate}}} from the results folder; {} when none was
+    measured. A file written before rates named their shape holds one rate per study,
+    read as its first trial's (FIRST_TRIAL_SHAPE)."""
     path = None if results_root is None else Path(results_root) / RATES_FILE
     if path is None or not path.exists():
         return {}
-    return {gpu: {study: MeasuredRate(**rate) for study, rate in studies.items()}
+
+    def shapes(recorded: dict) -> dict[str, MeasuredRate]:
+        if "flops_per_s" in recorded:
+            return {FIRST_TRIAL_SHAPE: MeasuredRate(**recorded)}
+        return {shape: MeasuredRate(**rate) for shape, rate in recorded.items()}
+
+    return {gpu: {study: shapes(recorded) for study, recorded in studies.items()}
             for gpu, studies in json.loads(path.read_text()).items()}
 
 
-def record_rate(results_root: Path, gpu: str, study: str, rate: MeasuredRate) -> Path:
-    """Record (or replace) a study's measured rate on a GPU model, written atomically."""
+def record_rate(results_root: Path, gpu: str, study: str, shape: str, rate: MeasuredRate) -> Path:
+    """Record (or replace) the rate of one trial shape of a study on a GPU model, written
+    atomically."""
     rates = read_rates(results_root)
-    rates.setdefault(gpu, {})[study] = rate
+    rates.setdefault(gpu, {}).setdefault(study, {})[shape] = rate
     path = Path(results_root) / RATES_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{RATES_FILE}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps({g: {s: asdict(r) for s, r in studies.items()} for g, studies in rates.items()},
-                                    indent=1, sort_keys=True))
+    temporary.write_text(json.dumps(
+        {g: {s: {shape: asdict(r) for shape, r in shapes.items()} for s, shapes in studies.items()}
+         for g, studies in rates.items()}, indent=1, sort_keys=True))
     os.replace(temporary, path)
     return path
 
@@ -106,23 +127,30 @@ def trial_cost(config: TrialConfig, batches: int = 3) -> TrialCost:
     return TrialCost(count_parameters(model), tokens, batches_trained * tokens * per_token)
 
 
-def study_cost_words(trials: list[TrialConfig], rates: dict[str, MeasuredRate] | None = None) -> str:
+def study_cost_words(trials: list[TrialConfig], rates: dict[str, dict[str, MeasuredRate]] | None = None) -> str:
     """'15 trials of 50,000 steps, 25.3 M parameters: 2.1e+17 training FLOPs, about 0.6
     GPU-hours at a sustained 100 TFLOP/s (an estimate; ...)'; with `rates` ({GPU model:
-    the rate measured there}), the GPU-hours at each measured rate instead."""
+    {trial shape: the rate measured there}}), the GPU-hours at the measured rates instead,
+    each trial at its own shape's, and the trials of shapes not measured there said so."""
     costs = {}
     for trial in trials:  # trials of one group differ by seeds only: one cost each
-        costs.setdefault(_cost_key(trial), trial_cost(trial))
-    flops = sum(costs[_cost_key(t)].flops for t in trials)
+        costs.setdefault(shape_id(trial), trial_cost(trial))
+    flops = sum(costs[shape_id(t)].flops for t in trials)
     steps = sorted({t.train.steps for t in trials})
     parameters = sorted({c.parameters for c in costs.values()})
     steps_text = f"{steps[0]:,}" if len(steps) == 1 else f"{steps[0]:,}-{steps[-1]:,}"
     size = f"{len(trials)} trials of {steps_text} steps, {_millions(parameters)} parameters: {flops:.1e} training FLOPs"
+    shapes_of = {shape_id(t) for t in trials}
+    rates = {gpu: shapes for gpu, shapes in (rates or {}).items() if shapes_of & set(shapes)}
     if rates:
-        return size + "; " + "; ".join(_measured_hours(flops, gpu, rate) for gpu, rate in sorted(rates.items()))
-    hours = flops / QUOTED_RATE / 3600
-    return (f"{size}, about {hours:,.1f} GPU-hours "
-            f"at a sustained {QUOTED_RATE / 1e12:.0f} TFLOP/s (an estimate: no GPU run of it is measured here)")
+        return size + "; " + "; ".join(_measured_hours(trials, costs, gpu, shapes) for gpu, shapes in sorted(rates.items()))
+    return f"{size}, about {_estimated_hours(flops)}: no GPU run of it is measured here)"
+
+
+def shape_id(trial: TrialConfig) -> str:
+    """What a measured rate carries over to: trials of the same model, task, format, data
+    and batch, whatever their seeds (a short hash of them)."""
+    return hashlib.sha256(repr(_cost_key(trial)).encode()).hexdigest()[:12]
 
 
 def _cost_key(trial: TrialConfig) -> tuple:
@@ -130,11 +158,39 @@ def _cost_key(trial: TrialConfig) -> tuple:
     return trial.model, trial.task, trial.format, trial.data, train.steps, train.batch_size, train.batch_ramp
 
 
-def _measured_hours(flops: float, gpu: str, rate: MeasuredRate) -> str:
-    mode = rate.precision + (" + compile" if rate.compile else "")
-    return (f"{flops / rate.flops_per_s / 3600:,.1f} GPU-hours on an {gpu} at the {rate.flops_per_s / 1e12:.0f} "
-            f"TFLOP/s measured there ({mode}, {rate.ms_per_step:.0f} ms/step; lg-study bench --only gpu, "
-            f"{rate.measured_at}, torch {rate.torch_version})")
+def _estimated_hours(flops: float) -> str:
+    return f"{flops / QUOTED_RATE / 3600:,.1f} GPU-hours at a sustained {QUOTED_RATE / 1e12:.0f} TFLOP/s (an estimate"
+
+
+def _measured_hours(trials: list[TrialConfig], costs: dict[str, TrialCost], gpu: str,
+                    shapes: dict[str, MeasuredRate]) -> str:
+    measured = [t for t in trials if shape_id(t) in shapes]
+    others = [t for t in trials if shape_id(t) not in shapes]
+    hours = sum(costs[shape_id(t)].flops / shapes[shape_id(t)].flops_per_s for t in measured) / 3600
+    used = [shapes[s] for s in dict.fromkeys(shape_id(t) for t in measured)]
+    modes = ", ".join(sorted({r.precision + (" + compile" if r.compile else "") for r in used}))
+    latest = max(used, key=lambda r: r.measured_at)
+    source = f"lg-study bench --only gpu, {latest.measured_at}, torch {latest.torch_version}"
+    if len(used) == 1:
+        at = (f"at the {used[0].flops_per_s / 1e12:.0f} TFLOP/s measured there "
+              f"({modes}, {used[0].ms_per_step:.0f} ms/step; {source})")
+    else:
+        low, high = (f(r.flops_per_s for r in used) / 1e12 for f in (min, max))
+        at = f"at the rates measured there for its {len(used)} trial shapes ({low:.0f}-{high:.0f} TFLOP/s, {modes}; {source})"
+    words = f"{hours:,.1f} GPU-hours on an {gpu} {at}"
+    if not others:
+        return words
+    unmeasured = list(dict.fromkeys(_shape_words(t) for t in others))
+    named = ", ".join(unmeasured[:4]) + (f" and {len(unmeasured) - 4} more" if len(unmeasured) > 4 else "")
+    flops = sum(costs[shape_id(t)].flops for t in others)
+    return (f"{words} for its {len(measured)} trials of the shapes measured there, plus about "
+            f"{_estimated_hours(flops)}) for its other {len(others)} trials, whose shapes ({named}) were not "
+            f"measured on it")
+
+
+def _shape_words(trial: TrialConfig) -> str:
+    low, high = trial.task.train_digits
+    return f"{trial.model.size} on {low}-{high} digits"
 
 
 def _millions(counts: list[int]) -> str:
@@ -151,11 +207,12 @@ def _trials(study: Study) -> list[TrialConfig]:
     return study.trials or [study.config_with({})] * study.trial_count
 
 
-def study_rates(study: Study, results_root: Path | None) -> dict[str, MeasuredRate]:
-    """{GPU model: the rate measured there} for `study` as loaded (its name, and its
-    profile if any: `rate_key`), from the results folder."""
-    key = rate_key(study.name, study.profile)
-    return {gpu: studies[key] for gpu, studies in read_rates(results_root).items() if key in studies}
+def study_rates(study: Study, results_root: Path | None) -> dict[str, dict[str, MeasuredRate]]:
+    """{GPU model: {trial shape: the rate measured there}} for `study` as loaded (its
+    name, and its profile if any: `rate_key`), from the results folder."""
+    key, first = rate_key(study.name, study.profile), shape_id(_trials(study)[0])
+    return {gpu: {shape or first: rate for shape, rate in studies[key].items()}
+            for gpu, studies in read_rates(results_root).items() if key in studies}
 
 
 def rate_key(study: str, profile: str | None) -> str:
