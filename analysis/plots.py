@@ -57,7 +57,7 @@ SEED_STYLES = ("-", "--", ":", "-.")
 
 def accuracy_by_group(trial_rows: list[dict], summary_rows: list[dict], path: Path) -> Path | None:
     """Final accuracy vs test length: every trial thin, the group mean (with its
-    bootstrap interval over trials) and the best-of-N trial on top; training range
+    interval over seeds, variance.sql's mean_low/high) and the best-of-N trial on top; training range
     shaded."""
     groups = figures.by_group(trial_rows)
     if not groups:

@@ -143,7 +143,10 @@ def trial(
     trial_id: Annotated[str | None, typer.Option(
         "--trial", "-t", help="Which trial of the study file: its trial id, or its index from "
         "`lg-study validate --trials` (0-based); not needed for a study of one trial.")] = None,
-    profile: ProfileOption = None,
+    # not ProfileOption: `trial` writes no results, so it has no profile folder to name
+    profile: Annotated[str | None, typer.Option(
+        "--profile", "-p", help="Named override set from the study file, applied to the trial's "
+        "config (it picks and trains the profile's trial; nothing is written).")] = None,
     device: Annotated[str | None, typer.Option("--device", help="cpu or cuda (default: cuda if available).")] = None,
 ):
     """Train and evaluate one trial in this process, without Ray or MLflow (for debugging);

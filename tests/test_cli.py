@@ -138,3 +138,13 @@ def test_the_how_to_example_study_loads_and_is_not_a_real_study(tmp_path: Path) 
     built_on = load_study(path, "smoke_seeds").trials
     assert {t.train.steps for t in built_on} == {20} and {t.seeds.weight for t in built_on} == {0, 1, 2}
     assert study.name not in {p.stem for p in (ROOT / "studies").glob("*.yaml")}
+
+
+def test_trial_help_names_no_profile_folder_it_never_writes() -> None:
+    """`trial` trains in-process and writes nothing, so its --profile help speaks of the
+    trial's config, not of RESULTS/_profiles/... as the commands that write results do."""
+    outcome = runner.invoke(app, ["trial", "--help"], env={"COLUMNS": "200"})
+    assert outcome.exit_code == 0
+    text = " ".join(outcome.output.split())
+    assert "_profiles" not in text and "nothing is written" in text
+    assert "_profiles" in " ".join(runner.invoke(app, ["run", "--help"], env={"COLUMNS": "200"}).output.split())
