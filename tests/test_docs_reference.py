@@ -42,6 +42,7 @@ def test_every_field_of_every_block_is_listed_with_a_meaning():
     """Each field of the study file's blocks, down to TrialConfig's sections, has a line,
     and each says what the field means (a `#:` comment in its model)."""
     from docs_reference.study_file import blocks
+
     from orchestrator.studies.study import StudyFile
 
     page = (REPO / "docs/reference/study-file.md").read_text()

@@ -32,14 +32,15 @@ ATTEMPT_COLUMNS = ("node", "pid", "resumed_from_step", "diverged_at", "last_fini
                    "seeds_per_trial", "seed_slot", "reused_from")
 
 
-def one_trial_store(root: Path) -> None:
-    """A study of one finished trial with no rows yet: every table's file, its schema."""
-    row = trials_row(STUDY, TrialConfig(), "done", "cpu", STARTED, STARTED, n_params=1)
+def one_trial_store(root: Path, study: str = STUDY) -> None:
+    """A study of one finished trial with no rows yet: every table's file, its schema
+    (tests/test_doc_examples.py binds the docs' SQL over it too)."""
+    row = trials_row(study, TrialConfig(), "done", "cpu", STARTED, STARTED, n_params=1)
     shared = {name: value for name, value in row.items() if name in SHARED_TRIALS_COLUMNS}
     trial_id = row["trial_id"]
-    write_trial_table(root, STUDY, "trials", trial_id, [shared])
+    write_trial_table(root, study, "trials", trial_id, [shared])
     for table in TABLES[1:]:
-        write_trial_table(root, STUDY, table, trial_id, [])
+        write_trial_table(root, study, table, trial_id, [])
 
 
 def defined_in(name: str) -> str:
