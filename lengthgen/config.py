@@ -77,6 +77,7 @@ def refuse_unread_options(section: str, values: object, axis: str, registry: Map
 @dataclass(frozen=True)
 class TaskConfig:
     __pydantic_config__ = _STRICT
+    #: the arithmetic task (lengthgen.tasks: one file per task, with an example question)
     name: TaskName = "addition"
     #: inclusive range of operand lengths seen in training (the multiplicand's for
     #: multiplication; with uniform_operands, [1, L_int] sets the pool, 000 §3.3)
@@ -147,6 +148,8 @@ class DataConfig:
 @dataclass(frozen=True)
 class ModelConfig:
     __pydantic_config__ = _STRICT
+    #: architecture (lengthgen.model): a decoder-only transformer, an encoder-decoder, or
+    #: an encoder with one output per position (with format.fixed_length)
     arch: ArchitectureName = "decoder"
     #: size preset (lengthgen.model.sizes)
     size: SizeName = "tiny"
@@ -158,6 +161,7 @@ class ModelConfig:
     #: of every trial (learned tables and Abacus tables are this long; randomized positions
     #: are drawn from [0, max_positions); coupled start IDs stay below it)
     max_positions: int = 512
+    #: dropout probability at training, on the attention weights and the feed-forward's output
     dropout: float = 0.0
     #: how attention is computed (lengthgen.model.attention_kernels): sdpa, the reference
     #: (the bias as a tensor), or flex (FlexAttention, the bias inside the kernel; GPU
@@ -172,6 +176,7 @@ class ModelConfig:
     #: post (on the residual sum, post-LN, as McLeish et al. 2024) or pre_post_sum (before
     #: each sublayer and on the residual sum, as Cho et al. 2024's code) (lengthgen.model.layers)
     norm: NormName = "layernorm"
+    #: where the norms sit (model.norm above)
     norm_placement: NormPlacementName = "pre"
     #: the epsilon of every norm; null: each norm's own (layernorm 1e-5, rmsnorm float32's
     #: machine epsilon). McLeish et al. 2024's code: 1e-12
@@ -209,6 +214,7 @@ class ModelConfig:
     cyclic_period: int = 3
     #: T5 bias: number of buckets K + 1 (even) and the distance L_1 of 001 eq. (D.2)
     t5_buckets: int = 32
+    #: T5 bias: L_1 of 001 eq. (D.2), the distance up to which the buckets are logarithmic
     t5_max_distance: int = 128
     #: Shaw relative keys (and UPE's): distances are clipped to [-shaw_clip, shaw_clip] (003 eq. 2.1)
     shaw_clip: int = 16
@@ -224,6 +230,7 @@ class ModelConfig:
     window_centre: WindowCentreName = "previous"
     #: abc: kappa of the dropoff threshold mu + kappa sigma, cross and self attention (002 §5)
     abc_kappa_cross: float = 4.5
+    #: abc: kappa of the self attention's dropoff threshold (002 §5)
     abc_kappa_self: float = 0.87
     #: abc: training questions whose attention logits are averaged (|S_gen|, 000 §5)
     abc_samples: int = 256
@@ -316,12 +323,19 @@ class SeedConfig:
 @dataclass(frozen=True)
 class TrialConfig:
     __pydantic_config__ = _STRICT
+    #: the task and the operand lengths it trains on
     task: TaskConfig = field(default_factory=TaskConfig)
+    #: how a question and its answer are written as tokens (lengthgen.formats)
     format: FormatConfig = field(default_factory=FormatConfig)
+    #: the training distribution of questions
     data: DataConfig = field(default_factory=DataConfig)
+    #: the architecture, its size, positions and positional encoding
     model: ModelConfig = field(default_factory=ModelConfig)
+    #: the optimiser, its schedule, precision and compilation (lengthgen.train_config)
     train: TrainConfig = field(default_factory=TrainConfig)
+    #: the test lengths and questions, and what is evaluated beyond them (lengthgen.eval_config)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    #: the trial's seeds, each deciding one thing only
     seeds: SeedConfig = field(default_factory=SeedConfig)
 
     def __post_init__(self) -> None:

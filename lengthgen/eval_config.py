@@ -36,13 +36,15 @@ class EvalConfig:
     #: lowest loss on the long-length validation set (Cho et al. 2024), beside the final
     select: SelectionName = "final"
     #: best_long_loss: the lengths of the held-out validation questions, all longer than
-    #: training (lengthgen.validation), and the questions per length
+    #: training (lengthgen.validation)
     validation_digits: tuple[int, ...] = ()
+    #: best_long_loss: questions per validation length
     validation_samples: int = 1000
     #: lengths of the first and of the second operand, crossed: at the final evaluation
     #: every cell (i, j) gets grid_samples questions of exactly i and j digits (McLeish
     #: et al. 2024's 100 x 100 grid); empty: none
     grid: tuple[tuple[int, ...], tuple[int, ...]] | tuple[()] = ()
+    #: eval.grid: questions per cell
     grid_samples: int = 100
 
     def __post_init__(self) -> None:

@@ -19,16 +19,20 @@ _STRICT = STRICT
 @dataclass(frozen=True)
 class TrainConfig:
     __pydantic_config__ = _STRICT
+    #: optimiser steps the trial trains
     steps: int = 2000
     #: rows of a batch (with batch_ramp: of a micro-batch)
     batch_size: int = 64
     #: peak learning rate, reached after `warmup` steps, then cosine decay to
     #: `min_lr_ratio` x lr
     lr: float = 1e-3
+    #: steps of linear warm-up from 0 to lr
     warmup: int = 100
     #: the cosine's floor as a share of lr: 0 decays to 0 (001 E.2), 0.1 to a tenth (001
     #: Table E.1; Cho et al. 2024's recipe)
     min_lr_ratio: float = 0.0
+    #: AdamW's decoupled weight decay, of the parameters with two or more dimensions only
+    #: (not biases or norm gains: lengthgen.training_step)
     weight_decay: float = 0.1
     #: AdamW's epsilon (torch's default 1e-8; McLeish et al. 2024's code: 1e-12)
     adam_eps: float = 1e-8

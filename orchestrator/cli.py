@@ -1,9 +1,8 @@
 """The `lg-study` command line: parses options and calls library functions, nothing more.
 
-Exit codes: 0 success, 1 a study that ran but had failed trials, 2 bad input (nothing
-run), 74 a run stopped because its results could not be written (a full disk, a read-only
-or vanished results folder: orchestrator.store.storage_faults; nothing lost, run again once
-it is fixed), 130 a run stopped by Ctrl-C or SIGTERM.
+Exit codes: orchestrator.exit_codes (0 success, 1 failed trials, 2 bad input, 74 results
+that could not be written, 130 stopped by Ctrl-C or SIGTERM), listed in
+docs/reference/cli.md.
 """
 
 from __future__ import annotations

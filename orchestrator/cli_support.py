@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 
 from orchestrator.console.run_table import LISTED_AT_MOST
+from orchestrator.exit_codes import ExitCode
 
 # wide tables stay readable when stdout is a file or a pipe (rich would assume 80 columns)
 out = Console(width=None if sys.stdout.isatty() else 160)
@@ -68,7 +69,7 @@ Benchmark = Enum("Benchmark", {name: name for name in (
 
 def bad_input(message: str) -> typer.Exit:
     err.print(f"[red]error:[/red] {message}", highlight=False)
-    return typer.Exit(2)
+    return typer.Exit(ExitCode.BAD_INPUT)
 
 
 @contextlib.contextmanager

@@ -21,6 +21,7 @@ from orchestrator.cli_support import (
     say_if_moved,
     sync_command,
 )
+from orchestrator.exit_codes import ExitCode
 from orchestrator.running.run_context import RunContext
 
 
@@ -44,7 +45,7 @@ def run_study_file(study_file: Path, profile: str | None, address: str | None, r
         f"in {uri}, then trains all {study.trial_count} trials again. Go on?", err=True,
     ):
         err.print("not restarted; nothing was changed")
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.FAILED)
     err.print(f"study [bold]{study.name}[/bold]: {study.trial_count} trials -> {root / study.name}, "
               f"MLflow {uri} (experiment {study.experiment})", highlight=False)
     say_if_moved(uri)
@@ -64,7 +65,7 @@ def run_study_file(study_file: Path, profile: str | None, address: str | None, r
         try:
             run_and_report(study, study_file, context, log, show_all, again)
         except typer.Exit as stop:
-            if stop.exit_code == 2:  # refused before anything ran
+            if stop.exit_code == ExitCode.BAD_INPUT:  # refused before anything ran
                 quiet.discard = True
             raise
 
@@ -99,7 +100,7 @@ def run_and_report(study, study_file: Path, context: RunContext, log: Path | Non
     except KeyboardInterrupt:
         err.print("[yellow]interrupted[/yellow]: run the same command again to resume "
                   "(unfinished trials continue from their last checkpoint)")
-        raise typer.Exit(130) from None
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
     except Exception as error:  # noqa: BLE001 (re-raised unless a storage fault: a full disk)
         raise storage_fault_exit(error, context, study.name, again) from None
     for line in run_summary(summary):
@@ -120,14 +121,14 @@ def run_and_report(study, study_file: Path, context: RunContext, log: Path | Non
         err.print(mlflow_lag_line(summary.mlflow_lag, root / study.name, context.sync), highlight=False)
     if summary.interrupted:
         err.print(interrupted_line(summary))
-        raise typer.Exit(130)
+        raise typer.Exit(ExitCode.INTERRUPTED)
     if summary.failed:
         err.print("[red]failed trials:[/red]")
         for line in summary.failed:
             err.print(f"  {line}", highlight=False)
         if log is not None:
             err.print(f"Ray's and Tune's messages of this run: {log}", highlight=False)
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.FAILED)
 
 
 # --- a run stopped by its storage (a full disk) ---------------------------------------------
@@ -138,7 +139,7 @@ def storage_fault_exit(error: Exception, context, study: str, again: str) -> typ
     what failed and where, what was kept, the command that continues; else ``error``
     is raised again."""
     from orchestrator.mlflow_tracking.mlflow_store import sqlite_database
-    from orchestrator.store.storage_faults import EXIT_CODE, fault_of, words
+    from orchestrator.store.storage_faults import fault_of, words
 
     fault = fault_of(error, context.results_root, sqlite_database(context.tracking_uri))
     if fault is None:
@@ -147,7 +148,7 @@ def storage_fault_exit(error: Exception, context, study: str, again: str) -> typ
     err.print(f"[red]stopped:[/red] {first}", highlight=False)
     for line in rest:
         err.print(f"  {line}", highlight=False)
-    return typer.Exit(EXIT_CODE)
+    return typer.Exit(ExitCode.STORAGE)
 
 
 def _kept(root: Path, study: str, kind: str) -> str:
@@ -224,7 +225,6 @@ def sync_study_file(study_file: Path, profile: str | None, results: Path, tracki
     next `run` would before training; exit 1 when MLflow does not answer."""
     from orchestrator.console.render import mlflow_lag_line
     from orchestrator.mlflow_tracking.syncer import sync_runs
-    from orchestrator.store.storage_faults import EXIT_CODE
     from orchestrator.store.study_locks import StudyBusy, study_lock
     from results_contract.experiments import default_store_uri
 
@@ -241,11 +241,11 @@ def sync_study_file(study_file: Path, profile: str | None, results: Path, tracki
         raise bad_input(str(error)) from None
     if fault is not None:
         err.print(f"[red]stopped:[/red] {fault}", highlight=False)
-        raise typer.Exit(EXIT_CODE)
+        raise typer.Exit(ExitCode.STORAGE)
     if lag.behind:
         err.print(mlflow_lag_line(lag, root / study.name, sync_command(study_file, profile, results, tracking_uri)),
                   highlight=False)
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.FAILED)
     out.print(f"MLflow at {uri}, experiment {study.experiment}: {len(synced)} trials' runs brought up to date "
               "with their rows; every other run was already", highlight=False)
 

@@ -19,8 +19,10 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-#: `lg-study run`'s exit code when the results could not be written (sysexits' EX_IOERR)
-EXIT_CODE = 74
+from orchestrator.exit_codes import ExitCode
+
+#: `lg-study run`'s exit code when the results could not be written (orchestrator.exit_codes)
+EXIT_CODE = ExitCode.STORAGE
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,9 @@ class SearchParam(BaseModel):
     """One searched config field: a range (low, high, optionally log or step) or choices."""
 
     model_config = ConfigDict(extra="forbid")
+    #: the range's lower end (integers for an integer field)
     low: int | float | None = None
+    #: the range's upper end, included
     high: int | float | None = None
     #: sample evenly on a log scale (learning rates); needs low > 0
     log: bool = False

@@ -84,6 +84,7 @@ class StudyFile(BaseModel):
     name: str = Field(max_length=100)
     #: the paper figure or table the study reproduces
     source: str = ""
+    #: what the study runs and what it found, in words
     description: str = ""
     #: one complete trial config (lengthgen.config.TrialConfig as nested mappings)
     base: dict[str, Any]
@@ -95,10 +96,15 @@ class StudyFile(BaseModel):
     exclude: list[dict[str, Any]] = []
     #: an Optuna search instead of axes (SearchSpec); null for a grid study
     search: SearchSpec | None = None
+    #: what a trial asks of the machine or the Ray cluster, and how trials are batched
     resources: Resources = Resources()
     #: seeds added as the study runs: `until` a precision target holds (SeedsSpec)
     seeds: SeedsSpec = SeedsSpec()
-    #: profile name -> {dotted config path: value}, applied to base with --profile
+    #: profile name -> overrides applied with --profile NAME (its trials kept apart): a
+    #: dotted config path -> value (applied to base), `axes.PATH` -> values (replaces an
+    #: axis), `resources.FIELD`, `exclude`, `search.FIELD` (or `search.params.PATH`) and
+    #: `seeds.until` (or `seeds.until.FIELD`); a profile may build on another with a YAML
+    #: anchor and merge key (`<<: *other`)
     profiles: dict[str, dict[str, Any]] = {}
     #: profile name (or `default`, the study without one) -> the wall time its author
     #: measured, with the machine and load, e.g. "15 trials in 44 min 15 s on a 2-core
