@@ -55,6 +55,18 @@ def test_every_field_of_every_block_is_listed_with_a_meaning():
     assert without_meaning == [], "fields without a #: comment in their model: " + ", ".join(without_meaning)
 
 
+def test_every_section_of_a_trial_config_has_its_block():
+    """`base` holds one TrialConfig: each of its sections gets a block of its own, from the
+    config classes themselves (not from the study file's model, where `base` is a mapping)."""
+    import dataclasses
+
+    from lengthgen.config import TrialConfig
+
+    page = (REPO / "docs/reference/study-file.md").read_text()
+    for section in dataclasses.fields(TrialConfig):
+        assert f"## `base.{section.name}`" in page, section.name
+
+
 def test_every_command_and_exit_code_is_listed():
     import typer.main
 

@@ -77,12 +77,15 @@ def blocks(cls: type, path: str) -> Iterator[Block]:
     yield Block(path, cls, tuple(fields))
     for field in fields:
         child = f"{path}.{field.name}" if path else field.name
+        if child in UNTYPED_BLOCKS:
+            yield from blocks(UNTYPED_BLOCKS[child], child)
+            continue
         if typing.get_origin(field.annotation) is dict:
             entry = section_of(typing.get_args(field.annotation)[1])
             if entry is not None:
                 yield from blocks(entry, f"{child}.<config path>")
             continue
-        section = UNTYPED_BLOCKS.get(child) or section_of(field.annotation)
+        section = section_of(field.annotation)
         if section is not None:
             yield from blocks(section, child)
 
