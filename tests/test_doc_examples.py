@@ -2,8 +2,8 @@
 
 The convention (docs/reference/README.md says it to writers):
 
-- Collected: fenced blocks tagged ```bash, ```sh, ```shell, ```console and ```sql in
-  README.md and docs/**/*.md; blocks of other languages are not examples.
+- Collected: fenced blocks tagged ```bash, ```sh, ```shell, ```console, ```sql and
+  ```python in README.md and docs/**/*.md; blocks of other languages are not examples.
 - `<!-- example: skip (reason) -->` on the line before a block (blank lines between
   allowed): the block is neither checked nor run. `<!-- example: no-run (reason) -->`:
   its `lg-study` lines are checked, the block is not run (a GPU, a Ray cluster, a server
@@ -19,7 +19,8 @@ The convention (docs/reference/README.md says it to writers):
   sandbox: a copy of studies/ whose study files train 2 steps and test 8 questions a
   length (the same designs), with analysis/ beside it, and results/ holding a real
   `lg-study run studies/quickstart.yaml` of that tiny quickstart; then every ```sql
-  block again, over those results.
+  block again, over those results, and every ```python block as a script with lg-study's
+  interpreter (the default tier compiles it).
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def examples_in(path: Path) -> list[Example]:
         indent, language = opening.groups()
         end = next(i for i in range(index + 1, len(lines)) if lines[i].strip() == "```")
         body = "\n".join(line.removeprefix(indent) for line in lines[index + 1:end])
-        if language in (*SHELL, "sql"):
+        if language in (*SHELL, "sql", "python"):
             mark, reason = _mark_before(lines, index)
             found.append(Example(path, index + 1, language, body, mark, reason))
         index = end + 1
@@ -110,6 +111,7 @@ EXAMPLES = [example for path in doc_files() for example in examples_in(path)]
 SHELL_EXAMPLES = [e for e in EXAMPLES if e.language in SHELL and e.mark != "skip"]
 SQL_EXAMPLES = [e for e in EXAMPLES if e.language == "sql" and e.mark != "skip"]
 RUN_EXAMPLES = [e for e in SHELL_EXAMPLES if e.mark is None]
+PYTHON_EXAMPLES = [e for e in EXAMPLES if e.language == "python" and e.mark != "skip"]
 
 
 def lg_study_words(command: str) -> list[str] | None:
@@ -280,6 +282,20 @@ def test_every_shell_block_runs(example: Example, tiny_sandbox: tuple[Path, dict
                               text=True, timeout=COMMAND_TIMEOUT)
         assert done.returncode == 0, (f"{example.id}: {command!r} exited {done.returncode}\n"
                                       f"{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+
+
+@pytest.mark.parametrize("example", PYTHON_EXAMPLES, ids=lambda e: e.id)
+def test_every_python_block_compiles(example: Example):
+    compile(example.text, example.id, "exec")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("example", [e for e in PYTHON_EXAMPLES if e.mark is None], ids=lambda e: e.id)
+def test_every_python_block_runs(example: Example, tiny_sandbox: tuple[Path, dict[str, str]]):
+    folder, env = tiny_sandbox
+    done = subprocess.run([sys.executable, "-c", example.text], check=False, cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
+    assert done.returncode == 0, f"{example.id} exited {done.returncode}\n{done.stderr[-3000:]}"
 
 
 @pytest.mark.slow
