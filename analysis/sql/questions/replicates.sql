@@ -1,4 +1,4 @@
--- reads: checked_level, finished_eval, length_list, mls_high, mls_low, replicate_coverage
+-- reads: accuracy_variance_high, checked_level, finished_eval, length_list, mls_high, mls_low, replicate_coverage, tied_noise_high, tied_trials_high
 -- Seed luck or numerical chaos? For every configuration group whose trials cross
 -- weight seeds, data seeds and perturbation replicates (seeds.perturb: the same seeds
 -- with one initial weight moved by one ulp, Summers & Dinneen 2021, arXiv 2103.04514):
@@ -6,7 +6,9 @@
 -- their interaction, and numerical noise (what one ulp at initialisation does). One
 -- row per (group, component, at_digits): at_digits 0 is a trial's mean accuracy over
 -- the measured lengths (the out-of-distribution ones, or `digits`), other values that
--- length alone. A group that cannot be split gets one row with `skipped_reason`.
+-- length alone. A group that cannot be split gets one row with `skipped_reason`; a
+-- trial without an accuracy at one of the group's lengths has no mean over them, and
+-- the reason names it and the lengths it lacks.
 --
 -- The split needs a balanced design: a weight seeds x b data seeds x r perturb seeds,
 -- each at least 2, every trial measured. With y the accuracy, m_wd the mean of cell
@@ -28,7 +30,8 @@
 -- `share` is sigma2 over the sum of the four.
 --
 -- Intervals (`low`, `high`, at `level`): the modified large-sample interval of each
--- (S1 − S2)/c (macros mls_low, mls_high in macros.sql; exact chi-square for the noise),
+-- (S1 − S2)/c (macros mls_low, mls_high in macros.sql; exact chi-square for the noise;
+-- where replicates or trials tie, the bounds of ties; upper bounds at most 0.25),
 -- coverage measured by simulation (tests/test_replicates.py, docs/analysis.md) and
 -- printed in `coverage`: at the nearest design, and for groups whose mean is above 0.8
 -- or below 0.2 the coverage measured near accuracy 1 (the noise's falls to 0.67-0.81).
@@ -46,6 +49,8 @@ measured as (
     select
         finished_eval.group_id,
         finished_eval.group_label,
+        finished_eval.study,
+        finished_eval.trial_id,
         finished_eval.weight_seed,
         finished_eval.data_seed,
         finished_eval.perturb_seed,
@@ -57,6 +62,32 @@ measured as (
         when params.digits is null then not finished_eval.in_distribution
         else list_contains(params.digits, finished_eval.digits)
     end
+),
+
+-- the lengths a group measured, and each trial that lacks an accuracy at one of them:
+-- its mean over lengths would be a mean over fewer, so it has none (named in the reason)
+group_lengths as (
+    select
+        group_id,
+        list(distinct digits order by digits) as lengths
+    from measured
+    group by group_id
+),
+
+short_trials as (
+    select
+        measured.group_id,
+        measured.study,
+        measured.trial_id,
+        list_filter(
+            any_value(group_lengths.lengths),
+            lambda n: not list_contains(
+                coalesce(list(measured.digits) filter (where measured.accuracy is not null), []), n)
+        ) as missing
+    from measured
+    inner join group_lengths using (group_id)
+    group by measured.group_id, measured.study, measured.trial_id
+    having len(missing) > 0
 ),
 
 -- y per seed triple at each length and over all (at_digits 0); a triple run in two
@@ -74,15 +105,16 @@ trial_values as (
     group by group_id, weight_seed, data_seed, perturb_seed, digits
     union all
     select
-        group_id,
-        weight_seed,
-        data_seed,
-        perturb_seed,
+        measured.group_id,
+        measured.weight_seed,
+        measured.data_seed,
+        measured.perturb_seed,
         0 as at_digits,
-        list_avg(list(accuracy order by digits, accuracy)) as y,
-        bool_and(accuracy is not null) as has_value
+        list_avg(list(measured.accuracy order by measured.digits, measured.accuracy)) as y,
+        bool_and(short_trials.trial_id is null) as has_value
     from measured
-    group by group_id, weight_seed, data_seed, perturb_seed
+    left join short_trials using (group_id, study, trial_id)
+    group by measured.group_id, measured.weight_seed, measured.data_seed, measured.perturb_seed
 ),
 
 design as (
@@ -185,6 +217,8 @@ differences as (
     from mean_squares
 ),
 
+-- the upper bound: where trials tie no mean square has a spread to bound them by, and
+-- the bounds of ties (macros.sql) take over; any is capped at 0.25
 intervals as (
     select
         differences.*,
@@ -192,9 +226,16 @@ intervals as (
         (differences.s1 - differences.s2) / differences.c as estimate,
         mls_low(differences.s1, differences.n1, differences.s2, differences.n2, differences.c, params.level)
             as low,
-        mls_high(differences.s1, differences.n1, differences.s2, differences.n2, differences.c, params.level)
-            as high
+        accuracy_variance_high(case
+            when mean_squares.ms_weight + mean_squares.ms_data + mean_squares.ms_interaction
+                + mean_squares.ms_noise = 0 then tied_trials_high(least(differences.a, differences.b), params.level)
+            when differences.component = 'numerical noise' and differences.s1 = 0
+                then tied_noise_high(least(differences.a, differences.b), params.level)
+            else mls_high(differences.s1, differences.n1, differences.s2, differences.n2, differences.c,
+                params.level)
+        end) as high
     from differences
+    inner join mean_squares using (group_id, at_digits)
     cross join params
 ),
 
@@ -247,6 +288,18 @@ split as (
     inner join labels using (group_id)
 ),
 
+-- the trials a group's mean over lengths leaves out, and the lengths each lacks
+left_out as (
+    select
+        group_id,
+        string_agg(
+            trial_id || ' (no accuracy at ' || array_to_string(missing, ', ') || ' digits)',
+            ', ' order by trial_id, study
+        ) as trials
+    from short_trials
+    group by group_id
+),
+
 skipped as (
     select
         design.group_id,
@@ -262,9 +315,10 @@ skipped as (
             when design.a < 2 or design.b < 2 then 'needs at least 2 weight seeds and 2 data seeds'
             else 'needs every weight x data x perturb seed measured: ' || design.n_measured
                 || ' of ' || design.a * design.b * design.r || ' are'
-        end as skipped_reason
+        end || coalesce('; left out: ' || left_out.trials, '') as skipped_reason
     from design
     inner join labels using (group_id)
+    left join left_out using (group_id)
     anti join balanced using (group_id, at_digits)
     where design.at_digits = 0
 ),
