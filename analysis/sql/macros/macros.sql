@@ -65,6 +65,41 @@ create or replace macro tied_noise_high(k, level) as (1 - ((1 - level) / 2) ^ (1
 
 create or replace macro tied_trials_high(k, level) as 1 - ((1 - level) / 2) ^ (1 / (k - 1));
 
+-- replicates.sql's upper bound of a component (s1 − s2)/c: where all its mean squares
+-- (summed: all_ms) are 0 every trial ties, where the noise's is 0 every replicate does
+-- (k = min(a, b)); else the modified large-sample bound; at most 0.25.
+create or replace macro replicate_high(component, s1, n1, s2, n2, c, all_ms, k, level) as
+    accuracy_variance_high(case
+        when all_ms = 0 then tied_trials_high(k, level)
+        when component = 'numerical noise' and s1 = 0 then tied_noise_high(k, level)
+        else mls_high(s1, n1, s2, n2, c, level)
+    end);
+
+-- For each trial of `rows` (group_id, study, trial_id, digits, accuracy: the lengths a
+-- question measures) that lacks an accuracy at one of the lengths its group measured:
+-- the lengths it lacks (`missing`). A mean over lengths without them would be a mean
+-- over fewer (replicates.sql).
+create or replace macro missing_lengths(rows) as table
+    with group_lengths as (
+        select group_id, list(distinct digits order by digits) as lengths
+        from query_table(rows)
+        group by group_id
+    )
+
+    select
+        measured.group_id,
+        measured.study,
+        measured.trial_id,
+        list_filter(
+            any_value(group_lengths.lengths),
+            lambda n: not list_contains(
+                coalesce(list(measured.digits) filter (where measured.accuracy is not null), []), n)
+        ) as missing
+    from query_table(rows) as measured
+    inner join group_lengths using (group_id)
+    group by measured.group_id, measured.study, measured.trial_id
+    having len(missing) > 0;
+
 -- The variance of the grand mean of a crossed a x b grid of cells (random weight and data
 -- seeds), σ²_w/a + σ²_d/b + σ²_e/(ab), and its degrees of freedom (variance.sql,
 -- cascade.sql, success.sql). Its unbiased estimate (MS_w + MS_d − MS_e)/(ab) carries

@@ -1,4 +1,4 @@
--- reads: accuracy_variance_high, checked_level, finished_eval, length_list, mls_high, mls_low, replicate_coverage, tied_noise_high, tied_trials_high
+-- reads: checked_level, finished_eval, length_list, missing_lengths, mls_low, replicate_coverage, replicate_high
 -- Seed luck or numerical chaos? For every configuration group whose trials cross
 -- weight seeds, data seeds and perturbation replicates (seeds.perturb: the same seeds
 -- with one initial weight moved by one ulp, Summers & Dinneen 2021, arXiv 2103.04514):
@@ -11,23 +11,11 @@
 -- the reason names it and the lengths it lacks.
 --
 -- The split needs a balanced design: a weight seeds x b data seeds x r perturb seeds,
--- each at least 2, every trial measured. With y the accuracy, m_wd the mean of cell
--- (w, d) over its r replicates, m_w, m_d and m the weight, data and grand means, the
--- two-way random-effects ANOVA with replication (Searle, Casella & McCulloch,
--- "Variance Components", 1992, §4.7):
---     SS_weight      = b r Σ_w (m_w − m)²                  df a − 1
---     SS_data        = a r Σ_d (m_d − m)²                  df b − 1
---     SS_interaction = r Σ_wd (m_wd − m_w − m_d + m)²      df (a − 1)(b − 1)
---     SS_noise       = Σ_wdp (y − m_wd)²                   df a b (r − 1)
--- with E[MS_noise] = σ²_noise, E[MS_interaction] = σ²_noise + r σ²_wd,
--- E[MS_weight] = σ²_noise + r σ²_wd + b r σ²_weight, and alike for data, so by the
--- method of moments
---     σ²_weight = (MS_weight − MS_interaction) / (b r)
---     σ²_data   = (MS_data − MS_interaction) / (a r)
---     σ²_wd     = (MS_interaction − MS_noise) / r
---     σ²_noise  = MS_noise
--- `estimate` keeps a negative difference (unbiased); `sigma2` is it truncated at 0, and
--- `share` is sigma2 over the sum of the four.
+-- each at least 2, every trial measured: the two-way random-effects ANOVA with
+-- replication (Searle, Casella & McCulloch, "Variance Components", 1992, §4.7), its
+-- sums of squares and moment estimates in docs/analysis.md. `estimate` keeps a negative
+-- difference (unbiased); `sigma2` is it truncated at 0, and `share` is sigma2 over the
+-- sum of the four.
 --
 -- Intervals (`low`, `high`, at `level`): the modified large-sample interval of each
 -- (S1 − S2)/c (macros mls_low, mls_high in macros.sql; exact chi-square for the noise;
@@ -64,31 +52,8 @@ measured as (
     end
 ),
 
--- the lengths a group measured, and each trial that lacks an accuracy at one of them:
--- its mean over lengths would be a mean over fewer, so it has none (named in the reason)
-group_lengths as (
-    select
-        group_id,
-        list(distinct digits order by digits) as lengths
-    from measured
-    group by group_id
-),
-
-short_trials as (
-    select
-        measured.group_id,
-        measured.study,
-        measured.trial_id,
-        list_filter(
-            any_value(group_lengths.lengths),
-            lambda n: not list_contains(
-                coalesce(list(measured.digits) filter (where measured.accuracy is not null), []), n)
-        ) as missing
-    from measured
-    inner join group_lengths using (group_id)
-    group by measured.group_id, measured.study, measured.trial_id
-    having len(missing) > 0
-),
+-- each trial without an accuracy at one of its group's lengths has no mean over them
+short_trials as (select * from missing_lengths(measured)),
 
 -- y per seed triple at each length and over all (at_digits 0); a triple run in two
 -- studies averages them; means add in a fixed order, so row order never moves a bit
@@ -217,8 +182,7 @@ differences as (
     from mean_squares
 ),
 
--- the upper bound: where trials tie no mean square has a spread to bound them by, and
--- the bounds of ties (macros.sql) take over; any is capped at 0.25
+-- the upper bound: where trials tie, the bounds of ties (macros.sql); at most 0.25
 intervals as (
     select
         differences.*,
@@ -226,14 +190,9 @@ intervals as (
         (differences.s1 - differences.s2) / differences.c as estimate,
         mls_low(differences.s1, differences.n1, differences.s2, differences.n2, differences.c, params.level)
             as low,
-        accuracy_variance_high(case
-            when mean_squares.ms_weight + mean_squares.ms_data + mean_squares.ms_interaction
-                + mean_squares.ms_noise = 0 then tied_trials_high(least(differences.a, differences.b), params.level)
-            when differences.component = 'numerical noise' and differences.s1 = 0
-                then tied_noise_high(least(differences.a, differences.b), params.level)
-            else mls_high(differences.s1, differences.n1, differences.s2, differences.n2, differences.c,
-                params.level)
-        end) as high
+        replicate_high(differences.component, differences.s1, differences.n1, differences.s2, differences.n2,
+            differences.c, mean_squares.ms_weight + mean_squares.ms_data + mean_squares.ms_interaction
+            + mean_squares.ms_noise, least(differences.a, differences.b), params.level) as high
     from differences
     inner join mean_squares using (group_id, at_digits)
     cross join params
@@ -292,10 +251,8 @@ split as (
 left_out as (
     select
         group_id,
-        string_agg(
-            trial_id || ' (no accuracy at ' || array_to_string(missing, ', ') || ' digits)',
-            ', ' order by trial_id, study
-        ) as trials
+        string_agg(trial_id || ' (no accuracy at ' || array_to_string(missing, ', ') || ' digits)',
+            ', ' order by trial_id, study) as trials
     from short_trials
     group by group_id
 ),
