@@ -11,15 +11,19 @@ from analysis import report_html as rendering
 
 #: a share interval wider than this spans "most of [0, 1]"
 TOO_WIDE_SHARE = 0.5
+#: the most a variance of accuracies in [0, 1] can be, where their upper bounds are capped
+MOST_ACCURACY_VARIANCE = 0.25
 
 
 def too_few_seeds(row: dict) -> bool:
     """Whether the group's weight share interval spans most of [0, 1], or the weight
-    component's interval more than an order of magnitude."""
+    component's interval more than an order of magnitude or up to its cap (the most a
+    variance of accuracies can be, macros.sql's accuracy_variance_high)."""
     low, high = row.get("component_share_weight_low"), row.get("component_share_weight_high")
     wide_share = low is not None and high is not None and high - low > TOO_WIDE_SHARE
     sigma_low, sigma_high = row.get("sigma2_weight_low"), row.get("sigma2_weight_high")
-    wide_sigma = sigma_high is not None and (not sigma_low or sigma_high > 10 * sigma_low)
+    wide_sigma = sigma_high is not None and (
+        not sigma_low or sigma_high > 10 * sigma_low or sigma_high >= MOST_ACCURACY_VARIANCE)
     return wide_share or wide_sigma
 
 
@@ -45,8 +49,12 @@ def replicates_section(rows: list[dict]) -> list[str]:
     """Seed luck or numerical chaos: replicates.sql's split, where a group has perturbation
     replicates (without them lucky_tickets' residual holds both, and this says so)."""
     split = [r for r in rows if r["skipped_reason"] is None]
+    # a replicated group that could not be split says why (e.g. a trial missing a length)
+    unsplit = [f"<p class='warning'>{html.escape(r['group_label'])}, mean of lengths: not split: "
+               f"{html.escape(r['skipped_reason'])}.</p>" for r in rows
+               if r["skipped_reason"] is not None and (r["perturb_seeds"] or 0) >= 2]
     if not split:
-        return [("<p class='empty'>No group has perturbation replicates (seeds.perturb): the "
+        return unsplit or [("<p class='empty'>No group has perturbation replicates (seeds.perturb): the "
                  "residual above holds the weight × data interaction and numerical noise together "
                  "(replicates.sql splits them when each seed pair also runs perturbed).</p>")]
     shown = [{**r, "component_ci": f"{r['sigma2']:.4g} [{r['low']:.4g}, {r['high']:.4g}]",
@@ -59,10 +67,11 @@ def replicates_section(rows: list[dict]) -> list[str]:
         f"Seed luck or numerical chaos (replicates.sql): variance components of a weight × b data "
         f"× r perturbation seeds (two-way random effects with replication, method of moments); "
         f"{split[0]['level']:.0%} modified large-sample intervals (Ting et al. 1990; exact χ² for the "
-        "noise), coverage 0.94-0.96 measured by simulation at 3 × 5 × 2 to 24 × 20 × 2 seeds, less "
+        "noise; bounds of ties where they tie; at most 0.25), coverage 0.94-0.97 measured by simulation "
+        "at 3 × 5 × 2 to 24 × 20 × 2 seeds, less "
         "near accuracy 1 (the last column; docs/analysis.md). Numerical noise: what moving one "
         "initial weight by one ulp does.",
-    )]
+    ), *unsplit]
 
 
 def environments_section(rows: list[dict]) -> list[str]:

@@ -184,24 +184,36 @@ def plan(fit: PilotFit, metric: str, half_width: float, data_seeds: int | None =
 
 def _plan_at(fit: PilotFit, metric: str, half_width: float, b: int, threshold: float, level: float,
              max_weight_seeds: int, studies: int) -> SeedPlan:
-    """The fewest weight seeds at b data seeds, by doubling then bisection."""
-    cache: dict[int, float] = {}
+    """The fewest weight seeds at b data seeds."""
 
     def expected(a: int) -> float:
-        if a not in cache:
-            cache[a] = float(np.mean(half_widths(fit, metric, a, b, threshold, level, studies)))
-        return cache[a]
+        return float(np.mean(half_widths(fit, metric, a, b, threshold, level, studies)))
 
     pilot = float(np.mean(half_widths(fit, metric, fit.weight_seeds, fit.data_seeds, threshold, level, studies)))
-    low, high = 1, 2  # expected(low) > target, or low = 1 (no grid has one weight seed)
-    while expected(high) > half_width:
-        if high >= max_weight_seeds:
-            return SeedPlan(metric, half_width, b, None, expected(high), pilot)
-        low, high = high, min(2 * high, max_weight_seeds)
+    weight_seeds, reached = fewest_seeds(expected, half_width, max_weight_seeds)
+    return SeedPlan(metric, half_width, b, weight_seeds, reached, pilot)
+
+
+def fewest_seeds(expected, half_width: float, max_seeds: int) -> tuple[int | None, float]:
+    """The fewest seeds n >= 2 with expected(n) <= half_width, by doubling then bisection
+    (expected falls as n grows; each n is computed once), and its expected half width;
+    (None, expected(max_seeds)) when not even max_seeds reach it."""
+    cache: dict[int, float] = {}
+
+    def at(n: int) -> float:
+        if n not in cache:
+            cache[n] = expected(n)
+        return cache[n]
+
+    low, high = 1, 2  # at(low) > target, or low = 1 (no interval has one seed)
+    while at(high) > half_width:
+        if high >= max_seeds:
+            return None, at(high)
+        low, high = high, min(2 * high, max_seeds)
     while high - low > 1:
         middle = (low + high) // 2
-        low, high = (middle, high) if expected(middle) > half_width else (low, middle)
-    return SeedPlan(metric, half_width, b, high, expected(high), pilot)
+        low, high = (middle, high) if at(middle) > half_width else (low, middle)
+    return high, at(high)
 
 
 # --- a study's groups as pilots -------------------------------------------------------------

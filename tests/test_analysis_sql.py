@@ -71,6 +71,8 @@ def write_trial(root: Path, study: str, cfg: dict, final: dict[int, float] | Non
         "weight_seed": cfg["seeds"]["weight"], "data_seed": cfg["seeds"]["data"],
         "eval_seed": cfg["seeds"]["eval"], "train_digits": cfg["task"]["train_digits"],
         "train_min_digits": 1, "train_max_digits": 4,
+        # only a config that names one: the pinned store's rows stay as they were
+        **({"perturb_seed": cfg["seeds"]["perturb"]} if "perturb" in cfg["seeds"] else {}),
     }])
     if final is None:
         return tid

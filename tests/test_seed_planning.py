@@ -13,6 +13,8 @@ from test_statistics import run
 from typer.testing import CliRunner
 
 from analysis.mean_interval import crossed_mean_bounds
+from analysis.one_way_planning import HELD, OneWayFit, plan_one_way
+from analysis.query import open_results
 from analysis.seed_planning import (
     PilotFit,
     mean_squares,
@@ -21,6 +23,7 @@ from analysis.seed_planning import (
     success_half_widths,
 )
 from analysis.share_intervals import share_bounds
+from analysis.study_plan import plan_study
 from orchestrator.cli import app
 
 TRUTH = PilotFit(0.5, 0.15 ** 2, 0.05 ** 2, 0.05 ** 2, 3, 5)
@@ -109,3 +112,78 @@ def test_lg_study_plan_prints_each_groups_plan_and_refuses_bad_targets(tmp_path)
     assert refused.exit_code == 2 and "target half width 2.0 is outside (0, 1)" in refused.output
     refused = runner.invoke(app, ["plan", "pilot", "--metric", "luck", "--results", str(tmp_path)])
     assert refused.exit_code == 2 and "unknown metric 'luck'" in refused.output
+
+
+# --- one-way pilots: one seed kind varied, the other held -----------------------------------
+
+ONE_WAY = OneWayFit(0.5, 0.15 ** 2 + 0.05 ** 2, 3, "weight", 0)
+
+
+def one_way_sql_half_widths(n: int, count: int) -> tuple[float, float]:
+    """variance.sql's mean half width and coverage of the true mean over `count` studies
+    of n weight seeds at one data seed, drawn with other random numbers than the planner's."""
+    rng = np.random.default_rng(2025)
+    ys = [np.clip(ONE_WAY.mean + rng.normal(0, np.sqrt(ONE_WAY.variance), (n, 1)), 0, 1) for _ in range(count)]
+    with study(ys).connect() as con:
+        rows = run(con, "variance", resamples=2)
+    assert len(rows) == count and all(r["mean_method"].startswith("independent") for r in rows)
+    return (float(np.mean([(r["mean_high"] - r["mean_low"]) / 2 for r in rows])),
+            float(np.mean([r["mean_low"] <= ONE_WAY.mean <= r["mean_high"] for r in rows])))
+
+
+def test_a_one_way_plan_reaches_its_target_when_the_sql_analyses_studies_of_that_size():
+    found = plan_one_way(ONE_WAY, "mean_accuracy", 0.08)
+    assert found.seeds is not None and found.half_width <= 0.08 < found.pilot_half_width
+    # 200 studies know the SQL's mean half width to about ± 0.001 (its spread across studies
+    # / √200) and its coverage to ± 0.015 (measured 0.925)
+    at_plan, covered = one_way_sql_half_widths(found.seeds, 200)
+    assert at_plan <= 0.08 + 0.002 and covered >= 0.91
+    assert one_way_sql_half_widths(found.seeds - 2, 200)[0] > 0.08 - 0.002
+    assert plan_one_way(ONE_WAY, "mean_accuracy", 0.08) == found  # the search repeats exactly
+    assert plan_one_way(ONE_WAY, "success", 0.15).seeds is not None
+
+
+def one_way_store(root, varied: str) -> list[float]:
+    """Four seeds of ``varied`` kind (the other at 0) at 6 and 8 digits; the fourth lacks 8."""
+    rng = np.random.default_rng(3)
+    values = []
+    for seed in range(4):
+        accuracy = float(np.clip(0.6 + rng.normal(0, 0.15), 0, 1))
+        cfg = config("fire", seed, 0) if varied == "weight" else config("fire", 0, seed)
+        write_trial(root, "one_way", cfg, {6: accuracy, 8: accuracy / 2} if seed < 3 else {6: accuracy})
+        values.append(0.75 * accuracy)
+    return values[:3]
+
+
+@pytest.mark.parametrize("varied, held_words", [
+    ("weight", ("data order was held fixed in the pilot (data seed 0): its variance is not in this plan, "
+               "whose interval is for that one data order")),
+    ("data", ("weight initialisation was held fixed in the pilot (weight seed 0): its variance is not in this "
+             "plan, whose interval is for that one weight initialisation")),
+])
+def test_lg_study_plan_plans_a_one_way_pilot_and_says_which_variance_it_cannot_see(tmp_path, varied, held_words):
+    values = one_way_store(tmp_path, varied)
+    with open_results(tmp_path, "one_way") as con:
+        row = next(r for r in run(con, "one_way_pilots") if r["at_digits"] == 0)
+    assert (row["varied"], row["seeds"], row["left_out"]) == (varied, 3, 1)
+    assert (row["mean"], row["variance"]) == pytest.approx((np.mean(values), np.var(values, ddof=1)), rel=1e-12)
+    mean = plan_study(tmp_path, "one_way", "mean_accuracy", 0.1)[0]
+    fit = OneWayFit(row["mean"], row["variance"], 3, varied, 0)
+    planned = plan_one_way(fit, "mean_accuracy", 0.1)
+    assert mean["not in this plan"] == held_words and mean["pilot"] == f"3 {varied} seeds x 1 {HELD[varied][0]} seed"
+    assert mean["plan"] == (f"{planned.seeds} {varied} seeds x 1 {HELD[varied][0]} seed ({planned.seeds} trials): "
+                            f"±{planned.half_width:.3f}")
+    share = plan_study(tmp_path, "one_way", "weight_share", 0.1)[0]["plan"]
+    assert share.startswith(f"no plan: a pilot that varies the {varied} seed alone cannot split the variance")
+    if varied == "weight":
+        assert plan_study(tmp_path, "one_way", "success", 0.1, data_seeds=5)[0]["plan"].startswith(
+            "no plan at 5 data seeds: the pilot held the data seed fixed")
+    shown = CliRunner().invoke(app, ["plan", "one_way", "--metric", "mean_accuracy", "--half-width", "0.1",
+                                     "--results", str(tmp_path)])
+    assert shown.exit_code == 0 and "not in this plan" in shown.output, shown.output
+
+
+def test_lg_study_plan_says_why_a_study_has_no_pilot(tmp_path):
+    write_trial(tmp_path, "alone", config("fire", 0, 0), {6: 0.5, 8: 0.4})
+    shown = CliRunner().invoke(app, ["plan", "alone", "--results", str(tmp_path)])
+    assert shown.exit_code == 2 and "none runs at least 2 seeds of one kind" in " ".join(shown.output.split())

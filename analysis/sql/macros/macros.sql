@@ -13,7 +13,8 @@
 -- F_hi, F_lo the 1 − α and α quantiles of F(n1, n2):
 --     low  = (s1 − s2 − √(G1² s1² + H2² s2² + ((F_hi − 1)² − G1² F_hi² − H2²)/F_hi · s1 s2)) / c
 --     high = (s1 − s2 + √(H1² s1² + G2² s2² + ((1 − F_lo)² − H1² F_lo² − G2²)/F_lo · s1 s2)) / c
--- each at least 0. With s2 = 0 it is the exact chi-square interval of s1/c. Coverage:
+-- each at least 0 (a high of 0 or below: see mls_high). With s2 = 0 it is the exact
+-- chi-square interval of s1/c. Coverage:
 -- tests/test_replicates.py, tests/test_component_intervals.py, docs/analysis.md.
 
 create or replace macro mls_g(n, level) as 1 - n / chi2_quantile((1 + level) / 2, n);
@@ -29,14 +30,75 @@ create or replace macro mls_low(s1, n1, s2, n2, c, level) as greatest(0, (
     ))
 ) / c);
 
-create or replace macro mls_high(s1, n1, s2, n2, c, level) as greatest(0, (
+-- the bound above before it is cut at 0: 0 exactly where s1/s2 is F_lo
+create or replace macro mls_upper(s1, n1, s2, n2, c, level) as (
     s1 - s2 + sqrt(greatest(0,
         mls_h(n1, level) ^ 2 * s1 ^ 2 + mls_g(n2, level) ^ 2 * s2 ^ 2
         + ((1 - f_quantile((1 - level) / 2, n1, n2)) ^ 2
             - mls_h(n1, level) ^ 2 * f_quantile((1 - level) / 2, n1, n2) ^ 2
             - mls_g(n2, level) ^ 2) / f_quantile((1 - level) / 2, n1, n2) * s1 * s2
     ))
-) / c);
+) / c;
+
+-- Where s1/s2 <= F_lo no σ² >= 0 fits the mean squares at `level` and the bound falls
+-- to 0 or below: cut there it would print [0, 0], a certainty no data give. It is
+-- then the bound of an estimate at 0 (s1 = s2), the boundary REML puts it on.
+create or replace macro mls_high(s1, n1, s2, n2, c, level) as greatest(0, case
+    when mls_upper(s1, n1, s2, n2, c, level) > 0 then mls_upper(s1, n1, s2, n2, c, level)
+    else mls_upper(s2, n1, s2, n2, c, level)
+end);
+
+-- Upper bounds of a variance of accuracies, which lie in [0, 1]: no variance of such a
+-- number exceeds p(1 − p) <= 1/4, so a bound above 0.25 says no more than 0.25.
+create or replace macro accuracy_variance_high(high) as least(high, 0.25);
+
+-- Bounds where trials tie, which no interval from mean squares can give (all are 0):
+-- k = min(a, b) cells that share no seed are independent draws. tied_noise_high: every
+-- cell's replicates tie. If a cell's replicates differ with probability p, the noise
+-- variance E (y1 − y2)²/2 is at most p/2, and k cells all tie with probability
+-- (1 − p)^k, below (1 − level)/2 unless p <= 1 − ((1 − level)/2)^(1/k).
+-- tied_trials_high: every trial ties. With q the largest probability of one accuracy,
+-- Var y <= 1 − q and k trials all tie with probability at most q^(k − 1). Each is then
+-- capped by accuracy_variance_high (0.25 at a laptop's 3 x 5 seeds: they cannot tell).
+
+create or replace macro tied_noise_high(k, level) as (1 - ((1 - level) / 2) ^ (1 / k)) / 2;
+
+create or replace macro tied_trials_high(k, level) as 1 - ((1 - level) / 2) ^ (1 / (k - 1));
+
+-- replicates.sql's upper bound of a component (s1 − s2)/c: where all its mean squares
+-- (summed: all_ms) are 0 every trial ties, where the noise's is 0 every replicate does
+-- (k = min(a, b)); else the modified large-sample bound; at most 0.25.
+create or replace macro replicate_high(component, s1, n1, s2, n2, c, all_ms, k, level) as
+    accuracy_variance_high(case
+        when all_ms = 0 then tied_trials_high(k, level)
+        when component = 'numerical noise' and s1 = 0 then tied_noise_high(k, level)
+        else mls_high(s1, n1, s2, n2, c, level)
+    end);
+
+-- For each trial of `rows` (group_id, study, trial_id, digits, accuracy: the lengths a
+-- question measures) that lacks an accuracy at one of the lengths its group measured:
+-- the lengths it lacks (`missing`). A mean over lengths without them would be a mean
+-- over fewer (replicates.sql).
+create or replace macro missing_lengths(rows) as table
+    with group_lengths as (
+        select group_id, list(distinct digits order by digits) as lengths
+        from query_table(rows)
+        group by group_id
+    )
+
+    select
+        measured.group_id,
+        measured.study,
+        measured.trial_id,
+        list_filter(
+            any_value(group_lengths.lengths),
+            lambda n: not list_contains(
+                coalesce(list(measured.digits) filter (where measured.accuracy is not null), []), n)
+        ) as missing
+    from query_table(rows) as measured
+    inner join group_lengths using (group_id)
+    group by measured.group_id, measured.study, measured.trial_id
+    having len(missing) > 0;
 
 -- The variance of the grand mean of a crossed a x b grid of cells (random weight and data
 -- seeds), σ²_w/a + σ²_d/b + σ²_e/(ab), and its degrees of freedom (variance.sql,
@@ -106,7 +168,7 @@ create or replace macro component_coverage(a, b, grand_mean) as case
 end;
 
 create or replace macro replicate_coverage(component, a, b, grand_mean) as case
-    when grand_mean between 0.2 and 0.8 then 'measured 0.94-0.96 at 3 x 5 x 2, 8 x 8 x 2 and 24 x 20 x 2 seeds'
+    when grand_mean between 0.2 and 0.8 then 'measured 0.94-0.97 at 3 x 5 x 2, 8 x 8 x 2 and 24 x 20 x 2 seeds'
     when component = 'numerical noise' then case
         when a < 8 or b < 8 then 'measured 0.81 at 3 x 5 x 2 seeds near accuracy 1'
         when a < 24 or b < 20 then 'measured 0.78 at 8 x 8 x 2 seeds near accuracy 1'

@@ -1,4 +1,4 @@
--- reads: component_coverage, mls_high, mls_low, share_coverage, share_intervals
+-- reads: accuracy_variance_high, component_coverage, mls_high, mls_low, share_coverage, share_intervals, tied_trials_high
 -- How much of the variance of a configuration group's accuracy does the weight seed
 -- explain, how much the data seed, how much is left (001 Fig. 11, F.9)? Table macros
 -- over a crossed grid of a weight seeds x b data seeds, defined on every connection
@@ -37,6 +37,7 @@
 -- Intervals of the components (sigma2_*_low, sigma2_*_high): the modified large-sample
 -- interval of (MS_weight − MS_residual)/b and (MS_data − MS_residual)/a, and the exact
 -- chi-square interval of MS_residual (macros mls_low and mls_high, analysis/sql/macros/macros.sql;
+-- a grid whose trials all tie gets macros.sql's bound of ties; upper bounds at most 0.25;
 -- coverage 0.94-0.96 measured at 3 x 5, 8 x 8 and 24 x 20 seeds, docs/analysis.md).
 --
 -- Intervals of the shares (component_share_*_low, _high): generalized confidence
@@ -149,16 +150,24 @@ final as (
         estimates.* exclude (group_id, at_digits, replicate, a, b),
         mls_low(estimates.ms_weight, grids.a - 1, estimates.ms_residual, (grids.a - 1) * (grids.b - 1),
             grids.b, at_level) as sigma2_weight_low,
-        mls_high(estimates.ms_weight, grids.a - 1, estimates.ms_residual, (grids.a - 1) * (grids.b - 1),
-            grids.b, at_level) as sigma2_weight_high,
+        accuracy_variance_high(case
+            when tied then tied_trials_high(least(grids.a, grids.b), at_level)
+            else mls_high(estimates.ms_weight, grids.a - 1, estimates.ms_residual, (grids.a - 1) * (grids.b - 1),
+                grids.b, at_level)
+        end) as sigma2_weight_high,
         mls_low(estimates.ms_data, grids.b - 1, estimates.ms_residual, (grids.a - 1) * (grids.b - 1),
             grids.a, at_level) as sigma2_data_low,
-        mls_high(estimates.ms_data, grids.b - 1, estimates.ms_residual, (grids.a - 1) * (grids.b - 1),
-            grids.a, at_level) as sigma2_data_high,
+        accuracy_variance_high(case
+            when tied then tied_trials_high(least(grids.a, grids.b), at_level)
+            else mls_high(estimates.ms_data, grids.b - 1, estimates.ms_residual, (grids.a - 1) * (grids.b - 1),
+                grids.a, at_level)
+        end) as sigma2_data_high,
         mls_low(estimates.ms_residual, (grids.a - 1) * (grids.b - 1), 0, 1, 1, at_level)
             as sigma2_residual_low,
-        mls_high(estimates.ms_residual, (grids.a - 1) * (grids.b - 1), 0, 1, 1, at_level)
-            as sigma2_residual_high,
+        accuracy_variance_high(case
+            when tied then tied_trials_high(least(grids.a, grids.b), at_level)
+            else mls_high(estimates.ms_residual, (grids.a - 1) * (grids.b - 1), 0, 1, 1, at_level)
+        end) as sigma2_residual_high,
         share_intervals(
             estimates.ms_weight, estimates.ms_data, estimates.ms_residual, grids.a, grids.b, at_level
         ) as share_gci,
@@ -166,6 +175,10 @@ final as (
         component_coverage(grids.a, grids.b, grids.grand_mean) as component_coverage
     from grids
     inner join grid_anova(tables) as estimates using (group_id, at_digits)
+    -- every trial of the grid scored the same: the bounds of ties (macros.sql)
+    cross join lateral (
+        select estimates.ms_weight + estimates.ms_data + estimates.ms_residual = 0 as tied
+    )
 )
 
 select *

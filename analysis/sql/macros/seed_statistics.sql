@@ -1,4 +1,4 @@
--- reads: seed_bootstrap, seed_components, seed_concordance
+-- reads: accuracy_variance_high, seed_bootstrap, seed_components, seed_concordance
 -- What does the seed analysis say of a configuration group's crossed grid at each
 -- length, all together? The table macro seed_statistics(cells_table, n_resamples, seed,
 -- at_level), defined on every connection (analysis.query.prepare_connection), for
@@ -101,19 +101,19 @@ final as (
         components.sigma2_weight_low,
         components.sigma2_weight_high,
         bootstrap.sigma2_weight_boot_low,
-        bootstrap.sigma2_weight_boot_high,
+        accuracy_variance_high(bootstrap.sigma2_weight_boot_high) as sigma2_weight_boot_high,
         components.sigma2_weight_truncated,
         components.sigma2_data,
         components.sigma2_data_low,
         components.sigma2_data_high,
         bootstrap.sigma2_data_boot_low,
-        bootstrap.sigma2_data_boot_high,
+        accuracy_variance_high(bootstrap.sigma2_data_boot_high) as sigma2_data_boot_high,
         components.sigma2_data_truncated,
         components.sigma2_residual,
         components.sigma2_residual_low,
         components.sigma2_residual_high,
         bootstrap.sigma2_residual_boot_low,
-        bootstrap.sigma2_residual_boot_high,
+        accuracy_variance_high(bootstrap.sigma2_residual_boot_high) as sigma2_residual_boot_high,
         components.component_share_weight,
         components.share_gci.weight_low as component_share_weight_low,
         components.share_gci.weight_high as component_share_weight_high,

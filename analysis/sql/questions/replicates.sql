@@ -1,4 +1,4 @@
--- reads: checked_level, finished_eval, length_list, mls_high, mls_low, replicate_coverage
+-- reads: checked_level, finished_eval, length_list, missing_lengths, mls_low, replicate_coverage, replicate_high
 -- Seed luck or numerical chaos? For every configuration group whose trials cross
 -- weight seeds, data seeds and perturbation replicates (seeds.perturb: the same seeds
 -- with one initial weight moved by one ulp, Summers & Dinneen 2021, arXiv 2103.04514):
@@ -6,29 +6,20 @@
 -- their interaction, and numerical noise (what one ulp at initialisation does). One
 -- row per (group, component, at_digits): at_digits 0 is a trial's mean accuracy over
 -- the measured lengths (the out-of-distribution ones, or `digits`), other values that
--- length alone. A group that cannot be split gets one row with `skipped_reason`.
+-- length alone. A group that cannot be split gets one row with `skipped_reason`; a
+-- trial without an accuracy at one of the group's lengths has no mean over them, and
+-- the reason names it and the lengths it lacks.
 --
 -- The split needs a balanced design: a weight seeds x b data seeds x r perturb seeds,
--- each at least 2, every trial measured. With y the accuracy, m_wd the mean of cell
--- (w, d) over its r replicates, m_w, m_d and m the weight, data and grand means, the
--- two-way random-effects ANOVA with replication (Searle, Casella & McCulloch,
--- "Variance Components", 1992, §4.7):
---     SS_weight      = b r Σ_w (m_w − m)²                  df a − 1
---     SS_data        = a r Σ_d (m_d − m)²                  df b − 1
---     SS_interaction = r Σ_wd (m_wd − m_w − m_d + m)²      df (a − 1)(b − 1)
---     SS_noise       = Σ_wdp (y − m_wd)²                   df a b (r − 1)
--- with E[MS_noise] = σ²_noise, E[MS_interaction] = σ²_noise + r σ²_wd,
--- E[MS_weight] = σ²_noise + r σ²_wd + b r σ²_weight, and alike for data, so by the
--- method of moments
---     σ²_weight = (MS_weight − MS_interaction) / (b r)
---     σ²_data   = (MS_data − MS_interaction) / (a r)
---     σ²_wd     = (MS_interaction − MS_noise) / r
---     σ²_noise  = MS_noise
--- `estimate` keeps a negative difference (unbiased); `sigma2` is it truncated at 0, and
--- `share` is sigma2 over the sum of the four.
+-- each at least 2, every trial measured: the two-way random-effects ANOVA with
+-- replication (Searle, Casella & McCulloch, "Variance Components", 1992, §4.7), its
+-- sums of squares and moment estimates in docs/analysis.md. `estimate` keeps a negative
+-- difference (unbiased); `sigma2` is it truncated at 0, and `share` is sigma2 over the
+-- sum of the four.
 --
 -- Intervals (`low`, `high`, at `level`): the modified large-sample interval of each
--- (S1 − S2)/c (macros mls_low, mls_high in macros.sql; exact chi-square for the noise),
+-- (S1 − S2)/c (macros mls_low, mls_high in macros.sql; exact chi-square for the noise;
+-- where replicates or trials tie, the bounds of ties; upper bounds at most 0.25),
 -- coverage measured by simulation (tests/test_replicates.py, docs/analysis.md) and
 -- printed in `coverage`: at the nearest design, and for groups whose mean is above 0.8
 -- or below 0.2 the coverage measured near accuracy 1 (the noise's falls to 0.67-0.81).
@@ -46,6 +37,8 @@ measured as (
     select
         finished_eval.group_id,
         finished_eval.group_label,
+        finished_eval.study,
+        finished_eval.trial_id,
         finished_eval.weight_seed,
         finished_eval.data_seed,
         finished_eval.perturb_seed,
@@ -58,6 +51,9 @@ measured as (
         else list_contains(params.digits, finished_eval.digits)
     end
 ),
+
+-- each trial without an accuracy at one of its group's lengths has no mean over them
+short_trials as (select * from missing_lengths(measured)),
 
 -- y per seed triple at each length and over all (at_digits 0); a triple run in two
 -- studies averages them; means add in a fixed order, so row order never moves a bit
@@ -74,15 +70,16 @@ trial_values as (
     group by group_id, weight_seed, data_seed, perturb_seed, digits
     union all
     select
-        group_id,
-        weight_seed,
-        data_seed,
-        perturb_seed,
+        measured.group_id,
+        measured.weight_seed,
+        measured.data_seed,
+        measured.perturb_seed,
         0 as at_digits,
-        list_avg(list(accuracy order by digits, accuracy)) as y,
-        bool_and(accuracy is not null) as has_value
+        list_avg(list(measured.accuracy order by measured.digits, measured.accuracy)) as y,
+        bool_and(short_trials.trial_id is null) as has_value
     from measured
-    group by group_id, weight_seed, data_seed, perturb_seed
+    left join short_trials using (group_id, study, trial_id)
+    group by measured.group_id, measured.weight_seed, measured.data_seed, measured.perturb_seed
 ),
 
 design as (
@@ -185,6 +182,7 @@ differences as (
     from mean_squares
 ),
 
+-- the upper bound: where trials tie, the bounds of ties (macros.sql); at most 0.25
 intervals as (
     select
         differences.*,
@@ -192,9 +190,11 @@ intervals as (
         (differences.s1 - differences.s2) / differences.c as estimate,
         mls_low(differences.s1, differences.n1, differences.s2, differences.n2, differences.c, params.level)
             as low,
-        mls_high(differences.s1, differences.n1, differences.s2, differences.n2, differences.c, params.level)
-            as high
+        replicate_high(differences.component, differences.s1, differences.n1, differences.s2, differences.n2,
+            differences.c, mean_squares.ms_weight + mean_squares.ms_data + mean_squares.ms_interaction
+            + mean_squares.ms_noise, least(differences.a, differences.b), params.level) as high
     from differences
+    inner join mean_squares using (group_id, at_digits)
     cross join params
 ),
 
@@ -247,6 +247,16 @@ split as (
     inner join labels using (group_id)
 ),
 
+-- the trials a group's mean over lengths leaves out, and the lengths each lacks
+left_out as (
+    select
+        group_id,
+        string_agg(trial_id || ' (no accuracy at ' || array_to_string(missing, ', ') || ' digits)',
+            ', ' order by trial_id, study) as trials
+    from short_trials
+    group by group_id
+),
+
 skipped as (
     select
         design.group_id,
@@ -262,9 +272,10 @@ skipped as (
             when design.a < 2 or design.b < 2 then 'needs at least 2 weight seeds and 2 data seeds'
             else 'needs every weight x data x perturb seed measured: ' || design.n_measured
                 || ' of ' || design.a * design.b * design.r || ' are'
-        end as skipped_reason
+        end || coalesce('; left out: ' || left_out.trials, '') as skipped_reason
     from design
     inner join labels using (group_id)
+    left join left_out using (group_id)
     anti join balanced using (group_id, at_digits)
     where design.at_digits = 0
 ),
