@@ -16,8 +16,9 @@ fewer seeds'.
 and the interval is Wilson's score interval at the effective number of seed pairs
 n_eff = m(1 − m)/V with t_ν in place of z (Korn & Graubard, "Confidence intervals for
 proportions with small expected number of positive counts estimated from survey
-data", Survey Methodology 24, 1998). docs/analysis.md says why this V and ν, and
-gives the coverage measured.
+data", Survey Methodology 24, 1998). When every cell ties (V = 0), Wilson's interval
+over the n cells with z: the largest variance a mean of n values in [0, 1] can have.
+docs/analysis.md says why this V and ν, and gives the coverage measured.
 """
 
 from __future__ import annotations
@@ -48,18 +49,23 @@ def t_quantile(level: float, df) -> np.ndarray:
     return special.stdtrit(df, (1 + level) / 2)
 
 
-def wilson_bounds(mean, variance, t) -> tuple[np.ndarray, np.ndarray]:
-    """Wilson's interval at n_eff = m(1 − m)/V with t for z; [m, m] when V = 0, and the
-    normal interval, clipped, for a mean of 0 or 1 that somehow has a spread."""
-    m, v, t = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (mean, variance, t)))
-    inside = (m > 0) & (m < 1) & (v > 0)
+def wilson_bounds(mean, variance, t, cells, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson's interval at n_eff = m(1 − m)/V with t for z; when V = 0 (every one of the
+    `cells` ties), Wilson's over the cells with z; and the normal interval, clipped, for a
+    mean of 0 or 1 that somehow has a spread."""
+    m, v, t, cells = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (mean, variance, t, cells)))
+    tied = v <= 0
+    inside = (m > 0) & (m < 1) & ~tied
+    z = np.full_like(t, special.ndtri((1 + level) / 2))
     with np.errstate(divide="ignore", invalid="ignore"):
-        n = np.where(inside, m * (1 - m) / v, 1.0)
+        n = np.where(inside, m * (1 - m) / v, np.where(tied, cells, 1.0))
+        t = np.where(tied, z, t)
         centre = (m + t * t / (2 * n)) / (1 + t * t / n)
         half = t / (1 + t * t / n) * np.sqrt(m * (1 - m) / n + t * t / (4 * n * n))
     spread = t * np.sqrt(np.maximum(v, 0))
-    low = np.where(inside, centre - half, m - spread)
-    high = np.where(inside, centre + half, m + spread)
+    wilson = inside | tied
+    low = np.where(wilson, centre - half, m - spread)
+    high = np.where(wilson, centre + half, m + spread)
     return np.maximum(low, 0), np.minimum(high, 1)
 
 
@@ -67,7 +73,7 @@ def crossed_mean_bounds(mean, ms_w, ms_d, ms_e, a: int, b: int,
                         level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """variance.sql's mean_low and mean_high for crossed grids of a x b seeds."""
     variance, df = crossed_variance_df(ms_w, ms_d, ms_e, a, b)
-    return wilson_bounds(mean, variance, t_quantile(level, df))
+    return wilson_bounds(mean, variance, t_quantile(level, df), a * b, level)
 
 
 def grid_mean_squares(y: np.ndarray) -> tuple[np.ndarray, ...]:

@@ -82,7 +82,7 @@ def half_widths(fit: OneWayFit, metric: str, n: int, threshold: float, level: fl
     else:
         variance = y.var(axis=1, ddof=1) / n
         low, high = mean_interval.wilson_bounds(y.mean(axis=1), variance,
-                                                mean_interval.t_quantile(level, n - 1))
+                                                mean_interval.t_quantile(level, n - 1), n, level)
     return (high - low) / 2
 
 

@@ -94,7 +94,8 @@ def test_cascade_interval_is_over_seeds_not_questions(tmp_path: Path) -> None:
     assert row["trial_accuracies"] == pytest.approx(list(accuracies))
     assert (row["mean_method"], row["mean_df"]) == ("independent cells (Wilson at effective n over seed pairs)", 1)
     for interval, level in ((row, 0.95), (narrow, 0.5)):
-        low, high = wilson_bounds(accuracies.mean(), accuracies.var(ddof=1) / 2, stats.t.ppf((1 + level) / 2, 1))
+        low, high = wilson_bounds(accuracies.mean(), accuracies.var(ddof=1) / 2, stats.t.ppf((1 + level) / 2, 1), 2,
+                                  level)
         assert (interval["mean_low"], interval["mean_high"]) == (
             pytest.approx(float(low), abs=1e-12), pytest.approx(float(high), abs=1e-12))
     for trial, right in zip(row["trials"], (145, 1)):

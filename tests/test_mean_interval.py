@@ -102,6 +102,31 @@ def test_one_varying_seed_gets_wilson_at_its_effective_n():
     assert (row["mean_low"], row["mean_high"]) == pytest.approx((centre - half, centre + half))
 
 
+def test_seeds_that_all_tie_get_wilsons_interval_over_the_seeds():
+    """Every seed at 0 (or 1, or any one value) shows no spread to estimate a variance
+    from: the interval is Wilson's over the n seed pairs with z, the largest variance a
+    mean of n values in [0, 1] can have, in SQL as in numpy, crossed or not."""
+    z = stats.norm.ppf(0.975)
+    grids = [np.zeros((2, 2)), np.ones((4, 2)), np.full((3, 5), 0.5), np.zeros((2, 1)), np.ones((8, 1))]
+    for y, row in zip(grids, intervals(grids)):
+        n, m = y.size, float(y.mean())
+        centre, half = (m + z * z / (2 * n)) / (1 + z * z / n), z / (1 + z * z / n) * np.sqrt(m * (1 - m) / n + z * z / (4 * n * n))
+        assert row["mean_method"] == "every seed pair ties (Wilson over the seed pairs)"
+        assert (row["mean_low"], row["mean_high"]) == pytest.approx((max(centre - half, 0), min(centre + half, 1)))
+        if y.shape[1] > 1:
+            low, high = grid_bounds(y[None])
+            assert (row["mean_low"], row["mean_high"]) == pytest.approx((low[0], high[0]), rel=1e-9)
+    zero = intervals([np.zeros((2, 1))])[0]
+    assert (zero["mean_low"], zero["mean_high"]) == pytest.approx((0, z * z / (2 + z * z)))  # 0.658
+
+
+def test_nearly_perfect_seeds_are_covered_where_ties_are_common():
+    """Seeds whose accuracy is 0.9995 (0.0005) answer all 200 questions right (wrong) most
+    of the time: [m, m] on tied seeds covered 0.31-0.74 at 2 x 2 to 3 x 5 seeds."""
+    for a, b, mean in ((2, 2, 0.9995), (4, 2, 0.9995), (3, 5, 0.9995), (2, 2, 0.0005), (4, 2, 0.002)):
+        assert measure(Cell(a, b, mean, False)).coverage >= 0.95, (a, b, mean)
+
+
 def test_no_interval_spans_zero_to_one_over_trials_that_agree_within_three_quarters():
     rng = np.random.default_rng(11)
     for a, b in ((2, 2), (4, 2), (2, 4), (3, 5), (8, 8)):

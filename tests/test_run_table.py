@@ -295,14 +295,14 @@ seeds:
 
 
 def test_a_seeds_until_study_shows_every_seed_trained_and_why_it_stopped(tmp_path: Path) -> None:
-    """nope: all trials at 0.5, the target holds with the design's two seeds; alibi
+    """nope: trials at 0.500 and 0.502, the target holds with the design's two seeds; alibi
     spread out: four seeds added, stopped at max = 6 with the target unmet."""
     path = tmp_path / "until.yaml"
     path.write_text(UNTIL)
     study = load_study(path)
     root = tmp_path / "results"
     for config in study.trials:
-        write(root, study, config, value=lambda c, n: 0.5 if c.model.pe == "nope" else 0.1)
+        write(root, study, config, value=lambda c, n: 0.5 + 0.002 * c.seeds.weight if c.model.pe == "nope" else 0.1)
     (alibi,) = [c for c in study.trials if c.model.pe == "alibi" and c.seeds.weight == 0]
     for weight in range(2, 6):
         added = dataclasses.replace(alibi, seeds=dataclasses.replace(alibi.seeds, weight=weight))
@@ -313,8 +313,11 @@ def test_a_seeds_until_study_shows_every_seed_trained_and_why_it_stopped(tmp_pat
     assert "0.850" in row_of(text, "w5")  # an added seed's accuracy at 3 digits
     said = words(text)
     assert "seeds until the interval of mean_accuracy at 3 digits" in said and "half width <= 0.05" in said
-    assert re.search(r"│ nope +│ 2 +│ 0\.500 - 0\.500 +│ +0\.000 │ target held: "
-                     r"half width <= 0\.05 +│", text)
+    (nope,) = [c for c in study.trials if c.model.pe == "nope" and c.seeds.weight == 0]
+    held = variance_rows(root, study.name)[(group_id(nope), 3)]
+    assert (held["mean_high"] - held["mean_low"]) / 2 < 0.05
+    assert re.search(rf"│ nope +│ 2 +│ {held['mean_low']:.3f} - {held['mean_high']:.3f} +│ +"
+                     rf"{(held['mean_high'] - held['mean_low']) / 2:.3f} │ target held: half width <= 0\.05 +│", text)
     half = variance_rows(root, study.name)[(group_id(alibi), 3)]
     half = (half["mean_high"] - half["mean_low"]) / 2
     assert re.search(rf"│ alibi +│ 6 \(4 added\) +│ [0-9. -]+ +│ +{half:.3f} │ max reached: 6 weight seeds, half width "

@@ -182,7 +182,7 @@ def test_states_read_the_interval_of_the_reports_sql_file(study_file: Path, tmp_
     )
     study = load_study(study_file)
     nope = [c for c in study.trials if c.model.pe == "nope"]
-    for config in nope:  # five trials, all at 0.5: no spread at all
+    for config in nope:  # five trials, all at 0.5: no spread at all, and no target held on it
         write_finished_trial(tmp_path, study, config, 0.5)
     (alibi,) = [c for c in study.trials if c.model.pe == "alibi"]
     for weight, accuracy in ((0, 0.0), (1, 1.0), (2, 0.5)):
@@ -194,7 +194,9 @@ def test_states_read_the_interval_of_the_reports_sql_file(study_file: Path, tmp_
         )
     target, states = seed_plan.seed_states(tmp_path, study.name, study)
     by_pe = {s.group_label.split("/")[1]: s for s in states}
-    assert by_pe["nope"].state == TARGET_HELD and by_pe["nope"].half_width == 0
+    # no spread to estimate a variance from: Wilson's interval over the five seeds, not [0.5, 0.5]
+    tied = Z2 ** 0.5 / (1 + Z2 / 5) * (0.25 / 5 + Z2 / 100) ** 0.5
+    assert by_pe["nope"].state == ADDING and by_pe["nope"].half_width == pytest.approx(tied)
     assert (by_pe["nope"].seeds, by_pe["nope"].trials, by_pe["nope"].estimate) == (1, 5, 0.5)
     with open_results(tmp_path, study.name) as con:
         rows = run_sql_file(con, Path(sql_file("variance.sql"))).to_pylist()

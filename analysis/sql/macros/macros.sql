@@ -232,8 +232,12 @@ create or replace macro two_way_mean_squares(cells) as table
 -- effective number of seed pairs n_eff = m(1 − m)/V with t_ν for z (as success.sql's):
 -- the normal interval m ± t_ν·√V would have to be clipped to [0, 1], and near a bound it
 -- covers too little, because the seeds that would pull the mean away from the bound are
--- the rare ones; Wilson's bounds widen away from the bound and stay inside [0, 1]. A
--- mean of 0 or 1 with no spread gets [m, m]. Keys with one cell get no row. Coverage:
+-- the rare ones; Wilson's bounds widen away from the bound and stay inside [0, 1]. When
+-- every cell ties (V = 0: every seed scores 0, or every seed 1) the cells show no spread
+-- to estimate V from, and [m, m] would claim seeds never differ: the interval is then
+-- Wilson's over the n cells with z, the variance of a mean of n independent values in
+-- [0, 1] at its largest, m(1 − m)/n (at m = 0: [0, z²/(n + z²)]), as success.sql
+-- counts tied cells. Keys with one cell get no row. Coverage:
 -- tests/test_mean_interval.py (variance.sql), printed as mean_coverage. After the macros
 -- it calls: DuckDB binds them when it creates this one.
 
@@ -241,6 +245,7 @@ create or replace macro seed_mean_interval(cells, level) as table
     select
         cell_squares.key,
         case
+            when interval.v <= 0 then 'every seed pair ties (Wilson over the seed pairs)'
             when cell_squares.crossed then 'crossed seeds (two-way, a component at 0 dropped; Wilson at effective n)'
             else 'independent cells (Wilson at effective n over seed pairs)'
         end as mean_method,
@@ -250,13 +255,13 @@ create or replace macro seed_mean_interval(cells, level) as table
             cell_squares.a, cell_squares.b, cell_squares.m
         ) as mean_coverage,
         case
-            when interval.v <= 0 then cell_squares.m
+            when interval.v <= 0 then wilson_low(cell_squares.m, cell_squares.n_cells, interval.z)
             when cell_squares.m <= 0 or cell_squares.m >= 1 then greatest(0, cell_squares.m - interval.t * sqrt(interval.v))
             else greatest(0, wilson_centre(cell_squares.m, interval.n_eff, interval.t)
                 - wilson_half(cell_squares.m, interval.n_eff, interval.t))
         end as mean_low,
         case
-            when interval.v <= 0 then cell_squares.m
+            when interval.v <= 0 then wilson_high(cell_squares.m, cell_squares.n_cells, interval.z)
             when cell_squares.m <= 0 or cell_squares.m >= 1 then least(1, cell_squares.m + interval.t * sqrt(interval.v))
             else least(1, wilson_centre(cell_squares.m, interval.n_eff, interval.t)
                 + wilson_half(cell_squares.m, interval.n_eff, interval.t))
@@ -277,6 +282,7 @@ create or replace macro seed_mean_interval(cells, level) as table
                 else cell_squares.ms_cells / cell_squares.n_cells
             end as v,
             t_quantile((1 + level) / 2, greatest(coalesce(df, 1), 1)) as t,
+            t_quantile((1 + level) / 2, 'inf'::double) as z,
             cell_squares.m * (1 - cell_squares.m) / nullif(v, 0) as n_eff
     ) as interval
     where cell_squares.n_cells >= 2;
