@@ -187,3 +187,18 @@ def test_lg_study_plan_says_why_a_study_has_no_pilot(tmp_path):
     write_trial(tmp_path, "alone", config("fire", 0, 0), {6: 0.5, 8: 0.4})
     shown = CliRunner().invoke(app, ["plan", "alone", "--results", str(tmp_path)])
     assert shown.exit_code == 2 and "none runs at least 2 seeds of one kind" in " ".join(shown.output.split())
+
+
+def test_a_study_of_crossed_and_one_way_groups_gets_one_table_in_short_labels(tmp_path):
+    """The crossed group's row comes first and has no `not in this plan` of its own, yet the
+    column is printed (a table takes its columns from every row), and each group is named
+    by its short label, as in the run table and the report."""
+    pilot_store(tmp_path, 3, 4)
+    for weight in range(3):
+        write_trial(tmp_path, "pilot", config("rope", weight, 0), {6: 0.4 + 0.1 * weight, 8: 0.3})
+    rows = plan_study(tmp_path, "pilot", "mean_accuracy", 0.1)
+    assert [row["group"] for row in rows] == ["fire", "rope"]
+    assert [bool(row["not in this plan"]) for row in rows] == [False, True]
+    shown = CliRunner().invoke(app, ["plan", "pilot", "--metric", "mean_accuracy", "--half-width", "0.1",
+                                     "--results", str(tmp_path)])
+    assert shown.exit_code == 0 and "not in this plan" in shown.output, shown.output
