@@ -64,8 +64,9 @@ def wilson_bounds(mean, variance, t, cells, level: float = 0.95) -> tuple[np.nda
         half = t / (1 + t * t / n) * np.sqrt(m * (1 - m) / n + t * t / (4 * n * n))
     spread = t * np.sqrt(np.maximum(v, 0))
     wilson = inside | tied
-    low = np.where(wilson, centre - half, m - spread)
-    high = np.where(wilson, centre + half, m + spread)
+    # a bound at the mean's own end is exact (Wilson's formula leaves 1e-17 there)
+    low = np.where(wilson, np.where(m <= 0, 0.0, centre - half), m - spread)
+    high = np.where(wilson, np.where(m >= 1, 1.0, centre + half), m + spread)
     return np.maximum(low, 0), np.minimum(high, 1)
 
 

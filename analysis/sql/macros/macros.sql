@@ -255,12 +255,14 @@ create or replace macro seed_mean_interval(cells, level) as table
             cell_squares.a, cell_squares.b, cell_squares.m
         ) as mean_coverage,
         case
+            when interval.v <= 0 and cell_squares.m <= 0 then 0
             when interval.v <= 0 then wilson_low(cell_squares.m, cell_squares.n_cells, interval.z)
             when cell_squares.m <= 0 or cell_squares.m >= 1 then greatest(0, cell_squares.m - interval.t * sqrt(interval.v))
             else greatest(0, wilson_centre(cell_squares.m, interval.n_eff, interval.t)
                 - wilson_half(cell_squares.m, interval.n_eff, interval.t))
         end as mean_low,
         case
+            when interval.v <= 0 and cell_squares.m >= 1 then 1
             when interval.v <= 0 then wilson_high(cell_squares.m, cell_squares.n_cells, interval.z)
             when cell_squares.m <= 0 or cell_squares.m >= 1 then least(1, cell_squares.m + interval.t * sqrt(interval.v))
             else least(1, wilson_centre(cell_squares.m, interval.n_eff, interval.t)
