@@ -6,8 +6,9 @@ say "job ${SLURM_JOB_ID} (run $((${SLURM_RESTART_COUNT:-0} + 1))) on ${SLURM_JOB
 # Stop signals. Slurm sends USR1 to this shell alone, --grace seconds before the time
 # limit: it becomes one SIGTERM for `lg-study run`, which then stops as on Ctrl-C (trials
 # stop at their next step, checkpoints and rows kept, exit 130). A requeue, a preemption
-# or scancel sends SIGTERM to every process of the job, lg-study's included: this shell
-# only notes it (a second SIGTERM would make lg-study stop at once, not cleanly).
+# or scancel sends SIGTERM to every process of the job, lg-study's and Ray's included, and
+# SIGKILL after the site's KillWait: this shell only says what is kept (a second SIGTERM
+# would make lg-study stop at once, not cleanly).
 stopping=""
 driver=""
 on_warning() {
@@ -16,7 +17,14 @@ on_warning() {
     if [[ -n "$driver" ]]; then kill -TERM "$driver" 2>/dev/null; fi
 }
 trap on_warning USR1
-trap 'stopping="Slurm stopped the job (a requeue, a preemption or scancel)"; say "$stopping"' TERM INT
+on_stop() {
+    stopping="Slurm is stopping the job (a requeue, a preemption or scancel)"
+    say "${stopping}: every process of the job was signalled, Ray's too, and what lg-study has not" \
+        "ended when Slurm's KillWait is over is killed. Kept in $LG_RESULTS either way: every finished trial," \
+        "and each unfinished trial's rows up to its last checkpoint, from which it continues when the job" \
+        "runs again (a requeued job does by itself; otherwise 'sbatch $LG_SCRIPT')"
+}
+trap on_stop TERM INT
 
 # 1. The site's set-up (modules, a conda or venv activation: --setup), then lg-study's own
 #    environment: the bin folder of the lg-study that wrote this script.
@@ -57,8 +65,8 @@ export RAY_AUTH_TOKEN
 free_port() { python -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'; }
 LG_HEAD_IP=$(python -c 'import ray.util; print(ray.util.get_node_ip_address())')
 export LG_RAY_ADDRESS="$LG_HEAD_IP:$(free_port)"
-export LG_RAY_TEMP="/tmp/lgray-${SLURM_JOB_ID}"  # short: Ray's socket paths must fit in 107 characters
-export LG_HEAD_IP LG_CPUS LG_GPUS
+LG_RAY_TEMP=$(mktemp -d /tmp/lgsray-XXXXXX)  # short: Ray's socket paths must fit in 107 characters
+export LG_HEAD_IP LG_RAY_TEMP LG_CPUS LG_GPUS
 export -f free_port
 ray_node() {  # `ray_node head` or `ray_node worker`: one Ray node on this node, until it is stopped
     local ports=(--node-manager-port "$(free_port)" --object-manager-port "$(free_port)"
@@ -91,6 +99,7 @@ stop_ray() {
     for _ in $(seq 60); do kill -0 "${ray_steps[@]}" 2>/dev/null || break; sleep 1; done
     kill -KILL "${ray_steps[@]}" 2>/dev/null
     wait "${ray_steps[@]}" 2>/dev/null
+    rm -rf "$LG_RAY_TEMP"
 }
 
 # 4. Wait until every node has joined (at most 10 minutes), then run the study on the head.
