@@ -107,9 +107,9 @@ def slurm(
     asks Slurm to requeue the job on preemption or node failure (the study resumes) and to warn
     it before the time limit (the study stops cleanly). The script is printed and kept in the
     study's results folder (STUDY/_slurm/job.sbatch); docs/how-to/slurm.md explains it."""
-    write_slurm_job(dict(study_file=study_file, profile=profile, nodes=nodes, gpus_per_node=gpus_per_node,
-                         cpus_per_node=cpus_per_node, time=time, grace=grace, partition=partition,
-                         account=account, results=results, tracking_uri=tracking_uri, setup=setup), submit)
+    write_slurm_job({"study_file": study_file, "profile": profile, "nodes": nodes, "gpus_per_node": gpus_per_node,
+                     "cpus_per_node": cpus_per_node, "time": time, "grace": grace, "partition": partition,
+                     "account": account, "results": results, "tracking_uri": tracking_uri, "setup": setup}, submit)
 
 
 @app.command()

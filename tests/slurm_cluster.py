@@ -89,6 +89,8 @@ SelectTypeParameters=CR_CPU
 # each node has the one CPU named here, whatever the machine has
 SlurmdParameters=config_overrides
 JobRequeue=1
+# SIGKILL 10 s after a job's SIGTERM (Slurm's default 30 s): a requeue's test waits less
+KillWait=10
 ReturnToService=2
 MpiDefault=none
 StateSaveLocation={folder}/state
