@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,11 @@ def test_slurms_time_formats(time: str, seconds: int) -> None:
 def test_the_options_model_names_the_option_it_refuses(tmp_path: Path) -> None:
     with pytest.raises(SlurmError, match="--cpus-per-node"):
         slurm_job(study_file=STUDY, nodes=1, gpus_per_node=0, cpus_per_node=0, time="10", results=tmp_path)
+
+
+def test_writing_a_script_loads_neither_ray_nor_mlflow() -> None:
+    """`lg-study slurm` runs on a login node: the slurm room and its command import neither."""
+    code = ("import sys, orchestrator.slurm.options, orchestrator.slurm.script, orchestrator.commands.slurm\n"
+            "print(sorted(m for m in ('ray', 'mlflow') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert done.stdout.strip() == "[]"
