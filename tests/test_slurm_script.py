@@ -156,3 +156,29 @@ def test_writing_a_script_loads_neither_ray_nor_mlflow() -> None:
             "print(sorted(m for m in ('ray', 'mlflow') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_node_that_does_not_see_the_results_folder_stops_the_job_before_ray(tmp_path: Path) -> None:
+    """The script run by bash as Slurm runs it, with an `srun` that plays a second node on
+    which the marker file is missing (a folder that is not shared): the job names that
+    node, says what to do, and exits 2 without starting Ray."""
+    code, output, results = write(tmp_path)
+    assert code == 0, output
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "srun").write_text('#!/bin/bash\nwhile [[ $1 == --* ]]; do shift; done\n'
+                               'rm -f "${@: -2:1}"\nSLURMD_NODENAME=n2 exec "$@"\n')
+    (fake / "ray").write_text(f"#!/bin/sh\ntouch {tmp_path}/ray-started\n")
+    for tool in ("srun", "ray"):
+        (fake / tool).chmod(0o755)
+    env = {"PATH": f"{fake}:/usr/bin:/bin", "SLURM_JOB_ID": "7", "SLURM_JOB_NUM_NODES": "2",
+           "SLURM_JOB_NODELIST": "n[1-2]", "SLURMD_NODENAME": "n1", "HOME": str(tmp_path)}
+    done = subprocess.run(["bash", str(results / "two_trials" / "_slurm" / "job.sbatch")], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    said = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 2, said
+    assert "node n2 (" in said and f"does not see {results}" in said
+    assert f"the results folder {results} is not on a filesystem every node sees" in said
+    assert "give lg-study slurm --results a folder on the cluster's shared filesystem" in said
+    assert not (tmp_path / "ray-started").exists() and "starting Ray" not in said
+    assert not list(results.glob(".slurm-check-*"))

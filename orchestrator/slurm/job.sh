@@ -36,14 +36,16 @@ export PATH="$LG_BIN:$PATH"
 
 # 2. The results folder must be one folder that every node sees (trials write their rows
 #    and checkpoints there from whichever node runs them): a marker file written here
-#    must be visible on each node before Ray starts.
+#    must be visible on each node before Ray starts (looked for three times, a second
+#    apart: a network filesystem may show a new file late).
 marker="$LG_RESULTS/.slurm-check-${SLURM_JOB_ID}-${SLURM_RESTART_COUNT:-0}"
 if ! mkdir -p "$LG_RESULTS" || ! hostname > "$marker"; then
     say "error: cannot write to the results folder $LG_RESULTS on $(hostname)"
     exit 2
 fi
 if ! srun --overlap --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 \
-        --kill-on-bad-exit=0 bash -c 'test -f "$1" || { echo "lg-study slurm: error: node $SLURMD_NODENAME ($(hostname)) does not see $2" >&2; exit 1; }' \
+        --kill-on-bad-exit=0 bash -c 'for _ in 1 2 3; do test -f "$1" && exit 0; sleep 1; done
+            echo "lg-study slurm: error: node $SLURMD_NODENAME ($(hostname)) does not see $2" >&2; exit 1' \
         check "$marker" "$LG_RESULTS"; then
     rm -f "$marker"
     say "error: the results folder $LG_RESULTS is not on a filesystem every node sees (see above);" \
