@@ -26,6 +26,7 @@ from orchestrator.cli_support import (
 from orchestrator.commands.answers import plan_seeds, query_results, serve_ui, write_report
 from orchestrator.commands.bench import run_bench
 from orchestrator.commands.running import migrate_results, run_study_file, sync_study_file
+from orchestrator.commands.slurm import write_slurm_job
 from orchestrator.commands.status import compact_study_files, study_status
 from orchestrator.commands.study_files import train_one_trial, validate_study
 
@@ -78,6 +79,36 @@ def run(
     Ray's, Tune's and MLflow's messages go to a log file under the study's results folder."""
     run_study_file(study_file, profile, address, results, tracking_uri, restart, yes, reuse, retrain_stale, verbose,
                    show_all)
+
+
+@app.command()
+def slurm(
+    study_file: Annotated[Path, typer.Argument(help="Study YAML file.")],
+    nodes: Annotated[int, typer.Option("--nodes", help="Nodes of the allocation; one Ray node on each.")],
+    gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", help="GPUs each node gives the study (0: none).")],
+    cpus_per_node: Annotated[int, typer.Option("--cpus-per-node", help="CPU cores each node gives the study.")],
+    time: Annotated[str, typer.Option("--time", help="Slurm's time limit: minutes, HH:MM:SS or D-HH:MM:SS.")],
+    partition: Annotated[str | None, typer.Option("--partition", help="Slurm partition.")] = None,
+    account: Annotated[str | None, typer.Option("--account", help="Slurm account to charge.")] = None,
+    profile: ProfileOption = None,
+    results: Annotated[Path, typer.Option("--results", help="Results root, on the filesystem every node sees "
+                                          "(checked on each node before Ray starts).")] = DEFAULT_RESULTS,
+    tracking_uri: TrackingOption = None,
+    setup: Annotated[Path | None, typer.Option("--setup", help="A bash file sourced before Ray starts: the site's "
+                                               "modules, a conda or venv activation.")] = None,
+    grace: Annotated[int, typer.Option("--grace", help="Seconds before the time limit at which the study is "
+                                       "asked to stop (its trials keep their checkpoints).")] = 120,
+    submit: Annotated[bool, typer.Option("--submit", help="Submit the script with sbatch; print the job id "
+                                         "and how to follow it.")] = False,
+):
+    """Write an sbatch script that runs the study as one Slurm job: one Ray cluster over the
+    allocation (token authentication), `lg-study run` on its head, Ray stopped at the end. It
+    asks Slurm to requeue the job on preemption or node failure (the study resumes) and to warn
+    it before the time limit (the study stops cleanly). The script is printed and kept in the
+    study's results folder (STUDY/_slurm/job.sbatch); docs/how-to/slurm.md explains it."""
+    write_slurm_job({"study_file": study_file, "profile": profile, "nodes": nodes, "gpus_per_node": gpus_per_node,
+                     "cpus_per_node": cpus_per_node, "time": time, "grace": grace, "partition": partition,
+                     "account": account, "results": results, "tracking_uri": tracking_uri, "setup": setup}, submit)
 
 
 @app.command()

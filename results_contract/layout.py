@@ -10,6 +10,7 @@ and the views it builds). Standard library only.
     <root>/<study>/_artifacts/<id>/                  files a trial leaves for its MLflow run
     <root>/<study>/_checkpoints/<id>.pt              a trial's last checkpoint
     <root>/<study>/_logs/run-<time>.log              Ray's, Tune's and MLflow's messages
+    <root>/<study>/_slurm/job.sbatch, job-<id>.log   `lg-study slurm`'s script and its jobs' logs
     <root>/<study>/_mlflow_lag.json                  what the study's MLflow runs miss of its rows
     <root>/<study>/_superseded/science-<v>/          rows of an older science version
     <root>/<study>/_tune/                            Tune's own experiment files

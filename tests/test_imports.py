@@ -54,7 +54,7 @@ CONTRACT_FREE = ("lengthgen", "orchestrator", "analysis", "torch", "ray", "mlflo
 #: the orchestrator's rooms, bottom first: each may import the rooms before it (the
 #: order of docs/design.md); the top, `commands` (the commands' bodies) with the modules
 #: cli and cli_support (TOP_MODULES), may import any, and no room below imports it
-ROOM_ORDER = ("studies", "store", "mlflow_tracking", "running", "console", "benchmarks", "commands")
+ROOM_ORDER = ("studies", "store", "mlflow_tracking", "running", "console", "benchmarks", "slurm", "commands")
 ROOMS = {room: set(ROOM_ORDER[:i]) for i, room in enumerate(ROOM_ORDER)}
 TOP_MODULES = ("orchestrator.cli", "orchestrator.cli_support")
 
