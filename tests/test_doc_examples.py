@@ -192,6 +192,7 @@ def one_trial_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     folder = tmp_path_factory.mktemp("docs-sql")
     (folder / "analysis").symlink_to(REPO / "analysis")
+    (folder / ".venv").symlink_to(BIN.parent)  # the docs' `.venv/bin/lg-study`
     one_trial_store(folder / "results", "quickstart")
     return folder
 
@@ -266,6 +267,7 @@ def tiny_sandbox(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[s
     folder = tmp_path_factory.mktemp("docs-run")
     tiny_study_files(REPO / "studies", folder / "studies")
     (folder / "analysis").symlink_to(REPO / "analysis")
+    (folder / ".venv").symlink_to(BIN.parent)  # the docs' `.venv/bin/lg-study`
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     done = subprocess.run([str(BIN / "lg-study"), "run", "studies/quickstart.yaml"], check=False, cwd=folder,
                           env=env, capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
