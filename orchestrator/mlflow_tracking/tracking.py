@@ -141,9 +141,22 @@ class StudyTracker:
                 if value is not None and step > last.get(key, -1):
                     batch.append(Metric(key, float(value), ts, step))
                     last[key] = step
-        for chunk in _chunks(batch, MAX_METRICS_PER_BATCH):
-            self.client.log_batch(run_id, metrics=chunk)
+        try:
+            for chunk in _chunks(batch, MAX_METRICS_PER_BATCH):
+                self.client.log_batch(run_id, metrics=chunk)
+        except Exception:
+            # a call that failed may have been stored all the same (a server killed after
+            # its commit): the next call reads what the run has rather than logging again
+            self._forget(run_id)
+            raise
         self._last_step[run_id] = last
+
+    def _forget(self, run_id: str) -> None:
+        """Drop what this tracker believes of a run: run_for_trial finds it again and
+        reads its logged steps from the store."""
+        self._last_step.pop(run_id, None)
+        self._status.pop(run_id, None)
+        self._run_ids = {trial: run for trial, run in self._run_ids.items() if run != run_id}
 
     def finish(
         self,
