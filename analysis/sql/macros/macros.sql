@@ -75,31 +75,6 @@ create or replace macro replicate_high(component, s1, n1, s2, n2, c, all_ms, k, 
         else mls_high(s1, n1, s2, n2, c, level)
     end);
 
--- For each trial of `rows` (group_id, study, trial_id, digits, accuracy: the lengths a
--- question measures) that lacks an accuracy at one of the lengths its group measured:
--- the lengths it lacks (`missing`). A mean over lengths without them would be a mean
--- over fewer (replicates.sql).
-create or replace macro missing_lengths(rows) as table
-    with group_lengths as (
-        select group_id, list(distinct digits order by digits) as lengths
-        from query_table(rows)
-        group by group_id
-    )
-
-    select
-        measured.group_id,
-        measured.study,
-        measured.trial_id,
-        list_filter(
-            any_value(group_lengths.lengths),
-            lambda n: not list_contains(
-                coalesce(list(measured.digits) filter (where measured.accuracy is not null), []), n)
-        ) as missing
-    from query_table(rows) as measured
-    inner join group_lengths using (group_id)
-    group by measured.group_id, measured.study, measured.trial_id
-    having len(missing) > 0;
-
 -- The variance of the grand mean of a crossed a x b grid of cells (random weight and data
 -- seeds), σ²_w/a + σ²_d/b + σ²_e/(ab), and its degrees of freedom (variance.sql,
 -- cascade.sql, success.sql). Its unbiased estimate (MS_w + MS_d − MS_e)/(ab) carries

@@ -1,4 +1,4 @@
--- reads: bootstrap_seed, checked_level, eval, final_eval, finished_trials, groups, largest_complete_subgrid, length_list, resample_count, seed_concordance, seed_grid_cells, seed_statistics, subgrid_coverage, trials
+-- reads: bootstrap_seed, checked_level, eval, final_eval, finished_trials, groups, largest_complete_subgrid, length_list, resample_count, seed_concordance, seed_grid_cells, seed_statistics, subgrid_coverage, trial_length_values, trials
 -- Are there lucky weight tickets (001 Fig. 11, F.9)? For every configuration group
 -- whose trials cross at least 2 weight seeds with at least 2 data seeds: how much of
 -- the variance of accuracy the weight seed explains, how much the data seed, how much
@@ -98,28 +98,7 @@ group_digits as (
 -- Means here and below add in a fixed order (list_avg of an ordered list): avg() adds
 -- in the order rows arrive, which can change the last bit from run to run, and the
 -- bootstrap must repeat exactly.
-trial_values as (
-    select
-        group_id,
-        study,
-        trial_id,
-        digits as at_digits,
-        accuracy as y
-    from measured
-    union all
-    select
-        measured.group_id,
-        measured.study,
-        measured.trial_id,
-        0 as at_digits,
-        case
-            when count(measured.accuracy) = any_value(group_digits.n_digits)
-                then list_avg(list(measured.accuracy order by measured.digits))
-        end as y
-    from measured
-    inner join group_digits using (group_id)
-    group by measured.group_id, measured.study, measured.trial_id
-),
+trial_values as (select * from trial_length_values(measured)),
 
 -- materialized: read several times, and DuckDB would otherwise search again
 grid_cells as materialized (

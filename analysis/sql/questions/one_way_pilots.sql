@@ -1,4 +1,4 @@
--- reads: finished_eval, length_list
+-- reads: finished_eval, length_list, trial_length_values
 -- Which groups vary one seed kind only, and what does that say for seed planning
 -- (`lg-study plan`, analysis/seed_planning.py)? For every configuration group whose
 -- finished trials run at least 2 seeds of one kind (weight or data) and one seed of the
@@ -39,34 +39,12 @@ measured as (
     end
 ),
 
-group_lengths as (
-    select
-        group_id,
-        count(distinct digits) as n_lengths
-    from measured
-    group by group_id
-),
-
--- a trial's y at each length and over all of them (null when it lacks one); added in a
--- fixed order, so row order never moves a bit
+-- a trial's y at each length and over all of them (null when it lacks one), with its seeds
 trial_values as (
-    select group_id, study, trial_id, weight_seed, data_seed, digits as at_digits, accuracy as y
-    from measured
-    union all
-    select
-        measured.group_id,
-        measured.study,
-        measured.trial_id,
-        measured.weight_seed,
-        measured.data_seed,
-        0 as at_digits,
-        case
-            when count(measured.accuracy) = any_value(group_lengths.n_lengths)
-                then list_avg(list(measured.accuracy order by measured.digits))
-        end as y
-    from measured
-    inner join group_lengths using (group_id)
-    group by measured.group_id, measured.study, measured.trial_id, measured.weight_seed, measured.data_seed
+    select by_length.*, seeds.weight_seed, seeds.data_seed
+    from trial_length_values(measured) as by_length
+    inner join (select distinct study, trial_id, weight_seed, data_seed from measured) as seeds
+        using (study, trial_id)
 ),
 
 seed_values as (
