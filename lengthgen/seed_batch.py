@@ -275,7 +275,8 @@ class SeedBatchStep:
         max_norm = self.config.train.grad_clip
         if max_norm <= 0:
             return
-        norms = torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads])  # (P, K)
+        # a scalar parameter (FIRE's c and threshold) stacks as (K,): each seed's slice is one value
+        norms = torch.stack([torch.linalg.vector_norm(g.reshape(len(g), -1), dim=1) for g in grads])  # (P, K)
         coefficient = torch.clamp(max_norm / (torch.linalg.vector_norm(norms, dim=0) + 1e-6), max=1.0)
         for g in grads:
             g.mul_(coefficient.view(shape[: g.dim()]))

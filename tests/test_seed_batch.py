@@ -26,6 +26,7 @@ from lengthgen.config import (
     derive,
 )
 from lengthgen.model import build_model
+from lengthgen.model.position.pe import POSITIONAL_ENCODINGS
 from lengthgen.seed_batch import SeedBatchStep, StackedModels, check_seed_batch, train_seed_batch
 from lengthgen.tokenizer import CharTokenizer
 from lengthgen.training_step import TrainingStep, accumulate_gradients
@@ -107,8 +108,14 @@ def assert_first_step_matches_solo(solos, stacked: StackedModels, device: torch.
             assert ((batched - parameter.grad).abs().max() / scale).item() < 1e-5, name
 
 
-def test_clipping_is_per_seed_and_matches_clip_grad_norm():
-    configs = [seeded(0, 0), seeded(1, 1)]
+#: every positional encoding a decoder on BASE's task takes (upe needs an aligned
+#: multiplication); FIRE has scalar parameters, stacked as (K,)
+BATCHED_PES = sorted(set(POSITIONAL_ENCODINGS) - {"upe"})
+
+
+@pytest.mark.parametrize("pe", BATCHED_PES)
+def test_clipping_is_per_seed_and_matches_clip_grad_norm(pe):
+    configs = [seeded(0, 0, {"model": ModelConfig(pe=pe)}), seeded(1, 1, {"model": ModelConfig(pe=pe)})]
     solos, stacked, batch_step = batch_of(configs)
     sum(stacked.forward_losses([parts[0] for _, _, parts in solos], CPU, "fp32")).backward()
     batch_step._mask_and_clip(torch.tensor([True, True]))
