@@ -1,6 +1,7 @@
 """Training batches: batch number `step` of a trial, drawn from the data seed alone
-(`training_batch`), as tensors (`batch_tensors`), and split into length buckets
-(`batch_parts`, train.length_buckets)."""
+(`training_batch`), as tensors (`batch_tensors`), split into length buckets
+(`batch_parts`, train.length_buckets), and queued to the device with what the step
+would otherwise read back from it decided on the host (`placed_parts`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from lengthgen.distributions import Distribution
 from lengthgen.formats import EncodedQuestions, encode_questions, leading_zeros
 from lengthgen.host_copy import to_device
 from lengthgen.model.base import Architecture, Batch, Positions, rows_of
+from lengthgen.model.position.stack import rows_agree
 from lengthgen.tasks import Task
 from lengthgen.tokenizer import CharTokenizer
 
@@ -145,3 +147,30 @@ def batch_parts(
     lengths = row_lengths(batch.answer_mask)
     groups = length_buckets(lengths, buckets)
     return split_batch(model, tensors, positions, groups, lengths) if len(groups) > 1 else [(tensors, positions)]
+
+
+def placed_parts(model: Architecture, parts: list[tuple[Batch, Positions]], device: torch.device) -> list[tuple[Batch, Positions]]:
+    """Parts prepared on the host, queued to `device` with every decision that reads
+    their values made here, where reading costs nothing: the positions checked against
+    learned tables, whether their rows agree (Batch.rows_shared) and the flat index of
+    the supervised outputs (Batch.supervised_index). On a GPU each such read inside the
+    step would wait for every kernel queued before it. A split batch's parts each have
+    as many supervised outputs as answer tokens (what the loss weights assume)."""
+    return [_placed(model, batch, positions, device, len(parts) > 1) for batch, positions in parts]
+
+
+def _placed(model: Architecture, batch: Batch, positions: Positions, device: torch.device, split: bool):
+    model.check_positions(positions)
+    index = model.supervised_mask(batch).flatten().nonzero().squeeze(1)
+    if split and len(index) != int(batch.answer_mask.sum()):
+        raise RuntimeError(f"{len(index)} supervised targets from {int(batch.answer_mask.sum())} answer-mask tokens")
+    shared = rows_agree(*model.sequence_positions(positions))
+    tensors = (None if t is None else to_device(t, device) for t in batch[:4])
+    return Batch(*tensors, to_device(index, device), shared), tuple(_placed_rows(p, device) for p in positions)
+
+
+def _placed_rows(positions: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Positions on `device`; rows broadcast from one (plain positions) copied as that one row."""
+    if positions.dim() and positions.stride(0) == 0:
+        return to_device(positions[:1], device).expand(positions.shape)
+    return to_device(positions, device)

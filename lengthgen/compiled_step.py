@@ -10,8 +10,10 @@ the selection of the supervised outputs (eager: a data-dependent shape). Whether
 batch's rows share their positions, which the uncompiled forward reads from the data
 (`lengthgen.model.position.stack.shared_rows`), is decided before the forward
 (`Architecture.rows_decided`); the checks of learned tables run before it too
-(`Architecture.check_positions`). tests/test_compiled_step.py asks torch._dynamo for
-zero graph breaks on every architecture and positional encoding.
+(`Architecture.check_positions`). A training step decides both, and the supervised
+outputs' index, on the host before the batch is copied (lengthgen.batches.placed_parts).
+tests/test_compiled_step.py asks torch._dynamo for zero graph breaks on every
+architecture and positional encoding.
 
 How many graphs a trial compiles: the batch width changes from batch to batch (the
 longest question of each), so the forward is compiled with torch's automatic dynamic
@@ -49,7 +51,8 @@ class CompiledForward:
 
     def __call__(self, batch: Batch, positions: Positions, **options) -> tuple[torch.Tensor, torch.Tensor]:
         inputs = self.model.training_inputs(batch, positions)
-        self.model.check_positions(positions)
-        with self.model.rows_decided(positions):
+        if batch.rows_shared is None:  # not decided on the host (lengthgen.batches.placed_parts)
+            self.model.check_positions(positions)
+        with self.model.rows_decided(positions, shared=batch.rows_shared):
             logits = self.forward(*inputs.args, **inputs.kwargs, **options)
-        return supervised_outputs(logits, inputs)
+        return supervised_outputs(logits, inputs, batch.supervised_index)

@@ -42,7 +42,7 @@ import torch.nn.functional as F
 from torch.func import functional_call, vmap
 from torch.utils import _pytree as pytree
 
-from lengthgen.batches import training_batch
+from lengthgen.batches import placed_parts, training_batch
 from lengthgen.config import TrialConfig, derive
 from lengthgen.determinism import deterministic
 from lengthgen.host_copy import to_device
@@ -51,6 +51,7 @@ from lengthgen.model.attention_seed_batch import seed_batch_attend
 from lengthgen.model.base import Architecture, Batch, Positions, supervised_outputs
 from lengthgen.model.position.attention_bias import ATTENTION_BIASES
 from lengthgen.model.position.checks import checked_before
+from lengthgen.model.position.stack import rows_agree
 from lengthgen.model.recurrence import STATE_INITS
 from lengthgen.precision import autocast, precision_mode
 from lengthgen.tokenizer import CharTokenizer
@@ -163,13 +164,18 @@ class StackedModels:
             if getattr(module, "attend", None) is sdpa_attend:
                 module.attend = seed_batch_attend  # the seeds folded into one attention call
 
-    def forward_losses(self, seeds_parts: list[tuple[Batch, Positions]], device, precision: str) -> list[torch.Tensor]:
+    def forward_losses(
+        self, seeds_parts: list[tuple[Batch, Positions]], device, precision: str, rows_shared: bool | None = None,
+    ) -> list[torch.Tensor]:
         """Each member's mean cross entropy over its supervised tokens, from one forward;
-        `seeds_parts` are the members' parts, in `members` order."""
+        `seeds_parts` are the members' parts, in `members` order. `rows_shared`: whether
+        every row of every seed has the same positions, decided on the host
+        (`seed_rows_agree`; the parts' positions checked there too); None: read here."""
         models = [self.models[k] for k in self.members]
         inputs = [model.training_inputs(batch, positions) for model, (batch, positions) in zip(models, seeds_parts)]
-        for model, (_, positions) in zip(models, seeds_parts):
-            model.check_positions(positions)
+        if rows_shared is None:
+            for model, (_, positions) in zip(models, seeds_parts):
+                model.check_positions(positions)
         flat = [pytree.tree_flatten((i.args, i.kwargs)) for i in inputs]
         spec = flat[0][1]
         leaves = [None if leaf is None else _pad_stack([f[0][n] for f in flat]) for n, leaf in enumerate(flat[0][0])]
@@ -179,9 +185,8 @@ class StackedModels:
             return functional_call(self.skeleton, (params, buffers), args, kwargs)
 
         dims = (0, 0, *(None if leaf is None else 0 for leaf in leaves))
-        all_positions = tuple(_pad_stack([p[n] for _, p in seeds_parts]).flatten(0, 1)
-                              for n in range(len(seeds_parts[0][1])))
-        with autocast(device, precision), self.skeleton.rows_decided(all_positions), checked_before(), \
+        all_positions = () if rows_shared is not None else stacked_positions(seeds_parts)
+        with autocast(device, precision), self.skeleton.rows_decided(all_positions, rows_shared), checked_before(), \
                 warnings.catch_warnings():
             # an op without a batching rule runs once per seed, and vmap says so; attention, the one
             # the quickstart's models had (SDPA on the CPU), is folded over the seeds instead
@@ -190,7 +195,7 @@ class StackedModels:
         losses = []
         for k, seed_inputs in enumerate(inputs):
             own = logits[k][tuple(slice(0, n) for n in seed_inputs.supervised.shape)]
-            seed_logits, targets = supervised_outputs(own, seed_inputs)
+            seed_logits, targets = supervised_outputs(own, seed_inputs, seeds_parts[k][0].supervised_index)
             losses.append(F.cross_entropy(seed_logits.float(), targets))
         return losses
 
@@ -246,14 +251,14 @@ class SeedBatchStep:
                 self.optimizer.state[new] = {key: value.clone() if key == "step" else value.index_select(0, index)
                                              for key, value in state.items()}
 
-    def update(self, step: int, seeds_parts: list, active: list[bool]) -> list[float]:
+    def update(self, step: int, seeds_parts: list, active: list[bool], rows_shared: bool | None = None) -> list[float]:
         """Train every active member on its own parts of batch `step` (both lists in
         `members` order); each member's loss. A seed whose loss is not finite, and every
-        inactive one, leaves no gradient."""
+        inactive one, leaves no gradient. `rows_shared`: as `StackedModels.forward_losses`."""
         for group in self.optimizer.param_groups:
             group["lr"] = learning_rate(self.config, step)
         self.optimizer.zero_grad(set_to_none=True)
-        losses = self.stacked.forward_losses(seeds_parts, self.device, self.config.train.precision)
+        losses = self.stacked.forward_losses(seeds_parts, self.device, self.config.train.precision, rows_shared)
         values = torch.stack([loss.detach() for loss in losses]).tolist()  # the step's one host synchronisation
         trained = [on and math.isfinite(v) for on, v in zip(active, values)]
         if any(trained):
@@ -337,8 +342,10 @@ def _train_batch(configs, on_report, states, device) -> list[TrialResult]:
     step = states[0].get("step", 0)
     while step < configs[0].train.steps and None in results:
         members = stacked.members
-        seeds_parts = [_seed_parts(configs[k], runs[k], solos[k][1], step, tokenizer) for k in members]
-        losses = dict(zip(members, batch_step.update(step, seeds_parts, [True] * len(members)), strict=True))
+        host = [_seed_parts(configs[k], runs[k], solos[k][1], step, tokenizer) for k in members]
+        seeds_parts = [placed_parts(solos[k][0], [part], device)[0] for k, part in zip(members, host, strict=True)]
+        shared = seed_rows_agree(stacked.skeleton, host)
+        losses = dict(zip(members, batch_step.update(step, seeds_parts, [True] * len(members), shared), strict=True))
         step += 1
         for k in members:
             seed_report = partial(on_report, k)
@@ -358,9 +365,22 @@ def _train_batch(configs, on_report, states, device) -> list[TrialResult]:
 
 
 def _seed_parts(config, run: TrialRun, training_step: TrainingStep, step: int, tokenizer):
-    """Seed batch number `step` of one seed, from its own data seed: (tensors, positions)."""
+    """Seed batch number `step` of one seed, from its own data seed: (tensors, positions)
+    on the host (lengthgen.batches.placed_parts queues them to the device)."""
     task, distribution = derive(config).task, derive(config).distribution
     batch = training_batch(config, task, distribution, tokenizer, step)
     run.tokens_seen += int((batch.tokens != tokenizer.pad_id).sum())
-    (parts,) = training_step.parts(step, batch)  # one part: train.length_buckets is refused
+    (parts,) = training_step.host_parts(step, batch)  # one part: train.length_buckets is refused
     return parts
+
+
+def stacked_positions(seeds_parts: list[tuple[Batch, Positions]]) -> Positions:
+    """The seeds' positions as the stacked forward reads them: padded to the widest and
+    the seeds' rows one after another."""
+    return tuple(_pad_stack([p[n] for _, p in seeds_parts]).flatten(0, 1) for n in range(len(seeds_parts[0][1])))
+
+
+def seed_rows_agree(skeleton: Architecture, host_parts: list[tuple[Batch, Positions]]) -> bool:
+    """Whether every row of every seed has the same positions, read from the host parts
+    (free there) so that the stacked forward reads nothing back from the device."""
+    return rows_agree(*skeleton.sequence_positions(stacked_positions(host_parts)))

@@ -13,13 +13,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from lengthgen.batches import TrainingBatch, batch_parts, batch_tensors
+from lengthgen.batches import TrainingBatch, batch_parts, batch_tensors, placed_parts
 from lengthgen.compiled_step import CompiledForward
 from lengthgen.config import TrainConfig, TrialConfig
 from lengthgen.model.base import Architecture, Batch, Positions
 from lengthgen.model.position.samplers import build_position_sampler
 from lengthgen.model.recurrence import progressive_terms
 from lengthgen.precision import autocast
+
+#: where a step's batch and positions are prepared before the copy to its device
+HOST = torch.device("cpu")
 
 
 def learning_rate(config: TrialConfig, step: int) -> float:
@@ -44,7 +47,7 @@ def accumulate_gradients(
     that of the whole batch's mean cross entropy. Returns that mean (detached). With
     one part (the whole padded batch) this is the plain training step, bit for bit.
     `weight` scales the loss (a term of the progressive loss); 1 leaves it untouched."""
-    total = int(sum(part.answer_mask.sum() for part, _ in parts)) if len(parts) > 1 else None
+    total = supervised_total(parts) if len(parts) > 1 else None
     losses, counted = [], 0
     for part, positions in parts:
         with autocast(device, precision):
@@ -60,6 +63,14 @@ def accumulate_gradients(
     if total is not None and counted != total:
         raise RuntimeError(f"{counted} supervised targets from {total} answer-mask tokens")
     return sum(losses[1:], losses[0])
+
+
+def supervised_total(parts: list[tuple[Batch, Positions]]) -> int:
+    """The supervised tokens of a split batch: counted on the host where the parts carry
+    their supervised index (lengthgen.batches.placed_parts), else read from the device."""
+    if all(part.supervised_index is not None for part, _ in parts):
+        return sum(len(part.supervised_index) for part, _ in parts)
+    return int(sum(part.answer_mask.sum() for part, _ in parts))
 
 
 def _step_generator(config: TrialConfig, step: int, stream: int = 1) -> torch.Generator:
@@ -132,8 +143,14 @@ class TrainingStep:
         self.sampler = build_position_sampler(config.model)
 
     def parts(self, step: int, batch: TrainingBatch) -> list[tuple[Batch, Positions]]:
-        """Batch number `step` on the device, with its positions, whole or in length buckets."""
-        tensors = batch_tensors(batch, self.device)
+        """Batch number `step` on the device, with its positions, whole or in length
+        buckets, and the host's decisions (lengthgen.batches.placed_parts)."""
+        return placed_parts(self.model, self.host_parts(step, batch), self.device)
+
+    def host_parts(self, step: int, batch: TrainingBatch) -> list[tuple[Batch, Positions]]:
+        """`parts` before the copy: built on the host, where the positions (integers,
+        from the data seed's CPU Generator) are the values the device would compute."""
+        tensors = batch_tensors(batch, HOST)
         positions = self.model.sample_positions(
             tensors.tokens, tensors.prompt_lengths, self.sampler, _step_generator(self.config, step), training=True
         )

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch._dynamo
 
-from lengthgen.batches import training_batch
+from lengthgen.batches import placed_parts, training_batch
 from lengthgen.compiled_step import MAX_GRAPHS, CompiledForward
 from lengthgen.config import (
     EvalConfig,
@@ -115,6 +115,9 @@ def test_a_compiled_step_refuses_positions_past_the_table_as_the_uncompiled_one(
     model, parts = _step_inputs(config)
     (batch, positions), = parts
     too_far = (positions[0] + 200,)
+    with pytest.raises(ValueError, match="past model.max_positions"):
+        placed_parts(model, [(batch, too_far)], torch.device("cpu"))  # a training step checks on the host
+    batch = batch._replace(supervised_index=None, rows_shared=None)  # no decisions: the forwards check
     with pytest.raises(ValueError, match="past model.max_positions"):
         model.forward_batch(batch, too_far)
     with pytest.raises(ValueError, match="past model.max_positions"):

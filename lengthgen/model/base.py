@@ -61,6 +61,14 @@ class Batch(NamedTuple):
     targets: torch.Tensor | None
     #: (B,) prompt length P of each row (the whole row in the aligned layout)
     prompt_lengths: torch.Tensor
+    #: decided on the host before the batch was copied to its device
+    #: (lengthgen.batches.placed_parts), so that the step reads nothing back from it:
+    #: (N,) the flat index of every supervised output among the (B, T') outputs
+    #: (`Architecture.supervised_mask`), None: selected by the mask on the device
+    supervised_index: torch.Tensor | None = None
+    #: whether every row has the same positions (`Architecture.rows_decided`), and
+    #: the positions checked against learned tables; None: the forward reads them
+    rows_shared: bool | None = None
 
 
 class TrainingInputs(NamedTuple):
@@ -76,10 +84,17 @@ class TrainingInputs(NamedTuple):
     supervised: torch.Tensor
 
 
-def supervised_outputs(logits: torch.Tensor, inputs: TrainingInputs) -> tuple[torch.Tensor, torch.Tensor]:
+def supervised_outputs(
+    logits: torch.Tensor, inputs: TrainingInputs, index: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(N, vocab) logits and (N,) targets of the supervised outputs (a data-dependent
-    shape: selected outside a compiled forward)."""
-    return logits[inputs.supervised], inputs.targets[inputs.supervised]
+    shape: selected outside a compiled forward). With `index` (Batch.supervised_index,
+    decided on the host) the same rows in the same order, taken without reading the
+    mask back from the device: a boolean mask's selection and its backward each wait
+    for the GPU to count the mask's True values."""
+    if index is None:
+        return logits[inputs.supervised], inputs.targets[inputs.supervised]
+    return logits.reshape(-1, logits.shape[-1])[index], inputs.targets.reshape(-1)[index]
 
 
 class Architecture(nn.Module, ABC):
@@ -221,25 +236,47 @@ class Architecture(nn.Module, ABC):
     def training_inputs(self, batch: Batch, positions: Positions) -> TrainingInputs:
         """A training batch as `forward`'s arguments, with the targets and the supervised mask."""
 
+    @abstractmethod
+    def supervised_mask(self, batch: Batch) -> torch.Tensor:
+        """(B, T') True at the outputs `forward` gives for `batch` that are trained on:
+        the mask `training_inputs` returns, computed alone (on the host, for
+        Batch.supervised_index)."""
+
     def forward_batch(self, batch: Batch, positions: Positions, **options) -> tuple[torch.Tensor, torch.Tensor]:
         """Training: (N, vocab) logits and (N,) targets of every supervised token.
         `options`: more keyword arguments of `forward` (a decoder's `loops`)."""
         inputs = self.training_inputs(batch, positions)
-        return supervised_outputs(self(*inputs.args, **inputs.kwargs, **options), inputs)
+        with self.host_decisions(batch):
+            logits = self(*inputs.args, **inputs.kwargs, **options)
+        return supervised_outputs(logits, inputs, batch.supervised_index)
 
     @contextlib.contextmanager
-    def rows_decided(self, positions: Positions) -> Iterator[None]:
+    def host_decisions(self, batch: Batch) -> Iterator[None]:
+        """Within the block, the forward reads no position back from the device when
+        `batch` carries the host's decisions (Batch.rows_shared: lengthgen.batches.placed_parts
+        checked its positions and decided whether their rows agree)."""
+        from lengthgen.model.position.checks import checked_before
+
+        if batch.rows_shared is None:
+            yield
+            return
+        with self.rows_decided((), shared=batch.rows_shared), checked_before():
+            yield
+
+    @contextlib.contextmanager
+    def rows_decided(self, positions: Positions, shared: bool | None = None) -> Iterator[None]:
         """Within the block, every stack's positional bias knows whether the rows of
         `positions` share their positions (`StackPositionalEncoding.rows_shared`),
-        decided here, on the host, rather than inside the forward: a compiled forward
-        then has no host synchronisation. Set only when every sequence's rows agree,
-        every stack then shares them as the uncompiled forward would; otherwise every
-        stack computes its bias per row (the same values, where the uncompiled forward
-        may share the rows of a stack whose own sequence agrees)."""
+        decided here (or given: `shared`, decided on the host before the copy) rather
+        than inside the forward: the forward then has no host synchronisation. Set only
+        when every sequence's rows agree, every stack then shares them as the
+        uncompiled forward would; otherwise every stack computes its bias per row (the
+        same values, where the uncompiled forward may share the rows of a stack whose
+        own sequence agrees)."""
         from lengthgen.model.position.stack import StackPositionalEncoding, rows_agree
 
         stacks = [m for m in self.modules() if isinstance(m, StackPositionalEncoding)]
-        shared = rows_agree(*self.sequence_positions(positions))
+        shared = rows_agree(*self.sequence_positions(positions)) if shared is None else shared
         for stack in stacks:
             stack.rows_shared = shared
         try:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, ClassVar
 import torch
 from torch import nn
 
+from lengthgen.host_copy import to_device
 from lengthgen.layout import InputLayout
 from lengthgen.model.attention import KVCache
 from lengthgen.model.base import Architecture, Batch, Positions, TrainingInputs, combine
@@ -179,19 +180,23 @@ class DecoderLM(Architecture):
 
     def training_inputs(self, batch: Batch, positions: Positions) -> TrainingInputs:
         """`forward_batch` also takes `loops`: (frozen, trained) loops, for the progressive loss."""
-        supervised = batch.answer_mask[:, 1:]  # position t predicts token t + 1
+        supervised = self.supervised_mask(batch)
         lengths = batch.prompt_lengths + supervised.sum(1) - 1  # tokens fed: prompt and answer
         return TrainingInputs((batch.tokens[:, :-1], positions[0]),
                               {"prompt_lengths": batch.prompt_lengths, "lengths": lengths,
                                "abacus": self.abacus_of(positions, 0), **self._noise_of(batch.tokens[:, :-1])},
                               batch.tokens[:, 1:], supervised)
 
+    def supervised_mask(self, batch: Batch) -> torch.Tensor:
+        return batch.answer_mask[:, 1:]  # position t predicts token t + 1
+
     def _noise_of(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
         """{"noise": the first state's noise} for these fed tokens, drawn outside the
-        forward (so that a compiled forward draws nothing); {} without it."""
+        forward (so that a compiled forward draws nothing) on the host and queued to the
+        tokens' device; {} without it."""
         if not self.stochastic:
             return {}
-        return {"noise": self.draw_noise((*tokens.shape, self.token_embedding.embedding_dim))}
+        return {"noise": to_device(self.draw_noise((*tokens.shape, self.token_embedding.embedding_dim)), tokens.device)}
 
     @torch.no_grad()
     def teacher_forced_argmax(self, tokens, positions, answer_start):

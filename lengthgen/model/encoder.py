@@ -77,6 +77,9 @@ class EncoderLM(Architecture):
         return TrainingInputs((batch.tokens, positions[0], self.abacus_of(positions, 0)), {}, batch.targets,
                               batch.answer_mask)
 
+    def supervised_mask(self, batch: Batch) -> torch.Tensor:
+        return batch.answer_mask  # one output per column: the answer columns
+
     @torch.no_grad()
     def teacher_forced_argmax(self, tokens, positions, answer_start):
         return self(tokens, positions[0], self.abacus_of(positions, 0))[:, answer_start:].argmax(-1)

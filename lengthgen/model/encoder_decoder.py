@@ -167,6 +167,9 @@ class EncoderDecoder(Architecture):
         return TrainingInputs((source, positions[0], source_lengths, decoder_input, positions[1], supervised.sum(1),
                                self.abacus_of(positions, 0), self.abacus_of(positions, 1)), {}, target, supervised)
 
+    def supervised_mask(self, batch: Batch) -> torch.Tensor:
+        return _split(batch.tokens, batch.prompt_lengths, batch.answer_mask)[4]
+
     @torch.no_grad()
     def teacher_forced_argmax(self, tokens, positions, answer_start):
         source, source_lengths, decoder_input, _, _ = _split(tokens, _full(tokens, answer_start))
