@@ -96,15 +96,20 @@ def test_the_first_steps_losses_and_gradients_equal_each_solo_run_within_1e_5(mo
 
 def assert_first_step_matches_solo(solos, stacked: StackedModels, device: torch.device) -> None:
     """Each seed's first-step loss and gradients in the stack equal its solo run's within
-    1e-5 relative (`solos`: (model, training step, parts) of each seed, on `device`)."""
+    1e-5 relative (`solos`: (model, training step, parts) of each seed, on `device`).
+    Relative to the parameter's largest gradient, or to a 1e-2 share of the model's
+    where that is smaller: a gradient that is zero but for rounding (the last bias of
+    FIRE's MLP shifts every logit of a head alike, which softmax ignores) has no scale
+    of its own."""
     losses = stacked.forward_losses([parts[0] for _, _, parts in solos], device, "fp32")
     sum(losses).backward()
     for k, (alone, training_step, parts) in enumerate(solos):
         solo_loss = accumulate_gradients(training_step.forward_batch, parts, device, "fp32")
         assert losses[k].item() == pytest.approx(solo_loss.item(), rel=1e-5)
+        largest = max(p.grad.abs().max() for p in alone.parameters() if p.grad is not None)
         for name, parameter in alone.named_parameters():
             batched = stacked.params[name].grad[k]
-            scale = parameter.grad.abs().max().clamp_min(1e-12)
+            scale = torch.maximum(parameter.grad.abs().max(), 1e-2 * largest).clamp_min(1e-12)
             assert ((batched - parameter.grad).abs().max() / scale).item() < 1e-5, name
 
 
