@@ -162,8 +162,10 @@ class EncoderDecoder(Architecture):
         return question_places(tokens, prompt_lengths, self.layout)[:, 1 : 1 + question], own
 
     def training_inputs(self, batch: Batch, positions: Positions) -> TrainingInputs:
+        # the widths its positions were drawn for (`position_lengths`): read from their shapes, not the device
+        widths = (positions[0].shape[1], positions[1].shape[1])
         source, source_lengths, decoder_input, target, supervised = _split(batch.tokens, batch.prompt_lengths,
-                                                                          batch.answer_mask)
+                                                                          batch.answer_mask, widths)
         return TrainingInputs((source, positions[0], source_lengths, decoder_input, positions[1], supervised.sum(1),
                                self.abacus_of(positions, 0), self.abacus_of(positions, 1)), {}, target, supervised)
 
@@ -226,16 +228,19 @@ def _full(tokens: torch.Tensor, value: int) -> torch.Tensor:
     return torch.full((len(tokens),), value, dtype=torch.long, device=tokens.device)
 
 
-def _split(tokens: torch.Tensor, prompt_lengths: torch.Tensor, answer_mask: torch.Tensor | None = None):
+def _split(tokens: torch.Tensor, prompt_lengths: torch.Tensor, answer_mask: torch.Tensor | None = None,
+           widths: tuple[int, int] | None = None):
     """Sequential rows "<s> question = answer </s>" (B, T), prompt lengths P (B,) ->
     question (B, S) and its lengths P - 2, decoder input "<s> answer" (B, A), target
     "answer </s>" (B, A), and (B, A) True on the target tokens that are supervised
     (every one without `answer_mask`). Cells past a row's end hold arbitrary tokens:
-    the masks close them."""
+    the masks close them. S = max P - 2 and A = T - min P, read from `prompt_lengths`
+    unless `widths` gives them (`EncoderDecoder.position_lengths`)."""
     width = tokens.shape[1]
-    question = 1 + torch.arange(int(prompt_lengths.max()) - 2, device=tokens.device)[None, :]  # (1, S)
+    question_width, answer_width = widths or (int(prompt_lengths.max()) - 2, width - int(prompt_lengths.min()))
+    question = 1 + torch.arange(question_width, device=tokens.device)[None, :]  # (1, S)
     source = tokens.gather(1, question.expand(len(tokens), -1).clamp(max=width - 1))
-    answer = prompt_lengths[:, None] + torch.arange(width - int(prompt_lengths.min()), device=tokens.device)  # (B, A)
+    answer = prompt_lengths[:, None] + torch.arange(answer_width, device=tokens.device)  # (B, A)
     inside = answer < width
     target = tokens.gather(1, answer.clamp(max=width - 1))
     supervised = inside if answer_mask is None else inside & answer_mask.gather(1, answer.clamp(max=width - 1))
