@@ -350,3 +350,31 @@ def test_with_plan_a_fitted_group_jumps_to_the_round_seed_planning_asks_for(
     assert wanted[nope_id] == (expected.weight_seeds or 40) > 5
     grown = designs[nope_id].next_round(target, 3, wanted[nope_id])
     assert grown >= wanted[nope_id] and grown - 2 < max(wanted[nope_id], 5)
+
+
+def test_with_plan_a_group_of_one_data_seed_is_planned_as_a_one_way_pilot(
+    study_file: Path, tmp_path: Path, write_finished_trial
+) -> None:
+    """alibi's design holds one data seed: with 4 weight seeds measured it is a one-way
+    pilot, and grows to the weight seeds one-way planning asks for at that data order."""
+
+    from analysis.one_way_planning import OneWayFit, plan_one_way
+
+    study_file.write_text(STUDY.replace("threshold: 0.0, ", "").replace("metric: success", "metric: mean_accuracy")
+                          .replace("half_width: 0.24, max: 3, step: 2", "half_width: 0.05, max: 40, step: 2, plan: true"))
+    study = load_study(study_file)
+    (alibi,) = [c for c in study.trials if c.model.pe == "alibi"]
+    for weight, value in enumerate((0.35, 0.6, 0.5, 0.8)):
+        moved = dataclasses.replace(alibi, seeds=dataclasses.replace(alibi.seeds, weight=weight))
+        write_finished_trial(tmp_path, study, moved, value)
+    designs = seed_plan.design_groups(study.trials)
+    target, states = seed_plan.seed_states(tmp_path, study.name, study)
+    wanted = seed_target.planned_seeds(tmp_path, study.name, target, designs, states)
+    (alibi_id,) = [s.group_id for s in states if "/alibi/" in s.group_label]
+    with open_results(tmp_path, study.name) as con:
+        (row,) = [r for r in run_sql_file(con, Path(sql_file("one_way_pilots.sql")), {"digits": "3"}).to_pylist()
+                  if r["group_id"] == alibi_id and r["at_digits"] == 3]
+    assert (row["varied"], row["seeds"]) == ("weight", 4)
+    expected = plan_one_way(OneWayFit.from_row(row), "mean_accuracy", 0.05, max_seeds=40)
+    assert wanted == {alibi_id: expected.seeds or 40}
+    assert wanted[alibi_id] > 4

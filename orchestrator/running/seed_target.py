@@ -16,8 +16,10 @@ Rounds: each round is one `run_trials` (one Tune run) over the trials planned so
 which runs only the unfinished ones. After a round, `group_states` reads every group's
 interval from the analysis file the report shows it from (SEED_METRICS) and each group
 still `adding seeds` is planned up to its next round: design seeds + k * step, capped
-at `max`. With `plan: true` a group fitted on its trials so far jumps to the first round
-that holds the weight seeds seed planning asks for (`planned_seeds`). The same function gives `lg-study status` and `lg-study report` their rows.
+at `max`. With `plan: true` a group fitted on its trials so far (crossed, or one data
+seed and several weight seeds) jumps to the first round that holds the weight seeds
+seed planning asks for (`planned_seeds`). The same function gives `lg-study status` and
+`lg-study report` their rows.
 
 The plan and each group's state live in orchestrator.store.seed_plan (status and the report
 read them without loading Ray); this module runs the rounds.
@@ -33,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from analysis.one_way_planning import OneWayFit, plan_one_way
 from analysis.query import open_results, run_sql_file, sql_file
 from analysis.seed_planning import PilotFit, plan
 from orchestrator.running.run_context import RunContext, RunSummary
@@ -96,24 +99,36 @@ def run_until_target(study: Study, context: RunContext) -> RunSummary:
 def planned_seeds(
     results_root: Path, study: str, target: SeedTarget, designs: dict[str, GroupDesign], states: list[GroupState]
 ) -> dict[str, int]:
-    """With `plan: true`, group_id -> the weight seeds that seed planning (analysis/
-    seed_planning.py, fitted on the group's trials so far at the target's length) needs
-    for the target at the design's data seeds, or `max` where no count up to it does.
-    Groups that cannot be fitted yet (fewer than 2 x 2 seeds) are left out: they grow by
-    `step`."""
+    """With `plan: true`, group_id -> the weight seeds that seed planning needs for the
+    target, fitted on the group's trials so far at the target's length, or `max` where
+    no count up to it does: a crossed group (analysis/seed_planning.py) at the design's
+    data seeds, a group of one data seed and several weight seeds as a one-way pilot
+    (analysis/one_way_planning.py, the data order held as the design holds it). Groups
+    that cannot be fitted yet (one weight seed, or a target a one-way pilot cannot plan:
+    the weight share) are left out: they grow by `step`."""
     adding = {s.group_id for s in states if s.state == ADDING}
     if not target.plan or not adding:
         return {}
     with open_results(results_root, study) as con:
-        rows = run_sql_file(con, sql_file("lucky_tickets.sql"), {"resamples": "2"}).to_pylist()
+        crossed = run_sql_file(con, sql_file("lucky_tickets.sql"), {"resamples": "2"}).to_pylist()
+        one_way = run_sql_file(con, sql_file("one_way_pilots.sql"), {"digits": str(target.digits)}).to_pylist()
+    threshold = target.threshold if target.threshold is not None else 0.9
     wanted = {}
-    for row in {r["group_id"]: r for r in rows if r["group_id"] in adding}.values():
+    for row in {r["group_id"]: r for r in crossed if r["group_id"] in adding}.values():
         try:
             fit = PilotFit.from_lucky_row(row, target.digits)
             found = plan(fit, target.metric, target.half_width, len(designs[row["group_id"]].templates),
-                         target.threshold if target.threshold is not None else 0.9, max_weight_seeds=target.max)
+                         threshold, max_weight_seeds=target.max)
         except ValueError:
             continue
         wanted[row["group_id"]] = found.weight_seeds or target.max
+    one_way = [r for r in one_way if r["group_id"] in adding - set(wanted)
+               and r["at_digits"] == target.digits and r["varied"] == "weight"]
+    for row in one_way:
+        try:
+            found = plan_one_way(OneWayFit.from_row(row), target.metric, target.half_width, threshold,
+                                 max_seeds=target.max)
+        except ValueError:
+            continue
+        wanted[row["group_id"]] = found.seeds or target.max
     return wanted
-

@@ -68,7 +68,8 @@ class SeedTarget(BaseModel):
     #: success only: a trial succeeds at accuracy >= threshold (default as success.sql)
     threshold: float | None = Field(None, ge=0, le=1)
     #: after a round, grow each group to the weight seeds that seed planning, fitted on
-    #: its trials so far, needs for the target (at least one round); else `step` a round
+    #: its trials so far (crossed, or one data seed and several weight seeds), needs for
+    #: the target (at least one round); else `step` a round
     plan: bool = False
 
     @pydantic.model_validator(mode="after")
