@@ -111,7 +111,7 @@ def requeued(slurm, tmp_path_factory) -> dict:
     subprocess.run([LG_STUDY, "run", str(folder / "requeued.yaml"), "--results", str(clean)], check=True,
                    capture_output=True, timeout=600, env=clean_env(slurm))
     return {"job": job, "results": results, "clean": clean, "log": log.read_text(), "wall": wall,
-            "requeued_at": requeued_at}
+            "requeued_at": requeued_at, "ray_files": sorted(Path("/tmp").glob(f"lgsray-{job_id}-*"))}
 
 
 def test_a_requeued_job_runs_again_and_finishes_the_study(requeued) -> None:
@@ -122,6 +122,7 @@ def test_a_requeued_job_runs_again_and_finishes_the_study(requeued) -> None:
     assert "Slurm is stopping the job (a requeue, a preemption or scancel)" in said, log
     assert "each unfinished trial's rows up to its last checkpoint, from which it continues" in said, log
     assert "trials had been interrupted" in second and "the study finished: every trial is done" in second, log
+    assert requeued["ray_files"] == [], "Ray's files of the job's runs are left on the head node"
 
 
 def test_the_requeued_study_has_the_rows_of_an_undisturbed_run(requeued) -> None:

@@ -67,7 +67,11 @@ export RAY_AUTH_TOKEN
 free_port() { python -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'; }
 LG_HEAD_IP=$(python -c 'import ray.util; print(ray.util.get_node_ip_address())')
 export LG_RAY_ADDRESS="$LG_HEAD_IP:$(free_port)"
-LG_RAY_TEMP=$(mktemp -d /tmp/lgsray-XXXXXX)  # short: Ray's socket paths must fit in 107 characters
+# Ray's files on the head node, named by the job: a requeued job keeps its id, so it removes
+# what its earlier run left when Slurm killed it before `stop_ray` (short: Ray's socket
+# paths must fit in 107 characters)
+rm -rf /tmp/lgsray-"$SLURM_JOB_ID"-*
+LG_RAY_TEMP=$(mktemp -d "/tmp/lgsray-$SLURM_JOB_ID-XXXXXX")
 export LG_HEAD_IP LG_RAY_TEMP LG_CPUS LG_GPUS
 export -f free_port
 ray_node() {  # `ray_node head` or `ray_node worker`: one Ray node on this node, until it is stopped
