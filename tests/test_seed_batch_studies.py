@@ -11,14 +11,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_seed_batch import assert_first_step_matches_solo
+from test_seed_batch import assert_first_step_matches_solo, solo_parts
 
-from lengthgen.batches import training_batch
-from lengthgen.config import TrialConfig, derive
-from lengthgen.model import build_model
+from lengthgen.config import TrialConfig
 from lengthgen.seed_batch import StackedModels, check_seed_batch
-from lengthgen.tokenizer import CharTokenizer
-from lengthgen.training_step import TrainingStep
 from orchestrator.studies.study import load_study
 
 CPU = torch.device("cpu")
@@ -55,13 +51,6 @@ def _batchable_trials() -> list[tuple[str, TrialConfig]]:
 TRIALS = _batchable_trials()
 
 
-def _solo(config: TrialConfig):
-    model = build_model(config.model, len(CharTokenizer()), config.seeds.weight, derive(config).input_layout)
-    step = TrainingStep(config, model, CPU)
-    derived = derive(config)
-    return model, step, step.parts(0, training_batch(config, derived.task, derived.distribution, CharTokenizer(), 0))
-
-
 def test_every_study_has_trials_a_seed_batch_accepts():
     assert {study for study, _ in TRIALS} >= {"seed_robustness", "quickstart", "pe_comparison"}
 
@@ -70,6 +59,6 @@ def test_every_study_has_trials_a_seed_batch_accepts():
                                                         for n, (s, c) in enumerate(TRIALS)])
 def test_the_first_step_of_two_batched_seeds_equals_their_solo_steps(study, config):
     seeds = [replace(config, seeds=replace(config.seeds, weight=w, data=d)) for w, d in ((0, 0), (1, 2))]
-    solos = [_solo(c) for c in seeds]
+    solos = [solo_parts(c, 0) for c in seeds]
     stacked = StackedModels([model for model, _, _ in solos])
     assert_first_step_matches_solo(solos, stacked, CPU)
