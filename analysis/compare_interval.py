@@ -267,3 +267,18 @@ def improvement(y_a: np.ndarray, y_b: np.ndarray, paired: bool,
     df = np.where(v > 0, welch_df(v_a, df_a, v_b, df_b), np.nan)
     low, high = wilson_rate_bounds(theta, n_eff, df, level)
     return Difference(theta, low, high, np.full(studies, np.nan))
+
+
+def _success_p_or_null(p_a, n_a, df_a, p_b, n_b, df_b, phi):
+    if None in (p_a, n_a, p_b, n_b):
+        return None
+    return success_p(p_a, n_a, df_a, p_b, n_b, df_b, 0.0 if phi is None else phi)
+
+
+def register_comparison_functions(con) -> None:
+    """`success_difference_p(p_a, n_eff_a, df_a, p_b, n_eff_b, df_b, phi)` for compare.sql:
+    the p-value its success interval implies (success_p)."""
+    from analysis.quantiles import DOUBLE
+
+    con.create_function("success_difference_p", _success_p_or_null, [DOUBLE] * 7, DOUBLE,
+                        null_handling="special", side_effects=False)

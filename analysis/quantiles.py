@@ -51,7 +51,18 @@ def t_quantile(p: float, df: float) -> float:
     return _ppf(p, (df,), (-math.inf, math.inf), lambda: stdtrit(df, p))
 
 
+def t_cdf(x: float, df: float) -> float:
+    """P(T_ν <= x), what scipy.stats.t.cdf gives (df = inf: the normal's); compare.sql's
+    p-values."""
+    from scipy.special import stdtr
+
+    if math.isnan(x) or not df > 0:
+        return math.nan
+    return float(stdtr(df, x))
+
+
 def register_quantiles(con: duckdb.DuckDBPyConnection) -> None:
     con.create_function("chi2_quantile", chi2_quantile, [DOUBLE, DOUBLE], DOUBLE, side_effects=False)
     con.create_function("t_quantile", t_quantile, [DOUBLE, DOUBLE], DOUBLE, side_effects=False)
     con.create_function("f_quantile", f_quantile, [DOUBLE, DOUBLE, DOUBLE], DOUBLE, side_effects=False)
+    con.create_function("t_cdf", t_cdf, [DOUBLE, DOUBLE], DOUBLE, side_effects=False)

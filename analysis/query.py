@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 
 from analysis.quantiles import register_quantiles
 from analysis.questions import reads_table
+from analysis.compare_interval import register_comparison_functions
 from analysis.share_intervals import register_share_intervals
 from analysis.sql_layers import EMPTY_TABLES, FILE_VIEWS_FILE, load_order, sql_file, sql_files
 from results_contract import identity
@@ -310,6 +311,7 @@ def prepare_connection(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("set variable seeds_listed = ?", [identity.listed_columns()])
     register_quantiles(con)
     register_share_intervals(con)
+    register_comparison_functions(con)
     for name in MACRO_FILES:
         con.execute(sql_file(name).read_text())
     con.execute("create or replace temp table analysis_reads "

@@ -30,7 +30,8 @@ DEFINITION_LAYERS = ("staging", "macros")
 FILE_VIEWS_FILE = "tables.sql"
 EMPTY_TABLES = "empty_tables.sql"
 #: what analysis/query.py's prepare_connection defines in Python on every connection
-PYTHON_DEFINED = ("chi2_quantile", "f_quantile", "share_intervals", "analysis_reads")
+PYTHON_DEFINED = ("chi2_quantile", "f_quantile", "t_quantile", "t_cdf", "share_intervals",
+                  "success_difference_p", "analysis_reads")
 
 _READS = re.compile(r"^-- reads:(.*)$", re.MULTILINE)
 _DEFINES = re.compile(

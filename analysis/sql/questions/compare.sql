@@ -1,64 +1,66 @@
--- reads: accuracy_difference, bootstrap_seed, finished_eval, group_pairs, groups, length_list, normal_quantile, resample_count, success_difference
--- Do two configurations differ? For pairs of configuration groups (a, b) and each test
--- length both measured: the difference of their mean accuracy and of their success
--- rate, each with an interval and a p-value, the p-values Holm-corrected over all the
--- comparisons this file returns.
+-- reads: checked_level, compare_coverage, success_difference_p, comparison_extras, comparison_parts, finished_eval, group_pairs, groups, length_list, mover_high, mover_low, seed_df, seed_mean_interval, seed_variance, share_df, share_high, share_low, share_n_eff, t_difference_high, t_difference_low, t_difference_p, tied_difference_p, two_way_mean_squares, welch_df
+-- Does A beat B beyond seed luck? For pairs of configuration groups (a, b) and each
+-- test length both measured: the difference of their mean accuracy and of their
+-- success rate, each with an interval over seeds and a p-value (Holm-corrected over all
+-- the comparisons this file returns), the probability that a run of a beats one of b,
+-- and a verdict in words.
 --
 -- Which pairs: by default every pair of groups whose configs differ in exactly one
--- setting (differs_in, e.g. "model.pe: fire | rope"; group_pairs.sql), the comparisons
--- a grid study makes along one axis; with `groups` (group ids, comma-separated) every
--- pair among those groups, however many settings they differ in. a is the pair's first
--- group by label.
+-- setting (differs_in, e.g. "model.pe: fire | rope"; group_pairs.sql); with `groups`
+-- (group ids, comma-separated) every pair among those groups. a is the pair's first
+-- group by label. A seed pair's cell holds its accuracy at the final evaluation (the
+-- mean of its trials when the configuration ran in two studies); finished trials only.
 --
--- The unit is the seed pair (weight seed, data seed) of a group: its accuracy at the
--- final evaluation (the mean of its trials when the same configuration ran in two
--- studies); finished trials only (done or diverged), a NaN accuracy is none.
--- design 'paired': the groups share at least 2 seed pairs measured at the length (e.g.
--- FIRE vs RoPE run on the same seeds). Only the shared seed pairs count (n_only_a,
--- n_only_b say how many seed pairs of each group are left out) and each difference is
--- taken within a seed pair. design 'unpaired': otherwise; all seed pairs of each group.
+-- The unit is the seed, not the seed pair: pairs sharing a weight seed (or a data seed)
+-- share its luck. design 'paired': both groups measured the same seed pairs (at least
+-- 2); the differences d_wd = y^a − y^b form a crossed grid, d = Δ + α_w + β_d + ε_wd.
+-- 'partly paired' (some seed pairs shared) and 'unpaired': each group's own seeds.
 --
---   accuracy_diff     mean_a − mean_b (paired: the mean of the per-seed differences)
---   accuracy_diff_boot_low, _high, accuracy_p_perm
---                     percentile bootstrap interval at `level` and permutation test
---                     (compare_accuracy.sql)
---   success_a, success_b, success_diff
---                     the shares of seed pairs whose accuracy reaches `threshold`
---                     (accuracy >= threshold) and their difference
---   success_diff_newcombe_low, _high, success_p_exact
---                     Newcombe's interval of the difference at `level` and the exact
---                     McNemar (paired) or Fisher (unpaired) test (compare_success.sql)
+--   accuracy_diff    mean_a − mean_b
+--   accuracy_diff_low, _high, accuracy_df, accuracy_p
+--                    paired: d̄ ± t_ν·√V with V, ν the crossed variance of d's mean
+--                    (variance.sql's: a component at 0 dropped; one seed kind or holes:
+--                    s²/n on n − 1); otherwise V = V_a + V_b on Welch–Satterthwaite's ν;
+--                    p the two-sided t test. When every difference ties (V = 0): MOVER of
+--                    the groups' own intervals and the score test at the largest variance
+--                    (accuracy_method says which)
+--   success_a, success_b, success_diff, success_diff_low, _high, success_p
+--                    the shares of seed pairs reaching `threshold` (success.sql's rates and
+--                    intervals: Wilson at the effective number of seed pairs); the
+--                    difference's interval is Newcombe's hybrid score interval (MOVER) of
+--                    the two, φ the shared seed pairs' correlation of successes (paired,
+--                    at least 5 pairs; else 0); success_p the level at which it reaches 0
+--   p_improvement, _low, _high
+--                    paired: the share of seed pairs where a scores above b (ties ½), with
+--                    success.sql's interval over seeds; otherwise P(a > b) over every run
+--                    of a and of b that share no seed, its variance from each group's
+--                    placement values (DeLong's projection, crossed), Wilson at n_eff
 --   accuracy_p_holm, success_p_holm
---                     Holm's step-down adjustment over every row this file returns
---                     (holm_comparisons of them), accuracy and success apart: with the
---                     m p-values sorted, p_(i) becomes max_{j <= i} min(1, (m − j + 1) · p_(j)).
---                     A comparison is significant at `level` when its Holm p is below
---                     1 − level; narrowing `groups` or `digits` narrows the family
---                     (name the lengths a question is about before looking, or the
---                     family counts every in-distribution length too).
+--                    Holm's step-down adjustment over every row (holm_comparisons):
+--                    p_(i) becomes max_{j <= i} min(1, (m − j + 1) · p_(j))
+--   verdict          in words: which group is above beyond seed luck (Holm, at `level`),
+--                    or that the design is too small to decide (its interval allows a
+--                    difference of 0.1 either way), or that no difference is shown
+--   coverage, warning
+--                    the intervals' coverage measured by simulation at the nearest
+--                    design (docs/analysis.md); a warning where it is below 0.93
 --
 -- Parameters (DuckDB variables; `lg-study query --param name=value`):
 --     groups     default: pairs differing in one setting; e.g. '3f2a9c1b04de,77aa01c3e9f0'
 --     digits     default every length both groups measured; e.g. '8,10'
 --     threshold  default 0.9   success when accuracy >= threshold
---     level      default 0.95  one of 0.5, 0.8, 0.9, 0.95, 0.98, 0.99, 0.999
---     resamples  default 1000  bootstrap and permutation replicates per comparison
---     boot_seed  default 0     seed of those draws
+--     level      default 0.95  coverage of the intervals, 0 < level < 1
 
 with
 
 params as (
     select
         coalesce(cast(getvariable('threshold') as double), 0.9) as threshold,
-        resample_count(getvariable('resamples')) as resamples,
-        bootstrap_seed(getvariable('boot_seed')) as boot_seed,
         string_split(
             replace(trim(cast(getvariable('groups') as varchar), '[]'), ' ', ''), ','
         ) as groups,
         length_list(getvariable('digits')) as digits,
-        given.level,
-        normal_quantile(given.level) as z
-    from (select coalesce(cast(getvariable('level') as double), 0.95) as level) as given
+        checked_level(getvariable('level'), 0.001, 0.999) as level
 ),
 
 -- one value per group, seed pair and length: the mean of its trials (one per study)
@@ -87,138 +89,155 @@ selected_pairs as (
     end
 ),
 
-side_a as (
-    select
-        selected_pairs.group_a,
-        selected_pairs.group_b,
-        cells.digits,
-        cells.weight_seed,
-        cells.data_seed,
-        cells.accuracy
-    from selected_pairs
-    inner join cells on cells.group_id = selected_pairs.group_a
+-- each comparison's grids as parts (compare_grids.sql) and the two-way mean squares of
+-- every part, one struct per part
+parts as (
+    select *
+    from comparison_parts(selected_pairs, cells, (select threshold from params))
 ),
 
-side_b as (
-    select
-        selected_pairs.group_a,
-        selected_pairs.group_b,
-        cells.digits,
-        cells.weight_seed,
-        cells.data_seed,
-        cells.accuracy
-    from selected_pairs
-    inner join cells on cells.group_id = selected_pairs.group_b
+grid_parts as (
+    select key, weight_seed, data_seed, y
+    from parts
 ),
 
--- the seed pairs of either group at each length, side by side where both have them
-matched as (
+group_parts as (
+    select key, weight_seed, data_seed, y
+    from parts
+    where key.part in ('a', 'b')
+),
+
+squares as (
     select
-        group_a,
-        group_b,
-        digits,
-        weight_seed,
-        data_seed,
-        side_a.accuracy as accuracy_a,
-        side_b.accuracy as accuracy_b,
-        side_a.accuracy >= params.threshold as success_a,
-        side_b.accuracy >= params.threshold as success_b,
-        side_a.accuracy is not null and side_b.accuracy is not null as shared
-    from side_a
-    full outer join side_b using (group_a, group_b, digits, weight_seed, data_seed)
-    cross join params
+        key.group_a,
+        key.group_b,
+        key.digits,
+        key.design,
+        {'m': m, 'a': a, 'b': b, 'n_cells': n_cells, 'crossed': crossed, 'ms_weight': ms_weight,
+         'ms_data': ms_data, 'ms_residual': ms_residual, 'ms_cells': ms_cells} as sq,
+        key.part
+    from two_way_mean_squares(grid_parts)
+),
+
+-- the groups' own intervals of their means (variance.sql's), for differences that tie
+group_intervals as (
+    select
+        key.group_a,
+        key.group_b,
+        key.digits,
+        key.part,
+        mean_low,
+        mean_high
+    from seed_mean_interval(group_parts, (select level from params))
 ),
 
 comparisons as (
     select
-        group_a,
-        group_b,
-        digits,
-        count(*) filter (where shared) >= 2 as paired,
-        count(*) filter (where shared) as n_shared,
-        count(accuracy_a) as n_all_a,
-        count(accuracy_b) as n_all_b,
-        list(accuracy_a order by weight_seed, data_seed) filter (where accuracy_a is not null)
-            as all_a,
-        list(accuracy_b order by weight_seed, data_seed) filter (where accuracy_b is not null)
-            as all_b,
-        list(accuracy_a - accuracy_b order by weight_seed, data_seed) filter (where shared)
-            as paired_differences,
-        list(accuracy_a order by weight_seed, data_seed) filter (where shared) as shared_a,
-        list(accuracy_b order by weight_seed, data_seed) filter (where shared) as shared_b,
-        -- the 2 x 2 table of the shared seed pairs' successes
-        count(*) filter (where shared and success_a and success_b) as both_succeed,
-        count(*) filter (where shared and success_a and not success_b) as only_a_succeeds,
-        count(*) filter (where shared and not success_a and success_b) as only_b_succeeds,
-        count(*) filter (where shared and not success_a and not success_b) as neither_succeeds,
-        count(*) filter (where success_a) as all_success_a,
-        count(*) filter (where success_b) as all_success_b
-    from matched
-    group by group_a, group_b, digits
-    having count(accuracy_a) >= 1 and count(accuracy_b) >= 1
+        squares.group_a,
+        squares.group_b,
+        squares.digits,
+        any_value(squares.design) as design,
+        any_value(squares.sq) filter (where squares.part = 'a') as a,
+        any_value(squares.sq) filter (where squares.part = 'b') as b,
+        any_value(squares.sq) filter (where squares.part = 'difference') as d,
+        any_value(squares.sq) filter (where squares.part = 'success a') as s_a,
+        any_value(squares.sq) filter (where squares.part = 'success b') as s_b,
+        any_value(squares.sq) filter (where squares.part = 'wins') as wins,
+        any_value(squares.sq) filter (where squares.part = 'place a') as place_a,
+        any_value(squares.sq) filter (where squares.part = 'place b') as place_b,
+        any_value(group_intervals.mean_low) filter (where group_intervals.part = 'a') as low_a,
+        any_value(group_intervals.mean_high) filter (where group_intervals.part = 'a') as high_a,
+        any_value(group_intervals.mean_low) filter (where group_intervals.part = 'b') as low_b,
+        any_value(group_intervals.mean_high) filter (where group_intervals.part = 'b') as high_b
+    from squares
+    left join group_intervals using (group_a, group_b, digits, part)
+    group by squares.group_a, squares.group_b, squares.digits
 ),
 
-designed as (
+extras as (
+    select *
+    from comparison_extras(parts)
+),
+
+-- V and ν of the accuracy difference, and each share's effective n and ν
+variances as (
     select
-        group_a,
-        group_b,
-        digits,
-        paired,
-        case when paired then 'paired' else 'unpaired' end as design,
-        case when paired then shared_a else all_a end as values_a,
-        case when paired then shared_b else all_b end as values_b,
-        paired_differences,
-        case when paired then n_shared else n_all_a end as n_a,
-        case when paired then n_shared else n_all_b end as n_b,
-        case when paired then n_all_a - n_shared else 0 end as n_only_a,
-        case when paired then n_all_b - n_shared else 0 end as n_only_b,
-        case when paired then both_succeed + only_a_succeeds else all_success_a end as k_a,
-        case when paired then both_succeed + only_b_succeeds else all_success_b end as k_b,
-        both_succeed,
-        only_a_succeeds,
-        only_b_succeeds,
-        neither_succeeds
+        comparisons.*,
+        extras.phi,
+        extras.apart_wins,
+        comparisons.a.m - comparisons.b.m as accuracy_diff,
+        case when comparisons.design = 'paired' then seed_variance(comparisons.d)
+            else seed_variance(comparisons.a) + seed_variance(comparisons.b) end as v,
+        case when comparisons.design = 'paired' then seed_df(comparisons.d)
+            else welch_df(seed_variance(comparisons.a), seed_df(comparisons.a),
+                seed_variance(comparisons.b), seed_df(comparisons.b)) end as df,
+        share_n_eff(comparisons.s_a, comparisons.a) as n_eff_a,
+        share_df(comparisons.s_a, comparisons.a) as df_a,
+        share_n_eff(comparisons.s_b, comparisons.b) as n_eff_b,
+        share_df(comparisons.s_b, comparisons.b) as df_b,
+        seed_variance(comparisons.place_a) + seed_variance(comparisons.place_b) as v_place,
+        welch_df(seed_variance(comparisons.place_a), seed_df(comparisons.place_a),
+            seed_variance(comparisons.place_b), seed_df(comparisons.place_b)) as df_place
     from comparisons
+    left join extras using (group_a, group_b, digits)
 ),
 
-observed as materialized (
+intervals as (
     select
-        *,
-        list_avg(values_a) as mean_a,
-        list_avg(values_b) as mean_b,
-        list_avg(values_a) - list_avg(values_b) as accuracy_diff,
-        k_a / n_a as success_a,
-        k_b / n_b as success_b
-    from designed
-),
-
-accuracy as (
-    select *
-    from accuracy_difference(
-        observed,
-        (select resamples from params),
-        (select boot_seed from params),
-        (select level from params)
-    )
-),
-
-success as (
-    select *
-    from success_difference(observed, (select z from params))
+        variances.*,
+        variances.a.n_cells >= 2 and variances.b.n_cells >= 2 as enough,
+        case
+            when not enough then null
+            when variances.v > 0 then 'seeds: t over the crossed variance of the difference'
+            else 'every difference ties: MOVER of each group''s interval'
+        end as accuracy_method,
+        case when not enough then null when variances.v > 0
+            then t_difference_low(variances.accuracy_diff, variances.v, variances.df, params.level)
+            else mover_low(variances.a.m, variances.low_a, variances.high_a, variances.b.m,
+                variances.low_b, variances.high_b, 0) end as accuracy_diff_low,
+        case when not enough then null when variances.v > 0
+            then t_difference_high(variances.accuracy_diff, variances.v, variances.df, params.level)
+            else mover_high(variances.a.m, variances.low_a, variances.high_a, variances.b.m,
+                variances.low_b, variances.high_b, 0) end as accuracy_diff_high,
+        case when not enough then null when variances.v > 0
+            then t_difference_p(variances.accuracy_diff, variances.v, variances.df)
+            else tied_difference_p(variances.a.m, variances.b.m, variances.a.n_cells, variances.b.n_cells)
+        end as accuracy_p,
+        share_low(variances.s_a.m, variances.n_eff_a, variances.df_a, params.level) as success_low_a,
+        share_high(variances.s_a.m, variances.n_eff_a, variances.df_a, params.level) as success_high_a,
+        share_low(variances.s_b.m, variances.n_eff_b, variances.df_b, params.level) as success_low_b,
+        share_high(variances.s_b.m, variances.n_eff_b, variances.df_b, params.level) as success_high_b,
+        coalesce(variances.phi, 0) as success_phi,
+        case when variances.design = 'paired' then variances.wins.m else variances.apart_wins end
+            as p_improvement,
+        case when variances.design = 'paired' then share_n_eff(variances.wins, variances.d)
+            when variances.v_place > 0 then least(variances.apart_wins * (1 - variances.apart_wins)
+                / variances.v_place, variances.a.n_cells, variances.b.n_cells)
+            else least(variances.a.n_cells, variances.b.n_cells) end as n_eff_improvement,
+        case when variances.design = 'paired' then share_df(variances.wins, variances.d)
+            when variances.v_place > 0 then variances.df_place end as df_improvement
+    from variances
+    cross join params
 ),
 
 tested as (
     select
-        observed.*,
-        accuracy.accuracy_diff_boot_low,
-        accuracy.accuracy_diff_boot_high,
-        accuracy.accuracy_p_perm,
-        success.success_diff_newcombe_low,
-        success.success_diff_newcombe_high,
-        success.success_p_exact
-    from observed
-    left join accuracy using (group_a, group_b, digits)
-    inner join success using (group_a, group_b, digits)
+        intervals.*,
+        intervals.s_a.m - intervals.s_b.m as success_diff,
+        case when enough then mover_low(intervals.s_a.m, intervals.success_low_a, intervals.success_high_a,
+            intervals.s_b.m, intervals.success_low_b, intervals.success_high_b, intervals.success_phi)
+        end as success_diff_low,
+        case when enough then mover_high(intervals.s_a.m, intervals.success_low_a, intervals.success_high_a,
+            intervals.s_b.m, intervals.success_low_b, intervals.success_high_b, intervals.success_phi)
+        end as success_diff_high,
+        case when enough then success_difference_p(intervals.s_a.m, intervals.n_eff_a, intervals.df_a,
+            intervals.s_b.m, intervals.n_eff_b, intervals.df_b, intervals.success_phi) end as success_p,
+        case when enough then share_low(intervals.p_improvement, intervals.n_eff_improvement,
+            intervals.df_improvement, params.level) end as p_improvement_low,
+        case when enough then share_high(intervals.p_improvement, intervals.n_eff_improvement,
+            intervals.df_improvement, params.level) end as p_improvement_high
+    from intervals
+    cross join params
 ),
 
 -- Holm: the j-th smallest of m p-values becomes (m − j + 1) · p_(j), then the running
@@ -226,10 +245,10 @@ tested as (
 holm_ranks as (
     select
         *,
-        count(accuracy_p_perm) over () as m_accuracy,
-        row_number() over (order by accuracy_p_perm, group_a, group_b, digits) as j_accuracy,
-        count(success_p_exact) over () as m_success,
-        row_number() over (order by success_p_exact, group_a, group_b, digits) as j_success
+        count(accuracy_p) over () as m_accuracy,
+        row_number() over (order by accuracy_p, group_a, group_b, digits) as j_accuracy,
+        count(success_p) over () as m_success,
+        row_number() over (order by success_p, group_a, group_b, digits) as j_success
     from tested
 ),
 
@@ -237,10 +256,10 @@ holm as (
     select
         *,
         m_accuracy as holm_comparisons,
-        least(1, max((m_accuracy - j_accuracy + 1) * accuracy_p_perm) over (
+        least(1, max((m_accuracy - j_accuracy + 1) * accuracy_p) over (
             order by j_accuracy rows between unbounded preceding and current row
         )) as accuracy_p_holm,
-        least(1, max((m_success - j_success + 1) * success_p_exact) over (
+        least(1, max((m_success - j_success + 1) * success_p) over (
             order by j_success rows between unbounded preceding and current row
         )) as success_p_holm
     from holm_ranks
@@ -255,30 +274,44 @@ final as (
         selected_pairs.differs_in,
         holm.digits,
         holm.design,
-        holm.n_a,
-        holm.n_b,
-        holm.n_only_a,
-        holm.n_only_b,
-        holm.mean_a,
-        holm.mean_b,
+        holm.a.n_cells as n_a,
+        holm.b.n_cells as n_b,
+        holm.a.m as mean_a,
+        holm.b.m as mean_b,
         holm.accuracy_diff,
-        holm.accuracy_diff_boot_low,
-        holm.accuracy_diff_boot_high,
-        holm.accuracy_p_perm,
+        holm.accuracy_diff_low,
+        holm.accuracy_diff_high,
+        holm.df as accuracy_df,
+        holm.accuracy_p,
         holm.accuracy_p_holm,
-        holm.success_a,
-        holm.success_b,
-        holm.success_a - holm.success_b as success_diff,
-        -- greatest/least: clamp round-off only
-        greatest(holm.success_diff_newcombe_low, -1) as success_diff_newcombe_low,
-        least(holm.success_diff_newcombe_high, 1) as success_diff_newcombe_high,
-        holm.success_p_exact,
+        holm.accuracy_method,
+        holm.s_a.m as success_a,
+        holm.s_b.m as success_b,
+        holm.success_diff,
+        holm.success_diff_low,
+        holm.success_diff_high,
+        holm.success_p,
         holm.success_p_holm,
+        holm.p_improvement,
+        holm.p_improvement_low,
+        holm.p_improvement_high,
+        case
+            when not holm.enough then 'too few seeds to compare: a group has one seed pair'
+            when holm.accuracy_p_holm < 1 - params.level and holm.accuracy_diff > 0
+                then 'a above b beyond seed luck'
+            when holm.accuracy_p_holm < 1 - params.level then 'b above a beyond seed luck'
+            when holm.accuracy_diff_low < -0.1 and holm.accuracy_diff_high > 0.1
+                then 'too few seeds to decide: a difference of 0.1 either way fits'
+            else 'no difference shown'
+        end as verdict,
+        compare_coverage(holm.design, least(holm.a.a, holm.b.a), least(holm.a.b, holm.b.b),
+            least(holm.a.m, holm.b.m), greatest(holm.a.m, holm.b.m)) as coverage,
+        case when compare_coverage(holm.design, least(holm.a.a, holm.b.a), least(holm.a.b, holm.b.b),
+            least(holm.a.m, holm.b.m), greatest(holm.a.m, holm.b.m)) like '%below 0.93%'
+            then 'intervals at this design covered less than 0.93 in simulation' end as warning,
         holm.holm_comparisons,
         params.threshold,
-        params.level,
-        params.resamples,
-        params.boot_seed
+        params.level
     from holm
     inner join selected_pairs using (group_a, group_b)
     cross join params
