@@ -30,7 +30,8 @@ from scipy import special
 def crossed_variance_df(ms_w, ms_d, ms_e, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
     """V, the variance of the grand mean of a x b crossed cells, and its degrees of freedom ν."""
     ms_w, ms_d, ms_e = (np.asarray(x, dtype=float) for x in (ms_w, ms_d, ms_e))
-    weight_larger = ms_w >= ms_d
+    # ties within 1e-9 go to the same side in SQL and here, whatever the rounding
+    weight_larger = ms_w >= ms_d * (1 - 1e-9)
     larger, smaller = np.maximum(ms_w, ms_d), np.minimum(ms_w, ms_d)
     k_larger = np.where(weight_larger, a - 1, b - 1)
     k_smaller = np.where(weight_larger, b - 1, a - 1)
@@ -39,7 +40,7 @@ def crossed_variance_df(ms_w, ms_d, ms_e, a: int, b: int) -> tuple[np.ndarray, n
     total = base + excess
     with np.errstate(divide="ignore", invalid="ignore"):
         df = total ** 2 / (base ** 2 / k_larger + excess ** 2 / k_smaller)
-    neither = larger <= ms_e
+    neither = larger <= ms_e * (1 + 1e-9)
     return total / (a * b), np.where(neither, min(a, b) - 1, df)
 
 

@@ -1,6 +1,6 @@
 """Issue 14: the estimates of lucky_tickets.sql (variance components and their
 two-factor bootstrap), variance.sql (bootstrap of the mean), final_accuracy.sql
-(Wilson), success.sql and compare.sql, each against an independent numpy or Python
+(Wilson) and success.sql, each against an independent numpy or Python
 computation on synthetic studies with known answers.
 
 The studies live in an in-memory DuckDB: tables `trials` and `eval` hold the rows the
@@ -401,11 +401,12 @@ def test_a_level_without_a_normal_quantile_is_refused() -> None:
     study = Study()
     study.add(group_config("fire", 0, 0), {6: 0.5})
     con = study.connect()
-    for name in ("final_accuracy", "success", "compare"):
+    for name in ("final_accuracy", "success"):
         with pytest.raises(QueryError, match="level must be one of"):
             run(con, name, level=0.97)
-    with pytest.raises(QueryError, match="level must be between"):
-        run(con, "variance", level=1)
+    for name in ("variance", "compare"):
+        with pytest.raises(QueryError, match="level must be between"):
+            run(con, name, level=1)
 
 
 # --- success probability and best of N -----------------------------------------------------
@@ -450,172 +451,3 @@ def test_success_probability_seeds_needed_and_expected_best_of_n() -> None:
     assert rows[8]["expected_best_of_10"] == 0
     lowered = {r["digits"]: r for r in run(study.connect(), "success", threshold=0.5)}
     assert lowered[6]["n_success"] == 4  # accuracy >= threshold: the two 0.5 count
-
-
-# --- comparing configurations ---------------------------------------------------------------
-
-
-def sign_flip_p(differences: np.ndarray) -> float:
-    """Exact two-sided sign-flip permutation p of the mean difference."""
-    observed = abs(differences.mean())
-    flips = np.array(list(itertools.product((1, -1), repeat=len(differences))))
-    return float(np.mean(np.abs((flips * differences).mean(axis=1)) >= observed - 1e-12))
-
-
-def split_p(a: np.ndarray, b: np.ndarray) -> float:
-    """Exact two-sided permutation p over every split of the pooled values."""
-    pooled = np.concatenate([a, b])
-    observed = abs(a.mean() - b.mean())
-    hits = [abs(pooled[list(idx)].mean() - np.delete(pooled, list(idx)).mean()) >= observed - 1e-12
-            for idx in itertools.combinations(range(len(pooled)), len(a))]
-    return float(np.mean(hits))
-
-
-def fisher_p(k_a: int, n_a: int, k_b: int, n_b: int) -> float:
-    total, successes = n_a + n_b, k_a + k_b
-
-    def prob(x: int) -> float:
-        return (math.comb(successes, x) * math.comb(total - successes, n_a - x)
-                / math.comb(total, n_a))
-
-    seen = prob(k_a)
-    support = range(max(0, n_a - (total - successes)), min(successes, n_a) + 1)
-    return min(1.0, sum(prob(x) for x in support if prob(x) <= seen * (1 + 1e-7)))
-
-
-def mcnemar_p(only_a: int, only_b: int) -> float:
-    n = only_a + only_b
-    return min(1.0, 2 * sum(math.comb(n, i) for i in range(min(only_a, only_b) + 1)) / 2 ** n)
-
-
-def newcombe(k_a: int, n_a: int, k_b: int, n_b: int, phi: float, level: float = 0.95):
-    (la, ua), (lb, ub) = wilson(k_a, n_a, level), wilson(k_b, n_b, level)
-    pa, pb = k_a / n_a, k_b / n_b
-    return (pa - pb - math.sqrt((pa - la) ** 2 - 2 * phi * (pa - la) * (ub - pb) + (ub - pb) ** 2),
-            pa - pb + math.sqrt((ua - pa) ** 2 - 2 * phi * (ua - pa) * (pb - lb) + (pb - lb) ** 2))
-
-
-def test_paired_comparison_on_shared_seeds() -> None:
-    """FIRE and RoPE on the same 4 x 2 seeds (RoPE also on two seeds FIRE lacks, which
-    the paired comparison leaves out and counts): the mean of the per-seed differences,
-    its bootstrap against numpy's, the sign-flip p against the exact one over all 2^8
-    flips, McNemar's exact p and Newcombe's paired interval (with phi) against Python."""
-    seeds = list(itertools.product(range(4), range(2)))
-    # successes (>= 0.9): both on 3 seed pairs, FIRE alone on 2, RoPE alone on 1,
-    # neither on 2: phi = (3·2 − 2·1) / sqrt(5·3·4·4) = 0.26
-    fire = np.array([0.95, 0.92, 0.97, 0.91, 0.93, 0.5, 0.4, 0.3])
-    rope = np.array([0.96, 0.91, 0.95, 0.6, 0.7, 0.92, 0.2, 0.1])
-    study = Study()
-    for (w, d), a, b in zip(seeds, fire, rope):
-        study.add(config("fire", w, d), {6: float(a)})
-        study.add(config("rope", w, d), {6: float(b)})
-    study.add(config("rope", 9, 0), {6: 0.0})
-    study.add(config("rope", 9, 1), {6: 1.0})
-    (row,) = run(study.connect(), "compare", resamples=20_000)
-    assert row["label_a"].split("/")[1] == "fire" and row["differs_in"] == ["model.pe: fire | rope"]
-    assert (row["design"], row["n_a"], row["n_b"], row["n_only_a"], row["n_only_b"]) == (
-        "paired", 8, 8, 0, 2)
-    diff = fire - rope
-    assert row["accuracy_diff"] == pytest.approx(diff.mean(), abs=1e-12)
-    boot = diff[np.random.default_rng(0).integers(0, 8, (100_000, 8))].mean(axis=1)
-    assert row["accuracy_diff_boot_low"] == pytest.approx(np.quantile(boot, 0.025), abs=0.01)
-    assert row["accuracy_diff_boot_high"] == pytest.approx(np.quantile(boot, 0.975), abs=0.01)
-    assert row["accuracy_p_perm"] == pytest.approx(sign_flip_p(diff), abs=0.01)
-    win_a, win_b = fire >= 0.9, rope >= 0.9
-    e, f = int((win_a & win_b).sum()), int((win_a & ~win_b).sum())
-    g, h = int((~win_a & win_b).sum()), int((~win_a & ~win_b).sum())
-    assert (e, f, g, h) == (3, 2, 1, 2)
-    assert row["success_p_exact"] == pytest.approx(mcnemar_p(f, g), abs=1e-12)
-    denominator = math.sqrt((e + f) * (g + h) * (e + g) * (f + h))
-    phi = (e * h - f * g) / denominator if denominator else 0.0
-    low, high = newcombe(e + f, 8, e + g, 8, phi)
-    assert (row["success_diff_newcombe_low"], row["success_diff_newcombe_high"]) == (
-        pytest.approx(max(low, -1), abs=1e-12), pytest.approx(min(high, 1), abs=1e-12))
-    assert row["success_diff"] == pytest.approx((f - g) / 8)
-
-
-def test_three_shared_seeds_cannot_give_a_p_below_a_quarter() -> None:
-    """Three seed pairs, FIRE better on each: 2 of the 8 sign patterns are as extreme, so
-    p = 1/4 however large the difference; the bootstrap interval, which excludes 0, is
-    the too-narrow one."""
-    study = Study()
-    for w, (a, b) in enumerate(((0.9, 0.1), (0.8, 0.2), (0.95, 0.0))):
-        study.add(config("fire", w, 0), {6: a})
-        study.add(config("rope", w, 0), {6: b})
-    (row,) = run(study.connect(), "compare", resamples=20_000)
-    assert row["design"] == "paired"
-    assert row["accuracy_p_perm"] == pytest.approx(0.25, abs=0.01)
-    assert row["accuracy_diff_boot_low"] > 0
-
-
-def test_unpaired_comparison_and_fishers_test() -> None:
-    """Disjoint seeds (weight seeds 0-4 vs 10-13): the difference of means, the
-    permutation p against the exact one over all 126 splits, Fisher's exact p and
-    Newcombe's independent interval against Python."""
-    a = np.array([0.95, 0.91, 0.3, 0.99, 0.92])
-    b = np.array([0.2, 0.93, 0.1, 0.4])
-    study = Study()
-    for w, value in enumerate(a):
-        study.add(config("fire", w, 0), {6: float(value)})
-    for w, value in enumerate(b):
-        study.add(config("rope", 10 + w, 0), {6: float(value)})
-    (row,) = run(study.connect(), "compare", resamples=20_000)
-    assert (row["design"], row["n_a"], row["n_b"]) == ("unpaired", 5, 4)
-    assert row["accuracy_diff"] == pytest.approx(a.mean() - b.mean(), abs=1e-12)
-    assert row["accuracy_p_perm"] == pytest.approx(split_p(a, b), abs=0.01)
-    assert row["success_p_exact"] == pytest.approx(fisher_p(4, 5, 1, 4), abs=1e-12)
-    low, high = newcombe(4, 5, 1, 4, phi=0.0)
-    assert (row["success_diff_newcombe_low"], row["success_diff_newcombe_high"]) == (
-        pytest.approx(low, abs=1e-12), pytest.approx(high, abs=1e-12))
-    rng = np.random.default_rng(0)
-    boot = (a[rng.integers(0, 5, (100_000, 5))].mean(axis=1)
-            - b[rng.integers(0, 4, (100_000, 4))].mean(axis=1))
-    assert row["accuracy_diff_boot_low"] == pytest.approx(np.quantile(boot, 0.025), abs=0.015)
-    assert row["accuracy_diff_boot_high"] == pytest.approx(np.quantile(boot, 0.975), abs=0.015)
-
-
-def holm(p: list[float]) -> list[float]:
-    order = np.argsort(p, kind="stable")
-    m, running, out = len(p), 0.0, [0.0] * len(p)
-    for j, i in enumerate(order):
-        running = max(running, (m - j) * p[i])
-        out[i] = min(1.0, running)
-    return out
-
-
-def test_holm_over_every_comparison_and_which_pairs_are_compared() -> None:
-    """Four positional encodings on shared seeds at two lengths: 6 pairs differ in one
-    setting (model.pe); a fifth group with another pe and lr differs from each in two
-    and is left out, unless named in `groups`. Holm's adjustment of the 12 p-values of
-    each kind against Python's, and the family size in the output."""
-    rng = np.random.default_rng(21)
-    study = Study()
-    level = {"fire": 0.9, "rope": 0.7, "alibi": 0.85, "nope": 0.2}
-    for pe, centre in level.items():
-        for w, d in itertools.product(range(4), range(2)):
-            study.add(config(pe, w, d), {n: float(np.clip(centre + rng.normal(0, 0.1), 0, 1))
-                                         for n in (6, 8)})
-    other = config("t5", 0, 0, lr=1e-3)
-    study.add(other, {6: 0.5, 8: 0.5})
-    con = study.connect()
-    rows = run(con, "compare", resamples=500)
-    assert len(rows) == 12 and {r["holm_comparisons"] for r in rows} == {12}
-    assert all(len(r["differs_in"]) == 1 for r in rows)
-    for kind, raw in (("accuracy", "accuracy_p_perm"), ("success", "success_p_exact")):
-        expected = holm([r[raw] for r in rows])
-        assert [r[f"{kind}_p_holm"] for r in rows] == pytest.approx(expected, abs=1e-12)
-    assert any(r["accuracy_p_holm"] > r["accuracy_p_perm"] for r in rows)
-    ids = {label.split("/")[1]: gid for label, gid in
-           con.sql("select distinct group_label, group_id from groups").fetchall()}
-    named = run(con, "compare", resamples=100, groups=f"{ids['t5']},{ids['fire']}")
-    assert len(named) == 2 and {r["holm_comparisons"] for r in named} == {2}
-    assert sorted(named[0]["differs_in"]) == named[0]["differs_in"]
-    assert {d.split(":")[0] for d in named[0]["differs_in"]} == {"model.pe", "train.lr"}
-    assert {r["design"] for r in named} == {"unpaired"}  # one shared seed pair only
-    # a family of the lengths asked about: Holm over those rows only, same raw p-values
-    at_8 = run(con, "compare", resamples=500, digits="8")
-    assert {r["digits"] for r in at_8} == {8} and {r["holm_comparisons"] for r in at_8} == {6}
-    raw_at_8 = {(r["group_a"], r["group_b"]): r["accuracy_p_perm"] for r in rows if r["digits"] == 8}
-    assert {(r["group_a"], r["group_b"]): r["accuracy_p_perm"] for r in at_8} == raw_at_8
-    assert [r["accuracy_p_holm"] for r in at_8] == pytest.approx(holm([r["accuracy_p_perm"] for r in at_8]))
-

@@ -94,11 +94,16 @@ create or replace macro replicate_high(component, s1, n1, s2, n2, c, all_ms, k, 
 create or replace macro crossed_mean_variance(ms_w, ms_d, ms_e, a, b) as
     (greatest(ms_w, ms_d, ms_e) + greatest(least(ms_w, ms_d) - ms_e, 0)) / (a * b);
 
+-- Mean squares that are equal in exact arithmetic (success indicators often tie) differ
+-- in their last bits by the order of the sums: ν compares them with a relative
+-- tolerance of 1e-9, so that ties go to the same case (neither positive; the weight
+-- seed's side) in SQL and numpy, whatever the rounding.
+
 create or replace macro crossed_mean_df(ms_w, ms_d, ms_e, a, b) as case
-    when greatest(ms_w, ms_d) <= ms_e then least(a, b) - 1
+    when greatest(ms_w, ms_d) <= ms_e * (1 + 1e-9) then least(a, b) - 1
     else (greatest(ms_w, ms_d) + greatest(least(ms_w, ms_d) - ms_e, 0)) ^ 2 / (
-        greatest(ms_w, ms_d) ^ 2 / (case when ms_w >= ms_d then a - 1 else b - 1 end)
-        + greatest(least(ms_w, ms_d) - ms_e, 0) ^ 2 / (case when ms_w >= ms_d then b - 1 else a - 1 end))
+        greatest(ms_w, ms_d) ^ 2 / (case when ms_w >= ms_d * (1 - 1e-9) then a - 1 else b - 1 end)
+        + greatest(least(ms_w, ms_d) - ms_e, 0) ^ 2 / (case when ms_w >= ms_d * (1 - 1e-9) then b - 1 else a - 1 end))
 end;
 
 -- Wilson's score interval of a proportion p out of n (n may be an effective number, not
