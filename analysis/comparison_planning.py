@@ -105,7 +105,7 @@ def significant(mean, variance, df, level: float) -> np.ndarray:
 
 def grid_significant(d: np.ndarray, level: float) -> np.ndarray:
     """The test on grids of differences of shape (studies, a, b); b = 1 is one-way."""
-    studies, a, b = d.shape
+    _, a, b = d.shape
     if b == 1:
         return significant(d.mean(axis=(1, 2)), d[:, :, 0].var(axis=1, ddof=1) / a, a - 1, level)
     m, ms_w, ms_d, ms_e = mean_interval.grid_mean_squares(d)
@@ -142,7 +142,7 @@ def plan_comparison(fit: DifferenceFit, difference: float, power: float = 0.8, d
         cap = min(max_weight_seeds, best.weight_seeds * best.data_seeds // b) if reached else max_weight_seeds
         if cap < 2:
             break  # more data seeds cannot give fewer trials
-        a, miss = fewest_seeds(lambda n: 1 - simulated_power(fit, difference, n, b, level, studies), 1 - power, cap)
+        a, miss = fewest_seeds(lambda n, b=b: 1 - simulated_power(fit, difference, n, b, level, studies), 1 - power, cap)
         found = ComparisonPlan(difference, power, level, b, a, 1 - miss, pilot)
         best = found if best is None or _fewer_trials(found, best) else best
     return best
