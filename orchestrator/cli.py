@@ -23,7 +23,13 @@ from orchestrator.cli_support import (
     SummaryFormat,
     TrackingOption,
 )
-from orchestrator.commands.answers import plan_seeds, query_results, serve_ui, write_report
+from orchestrator.commands.answers import (
+    plan_comparison_seeds,
+    plan_seeds,
+    query_results,
+    serve_ui,
+    write_report,
+)
 from orchestrator.commands.bench import run_bench
 from orchestrator.commands.running import migrate_results, run_study_file, sync_study_file
 from orchestrator.commands.slurm import write_slurm_job
@@ -224,11 +230,24 @@ def plan(
     data_seeds: Annotated[int | None, typer.Option("--data-seeds", help="Fix the data seeds (default: the "
                                                                         "design with the fewest trials).")] = None,
     threshold: Annotated[float, typer.Option(help="success: accuracy that counts as a success.")] = 0.9,
+    compare: Annotated[str | None, typer.Option(
+        "--compare", metavar="GROUP_A,GROUP_B", help="Plan a comparison of these two groups instead (group ids, "
+        "labels or short labels): the seeds whose paired test detects --difference with --power.")] = None,
+    difference: Annotated[float | None, typer.Option(
+        "--difference", help="--compare: the difference of mean accuracy to detect, in (0, 1].")] = None,
+    power: Annotated[float, typer.Option(help="--compare: the share of studies that must detect it.")] = 0.8,
+    level: Annotated[float, typer.Option(help="--compare: the test's level (significant when p < 1 - level).")]
+    = 0.95,
     profile: ProfileOption = None,
     results: ResultsOption = DEFAULT_RESULTS,
 ):
-    """How many weight x data seeds give a target half width, by simulation from each group's fit."""
-    plan_seeds(study, metric, half_width, digits, data_seeds, threshold, profile, results)
+    """How many weight x data seeds give a target half width, by simulation from each group's fit; with
+    --compare, how many detect a difference between two groups, by simulation from the fit of their
+    paired difference (--metric, --half-width and --threshold do not apply)."""
+    if compare is None and difference is None:
+        plan_seeds(study, metric, half_width, digits, data_seeds, threshold, profile, results)
+    else:
+        plan_comparison_seeds(study, compare, difference, power, level, digits, data_seeds, profile, results)
 
 
 @app.command()

@@ -1,5 +1,5 @@
 """The questions asked of a study's results: `lg-study query` (DuckDB SQL), `report`
-(the HTML page), `plan` (seeds for a target interval) and `ui` (the MLflow UI)."""
+(the HTML page), `plan` (seeds for a target interval or a comparison) and `ui` (the MLflow UI)."""
 
 from __future__ import annotations
 
@@ -105,6 +105,30 @@ def plan_seeds(study: str, metric: str, half_width: float, digits: int | None, d
         raise bad_input(str(error)) from None
     out.print(arrow_table(pa.Table.from_pylist(rows), f"Seed plans for {study}: the mean half width of "
                           "the interval over 256 studies simulated from each group's fit (docs/analysis.md)"))
+
+
+def plan_comparison_seeds(study: str, compare: str | None, difference: float | None, power: float, level: float,
+                          digits: int | None, data_seeds: int | None, profile: str | None, results: Path) -> None:
+    """`lg-study plan --compare`: the seeds a comparison of two groups needs, as a table."""
+    import pyarrow as pa
+
+    from analysis.comparison_planning import STUDIES, plan_study_comparison
+    from orchestrator.console.render import arrow_table
+    from results_contract.layout import profile_root
+
+    if compare is None or difference is None:
+        raise bad_input("--compare GROUP_A,GROUP_B and --difference go together: give both")
+    study, _ = study_argument(study, profile)
+    pair = [name.strip() for name in compare.split(",")]
+    try:
+        with results_warnings():
+            row = plan_study_comparison(profile_root(results, profile), study, pair, difference, power, digits,
+                                        data_seeds, level)
+    except (ValueError, LookupError) as error:
+        raise bad_input(str(error)) from None
+    out.print(arrow_table(pa.Table.from_pylist([row]), f"Seeds to compare two groups of {study}: the paired "
+                          f"test at level {level}, power over {STUDIES:,} studies simulated from the fit of "
+                          "their difference (docs/analysis.md)"))
 
 
 def serve_ui(study: str | None, profile: str | None, port: int, results: Path, tracking_uri: str | None) -> None:
