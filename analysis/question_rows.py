@@ -4,6 +4,8 @@ names."""
 
 from __future__ import annotations
 
+import html
+
 from analysis import report_html as rendering
 from analysis import report_sections
 from analysis.report_parts import Tables
@@ -125,3 +127,39 @@ def chosen_checkpoints_words(tables: Tables) -> str:
             "their last step: every number of theirs on this page is at that checkpoint, chosen on long "
             "lengths. The per-trial table below shows the last step's accuracy beside it.</p>")
 
+
+
+# --- comparisons: what holds beyond seed luck, in words ---
+
+
+def _comparison(row: dict) -> str:
+    return (f"<b>{html.escape(row['label_a'])}</b> vs <b>{html.escape(row['label_b'])}</b> at "
+            f"{row['digits']} digits")
+
+
+def comparison_words(tables: Tables) -> str:
+    """Section 4's opening paragraph: which comparisons hold beyond seed luck, which the
+    seeds are too few to decide, and the designs whose intervals covered less than 0.93
+    in simulation."""
+    rows = tables["compare"]
+    if not rows:
+        return "<p class='empty'>No two groups of this study differ in one setting.</p>"
+    held = [f"{_comparison(r)} (a − b = {r['accuracy_diff']:+.3f} "
+            f"[{r['accuracy_diff_low']:+.3f}, {r['accuracy_diff_high']:+.3f}])"
+            for r in rows if r["verdict"].endswith("beyond seed luck")]
+    undecided = [_comparison(r) for r in rows if r["verdict"].startswith("too few seeds")]
+    warned = sorted({r["coverage"] for r in rows if r["warning"]})
+    level = rendering.level(rows)
+    parts = [f"<p>Of {len(rows)} comparisons, {len(held)} hold beyond seed luck (Holm-corrected, "
+             f"at {level}){': ' + '; '.join(held) if held else ''}. "]
+    if undecided:
+        parts.append(f"The seeds are too few to decide {len(undecided)}: their intervals allow a "
+                     f"difference of 0.1 either way ({'; '.join(undecided)}). ")
+    rest = len(rows) - len(held) - len(undecided)
+    if rest:
+        parts.append(f"The other {rest} show no difference beyond seed luck, and their intervals "
+                     "bound how large one could be. ")
+    if warned:
+        parts.append("<b>Warning</b>: at this design the intervals covered less than 0.93 in "
+                     f"simulation ({html.escape('; '.join(warned))}).")
+    return "".join(parts) + "</p>"

@@ -218,21 +218,27 @@ SUCCESS = Question(
 COMPARE = Question(
     "compare", "4. Comparing configurations", (SqlFile("compare", (ACCURACIES,)),),
     nav="comparisons", parts=(
+        Prose(q.comparison_words),
         Table(lambda t: [rendering.with_intervals(r) for r in t["compare"]],
               (("label_a", "group a"), ("label_b", "group b"),
                ("digits", "length"), ("design", "design"), ("n_a", "N a"), ("n_b", "N b"),
-               ("accuracy_diff", "acc. a − b"), ("accuracy_p_holm", "p Holm"),
-               ("success_diff_ci", "success a − b [Newcombe]"), ("success_p_holm", "p Holm ")),
+               ("accuracy_diff_ci", "acc. a − b [interval]"), ("accuracy_p_holm", "p Holm"),
+               ("success_diff_ci", "success a − b [interval]"), ("success_p_holm", "p Holm "),
+               ("p_improvement_ci", "P(a > b) [interval]"), ("verdict", "verdict")),
               lambda t: "Pairs of groups whose configs differ in one setting, per test length "
-              "(analysis/sql/questions/compare.sql). Paired on the seed pairs both share when they share at least 2 "
-              "(N = seed pairs), else unpaired. Accuracy: the mean difference and a permutation p; "
-              f"success: Newcombe's {rendering.level(t['compare'])} score interval and an exact p (McNemar "
-              "paired, Fisher unpaired). Holm's correction over all "
-              f"{t['compare'][0]['holm_comparisons'] if t['compare'] else 0} "
-              "comparisons of the table, accuracy and success apart. The accuracy difference's percentile "
-              "bootstrap interval, whose coverage is not measured, is in the appendix.",
-              more=(("differs_in", "differs in"), ("accuracy_p_perm", "p (permutation)"),
-                    ("success_p_exact", "p (exact)"))),
+              "(analysis/sql/questions/compare.sql; N = seed pairs). The unit is the seed: seed pairs "
+              "that share a weight or a data seed share its luck. Paired (both groups on the same seed "
+              "pairs): the interval of the mean per-seed difference from the crossed weight × data "
+              "variance of the differences, t on its degrees of freedom; otherwise each group's crossed "
+              "variance of its mean, combined (Welch). Success: Newcombe's interval from the two groups' "
+              f"success intervals over seeds. Intervals at {rendering.level(t['compare'])}; Holm's "
+              f"correction over all {t['compare'][0]['holm_comparisons'] if t['compare'] else 0} "
+              "comparisons of the table, accuracy and success apart. P(a > b): the share of seed pairs "
+              "on which a scores above b (paired), or of runs of a and b that share no seed. Coverage "
+              "measured by simulation at the nearest design in the last column (docs/analysis.md).",
+              more=(("differs_in", "differs in"), ("accuracy_p", "p"), ("accuracy_df", "df"),
+                    ("success_p", "p (success)"), ("coverage", "intervals' coverage"),
+                    ("warning", "warning"))),
     ))
 
 CASCADE = Question(
@@ -380,13 +386,6 @@ APPENDIX = Question(
               f"{rendering.resamples(t['variance'])} resamples of the trials): it treats the trials as "
               "independent, and in crossed weight × data seed studies it covered the mean only 0.33–0.53 "
               "of the time (docs/analysis.md, coverage of the mean). Section 1's interval covers 0.95.",
-              collapsed=True),
-        Table(q.with_intervals("compare"),
-              (("label_a", "group a"), ("label_b", "group b"), ("digits", "length"),
-               ("accuracy_diff_ci", "acc. a − b [percentile bootstrap]")),
-              lambda t: f"compare.sql's {rendering.level(t['compare'])} percentile bootstrap of the "
-              "accuracy difference: its coverage is not measured; with few seed pairs it is too "
-              "narrow, as variance.sql's bootstrap is (docs/analysis.md).",
               collapsed=True),
     ))
 

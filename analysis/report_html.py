@@ -226,8 +226,9 @@ INTERVALS = {  # estimate -> (low, high) columns, shown as "estimate [low, high]
     # the components' modified large-sample intervals (coverage measured; docs/analysis.md)
     **{f"sigma2_{part}": (f"sigma2_{part}_low", f"sigma2_{part}_high") for part in ("weight", "data", "residual")},
     "p_success": ("p_success_low", "p_success_high"),
-    "accuracy_diff": ("accuracy_diff_boot_low", "accuracy_diff_boot_high"),
-    "success_diff": ("success_diff_newcombe_low", "success_diff_newcombe_high"),
+    "accuracy_diff": ("accuracy_diff_low", "accuracy_diff_high"),
+    "success_diff": ("success_diff_low", "success_diff_high"),
+    "p_improvement": ("p_improvement_low", "p_improvement_high"),
     # variance.sql: the mean's interval over seeds, and the bootstrap kept for comparison
     "mean": ("mean_low", "mean_high"),
     "mean_boot": ("mean_boot_low", "mean_boot_high"),

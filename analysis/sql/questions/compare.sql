@@ -1,49 +1,32 @@
 -- reads: checked_level, compare_coverage, success_difference_p, comparison_extras, comparison_parts, finished_eval, group_pairs, groups, length_list, mover_high, mover_low, seed_df, seed_mean_interval, seed_variance, share_df, share_high, share_low, share_n_eff, t_difference_high, t_difference_low, t_difference_p, tied_difference_p, two_way_mean_squares, welch_df
 -- Does A beat B beyond seed luck? For pairs of configuration groups (a, b) and each
--- test length both measured: the difference of their mean accuracy and of their
--- success rate, each with an interval over seeds and a p-value (Holm-corrected over all
--- the comparisons this file returns), the probability that a run of a beats one of b,
--- and a verdict in words.
+-- test length both measured: the differences of mean accuracy and of success rate, each
+-- with an interval over seeds and a p-value (Holm-corrected over every row), P(a > b),
+-- and a verdict in words. Pairs: by default those whose configs differ in one setting
+-- (differs_in; group_pairs.sql); with `groups`, every pair among those ids. A seed
+-- pair's cell holds its accuracy at the final evaluation (finished trials; the mean of
+-- its trials when the configuration ran in two studies).
 --
--- Which pairs: by default every pair of groups whose configs differ in exactly one
--- setting (differs_in, e.g. "model.pe: fire | rope"; group_pairs.sql); with `groups`
--- (group ids, comma-separated) every pair among those groups. a is the pair's first
--- group by label. A seed pair's cell holds its accuracy at the final evaluation (the
--- mean of its trials when the configuration ran in two studies); finished trials only.
---
--- The unit is the seed, not the seed pair: pairs sharing a weight seed (or a data seed)
--- share its luck. design 'paired': both groups measured the same seed pairs (at least
--- 2); the differences d_wd = y^a − y^b form a crossed grid, d = Δ + α_w + β_d + ε_wd.
--- 'partly paired' (some seed pairs shared) and 'unpaired': each group's own seeds.
---
---   accuracy_diff    mean_a − mean_b
+-- The unit is the seed: seed pairs sharing a weight (or data) seed share its luck.
+-- design 'paired': both groups measured the same seed pairs (at least 2), and
+-- d_wd = y^a − y^b = Δ + α_w + β_d + ε_wd; 'partly paired', 'unpaired': each its own.
 --   accuracy_diff_low, _high, accuracy_df, accuracy_p
---                    paired: d̄ ± t_ν·√V with V, ν the crossed variance of d's mean
---                    (variance.sql's: a component at 0 dropped; one seed kind or holes:
---                    s²/n on n − 1); otherwise V = V_a + V_b on Welch–Satterthwaite's ν;
---                    p the two-sided t test. When every difference ties (V = 0): MOVER of
---                    the groups' own intervals and the score test at the largest variance
---                    (accuracy_method says which)
---   success_a, success_b, success_diff, success_diff_low, _high, success_p
---                    the shares of seed pairs reaching `threshold` (success.sql's rates and
---                    intervals: Wilson at the effective number of seed pairs); the
---                    difference's interval is Newcombe's hybrid score interval (MOVER) of
---                    the two, φ the shared seed pairs' correlation of successes (paired,
---                    at least 5 pairs; else 0); success_p the level at which it reaches 0
+--       paired: d̄ ± t_ν·√V, V and ν variance.sql's crossed variance of a mean (a
+--       component at 0 dropped; one seed kind or holes: s²/n on n − 1); otherwise
+--       V = V_a + V_b on Welch–Satterthwaite's ν; p the two-sided t test. Differences
+--       that all tie (V = 0): MOVER of the groups' own intervals, the score test at the
+--       largest variance (accuracy_method)
+--   success_diff_low, _high, success_p
+--       Newcombe's interval (MOVER) of success.sql's two intervals (Wilson at the
+--       effective number of seed pairs), φ the shared successes' correlation (paired,
+--       at least 5 pairs; else 0); success_p the level at which it reaches 0
 --   p_improvement, _low, _high
---                    paired: the share of seed pairs where a scores above b (ties ½), with
---                    success.sql's interval over seeds; otherwise P(a > b) over every run
---                    of a and of b that share no seed, its variance from each group's
---                    placement values (DeLong's projection, crossed), Wilson at n_eff
---   accuracy_p_holm, success_p_holm
---                    Holm's step-down adjustment over every row (holm_comparisons):
---                    p_(i) becomes max_{j <= i} min(1, (m − j + 1) · p_(j))
---   verdict          in words: which group is above beyond seed luck (Holm, at `level`),
---                    or that the design is too small to decide (its interval allows a
---                    difference of 0.1 either way), or that no difference is shown
---   coverage, warning
---                    the intervals' coverage measured by simulation at the nearest
---                    design (docs/analysis.md); a warning where it is below 0.93
+--       paired: the share of seed pairs where a scores above b (ties ½), success.sql's
+--       interval; otherwise P(a > b) over runs sharing no seed, its variance from each
+--       group's placement values (DeLong's projection over crossed seeds)
+--   accuracy_p_holm, success_p_holm: Holm's step-down adjustment (holm_comparisons rows);
+--   verdict: beyond seed luck (Holm), too few seeds to decide (0.1 either way fits), or
+--   no difference shown; coverage, warning: measured at the nearest design (below 0.93)
 --
 -- Parameters (DuckDB variables; `lg-study query --param name=value`):
 --     groups     default: pairs differing in one setting; e.g. '3f2a9c1b04de,77aa01c3e9f0'
@@ -63,7 +46,6 @@ params as (
         checked_level(getvariable('level'), 0.001, 0.999) as level
 ),
 
--- one value per group, seed pair and length: the mean of its trials (one per study)
 cells as (
     select
         finished_eval.group_id,
@@ -74,7 +56,7 @@ cells as (
     from finished_eval
     cross join params
     where finished_eval.accuracy is not null
-        and (params.digits is null or list_contains(params.digits, finished_eval.digits))
+        and coalesce(list_contains(params.digits, finished_eval.digits), true)
     group by finished_eval.group_id, finished_eval.weight_seed, finished_eval.data_seed, finished_eval.digits
 ),
 
@@ -89,22 +71,18 @@ selected_pairs as (
     end
 ),
 
--- each comparison's grids as parts (compare_grids.sql) and the two-way mean squares of
--- every part, one struct per part
+-- each comparison's grids (compare_grids.sql) and every part's mean squares as a struct
 parts as (
     select *
     from comparison_parts(selected_pairs, cells, (select threshold from params))
 ),
 
 grid_parts as (
-    select key, weight_seed, data_seed, y
-    from parts
+    select key, weight_seed, data_seed, y from parts
 ),
 
 group_parts as (
-    select key, weight_seed, data_seed, y
-    from parts
-    where key.part in ('a', 'b')
+    select key, weight_seed, data_seed, y from parts where key.part in ('a', 'b')
 ),
 
 squares as (
@@ -159,7 +137,7 @@ extras as (
     from comparison_extras(parts)
 ),
 
--- V and ν of the accuracy difference, and each share's effective n and ν
+-- V and ν of the accuracy difference, each share's effective n and ν
 variances as (
     select
         comparisons.*,
@@ -240,8 +218,7 @@ tested as (
     cross join params
 ),
 
--- Holm: the j-th smallest of m p-values becomes (m − j + 1) · p_(j), then the running
--- maximum of those over the sorted p-values, capped at 1
+-- Holm: the j-th smallest of m p-values becomes (m − j + 1)·p_(j), running maximum, cap 1
 holm_ranks as (
     select
         *,
