@@ -63,6 +63,13 @@ def success_threshold(tables: Tables) -> float:
     return tables["success"][0]["threshold"] if tables["success"] else 0.9
 
 
+def profile_coverage(tables: Tables) -> str:
+    """The measured coverages of profiles.sql's intervals, each once, e.g. 'measured
+    0.96-0.97 at 8 x 8 seeds'."""
+    found = list(dict.fromkeys(r["share_coverage"] for r in tables["profiles"]))
+    return "; ".join(found) if found else "none drawn"
+
+
 def seed_planning(tables: Tables) -> list[str]:
     """The words for groups with too few seeds, then seed planning's table."""
     group_rows = lucky_group_rows(tables)

@@ -216,9 +216,21 @@ SUCCESS = Question(
     ))
 
 COMPARE = Question(
-    "compare", "4. Comparing configurations", (SqlFile("compare", (ACCURACIES,)),),
+    "compare", "4. Comparing configurations",
+    (SqlFile("profiles", (ACCURACIES,)), SqlFile("compare", (ACCURACIES,))),
     nav="comparisons", parts=(
         Prose(q.comparison_words),
+        Plot("profiles.png", "Performance profiles",
+             lambda t: "Per test length (outside the training range first), each group's share of seed "
+             "pairs whose accuracy reaches τ, for τ from 0 to 1 (a performance profile: Agarwal et al. "
+             "2021, rliable); the unit is the seed pair (weight and data seed; with replicates, the share "
+             "of its trials). Band: the share's "
+             f"{rendering.level(t['profiles'])} interval over seeds, success.sql's at every τ (Wilson's "
+             "at the effective number of seed pairs of the crossed two-way variance); dotted: the success "
+             f"threshold {q.success_threshold(t):g}, where the line is section 3's P(success) when each seed "
+             "pair is one trial. The interval's coverage, measured by simulation for success.sql at the "
+             f"nearest design (docs/analysis.md): {q.profile_coverage(t)}.",
+             ("profiles.sql",), "profile_plots.performance_profiles", lambda t: (q.first(t, "profiles"),)),
         Table(lambda t: [rendering.with_intervals(r) for r in t["compare"]],
               (("label_a", "group a"), ("label_b", "group b"),
                ("digits", "length"), ("design", "design"), ("n_a", "N a"), ("n_b", "N b"),

@@ -40,7 +40,7 @@ def test_every_plot_is_a_png_beside_the_page_and_embedded_in_it(built) -> None:
     names = {"accuracy_by_group.png", "seed_heatmap.png", "variance_shares.png", "cascade.png",
              "errors_carry.png", "errors_ending.png", "errors_position.png", "errors_count.png",
              "errors_checkpoints.png", "training.png", "variance_shares_by_length.png",
-             "success.png", "grid.png"}
+             "success.png", "grid.png", "profiles.png"}
     assert {p.name for p in folder.glob("*.png")} == names
     for name in names:
         assert (folder / name).read_bytes().startswith(PNG)
@@ -52,9 +52,9 @@ def test_captions_name_the_sql_file_behind_each_plot(built) -> None:
     root, _ = built
     html = (root / STUDY / "report" / "index.html").read_text()
     captions = re.findall(r"<figcaption>(.*?)</figcaption>", html, flags=re.DOTALL)
-    assert len(captions) == 13
+    assert len(captions) == 14
     assert all(re.search(r"Computed by <code>analysis/sql/questions/\w+\.sql</code>", c) for c in captions)
-    for sql in ("variance", "final_accuracy", "lucky_tickets", "success", "compare", "cascade",
+    for sql in ("variance", "final_accuracy", "lucky_tickets", "success", "profiles", "compare", "cascade",
                 "errors", "training", "grid"):
         assert f"analysis/sql/questions/{sql}.sql" in html
 

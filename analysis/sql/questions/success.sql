@@ -1,4 +1,4 @@
--- reads: crossed_mean_df, crossed_mean_variance, finished_eval, normal_quantile, success_coverage, two_way_mean_squares, wilson_high, wilson_low
+-- reads: finished_eval, normal_quantile, seed_success_interval, wilson_high, wilson_low
 -- How likely is a configuration to succeed, and what does running N seeds buy? Per
 -- configuration group and test length, over the group's finished trials (done or
 -- diverged) at their final evaluation step; the trial is the unit, as in variance.sql
@@ -23,7 +23,9 @@
 --                      varies, or the grid has holes) n_eff = n_cells: Wilson over the
 --                      cells. p_success_method says which, p_success_n_effective the
 --                      n_eff, p_success_coverage the coverage measured by simulation at
---                      the nearest design (docs/analysis.md).
+--                      the nearest design (docs/analysis.md). The table macro
+--                      seed_success_interval (success_interval.sql) computes it, for
+--                      profiles.sql too.
 --   p_success_wilson_low, _high
 --                      Wilson's interval with n = n_trials, kept for comparison: it
 --                      treats trials that share seeds as independent (covered 0.48-0.95
@@ -132,84 +134,24 @@ cells as (
     group by measured.group_id, measured.digits, measured.weight_seed, measured.data_seed
 ),
 
-success_cells as (
-    select {'group_id': group_id, 'digits': digits} as key, weight_seed, data_seed, s as y
+-- the interval over seeds of the share of seed pairs that succeed (success_interval.sql;
+-- profiles.sql draws the same interval at every threshold)
+seed_cells as (
+    select {'group_id': group_id, 'digits': digits} as key, weight_seed, data_seed, s, y
     from cells
-),
-
-accuracy_cells as (
-    select {'group_id': group_id, 'digits': digits} as key, weight_seed, data_seed, y
-    from cells
-),
-
--- the two-way mean squares of the success indicators and of the accuracies (macros.sql)
-cell_squares as (
-    select
-        s.key.group_id,
-        s.key.digits,
-        s.m as p,
-        s.a,
-        s.b,
-        s.n_cells,
-        s.crossed,
-        s.ms_weight as s_ms_weight,
-        s.ms_data as s_ms_data,
-        s.ms_residual as s_ms_residual,
-        y.ms_weight as y_ms_weight,
-        y.ms_data as y_ms_data,
-        y.ms_residual as y_ms_residual,
-        y.ms_cells as y_ms_cells
-    from two_way_mean_squares(success_cells) as s
-    inner join two_way_mean_squares(accuracy_cells) as y using (key)
-),
-
--- the effective number of cells and its degrees of freedom (see the header)
-effective as (
-    select
-        group_id,
-        digits,
-        p,
-        n_cells,
-        case
-            when not crossed then 'independent cells (Wilson)'
-            when p > 0 and p < 1 then 'crossed seeds (Wilson, effective n)'
-            else 'crossed seeds, none or all succeed (Wilson, effective n of the accuracies)'
-        end as method,
-        case
-            when not crossed then n_cells
-            when p > 0 and p < 1 then least(
-                p * (1 - p) / crossed_mean_variance(s_ms_weight, s_ms_data, s_ms_residual, a, b), n_cells)
-            when y_ms_cells > 0 then n_cells / greatest(
-                crossed_mean_variance(y_ms_weight, y_ms_data, y_ms_residual, a, b) * n_cells / y_ms_cells, 1)
-            else n_cells
-        end as n_eff,
-        case
-            when not crossed then null
-            when p > 0 and p < 1 then crossed_mean_df(s_ms_weight, s_ms_data, s_ms_residual, a, b)
-            else coalesce(crossed_mean_df(y_ms_weight, y_ms_data, y_ms_residual, a, b), n_cells - 1)
-        end as df,
-        a,
-        b
-    from cell_squares
 ),
 
 intervals as (
     select
         wilson.*,
-        effective.method as p_success_method,
-        adjusted.n as p_success_n_effective,
-        case when effective.p = 0 then 0 else wilson_low(effective.p, adjusted.n, params.z) end as p_success_low,
-        case when effective.p = 1 then 1 else wilson_high(effective.p, adjusted.n, params.z) end as p_success_high,
-        success_coverage(effective.method, effective.a, effective.b) as p_success_coverage
+        interval.method as p_success_method,
+        interval.n_eff as p_success_n_effective,
+        interval.low as p_success_low,
+        interval.high as p_success_high,
+        interval.coverage as p_success_coverage
     from wilson
-    inner join effective using (group_id, digits)
-    cross join params
-    cross join lateral (
-        select effective.n_eff * case
-            when effective.df is null then 1
-            else (params.z / t_quantile((1 + params.level) / 2, greatest(effective.df, 1))) ^ 2
-        end as n
-    ) as adjusted
+    inner join seed_success_interval(seed_cells, (select level from params)) as interval
+        on interval.key.group_id = wilson.group_id and interval.key.digits = wilson.digits
 ),
 
 final as (
