@@ -122,16 +122,16 @@ def test_a_grid_that_ties_or_has_one_question_gets_no_share() -> None:
 
 # --- simulation: a finite test set alone, or seeds as well ---------------------------------
 
-GROUPS, WEIGHT_SEEDS, DATA_SEEDS, QUESTIONS = 100, 4, 3, 50
+GROUPS, WEIGHT_SEEDS, DATA_SEEDS, QUESTIONS = 200, 4, 3, 50
 
 
-def simulated(seed_sd: float, rng) -> tuple[list[dict], list[dict]]:
-    """GROUPS grids of 4 x 3 seeds in one store, each trial answering 50 questions at 6
+def simulated(seed_sd: float, rng, groups: int = GROUPS) -> tuple[list[dict], list[dict]]:
+    """`groups` grids of 4 x 3 seeds in one store, each trial answering 50 questions at 6
     and 8 digits with chance p = 0.5 + a seed effect of sd seed_sd (each trial its own:
     the weight x data interaction the residual holds), clipped to [0.02, 0.98]: the
     groups of lucky_tickets.sql, and variance.sql's rows at 6 digits."""
     study = Study()
-    for g in range(GROUPS):
+    for g in range(groups):
         for w, d in itertools.product(range(WEIGHT_SEEDS), range(DATA_SEEDS)):
             p = float(np.clip(0.5 + rng.normal(0, seed_sd), 0.02, 0.98)) if seed_sd else 0.5
             add_trial(study, group_config("fire", w, d, g), QUESTIONS,
@@ -139,7 +139,7 @@ def simulated(seed_sd: float, rng) -> tuple[list[dict], list[dict]]:
     con = study.connect()
     lucky = list({r["group_id"]: r for r in run(con, "lucky_tickets", resamples=2)}.values())
     variance = [r for r in run(con, "variance", resamples=2) if r["digits"] == 6]
-    assert len(lucky) == len(variance) == GROUPS
+    assert len(lucky) == len(variance) == groups
     assert all(re.search(r"steps=\d+", r["group_label"]) for r in lucky)
     return lucky, variance
 
@@ -154,12 +154,13 @@ def capped_share_mean(df: int) -> float:
 
 def test_without_seed_effects_the_residual_is_the_test_set():
     """No seed effect at all: the noise is the whole residual in expectation, so over
-    the 100 grids mean sigma2_test_noise / mean sigma2_residual is 1 within 0.15. The
-    mean of the capped share is not: E[min(1, 6/χ²_6)] = 0.876 at 4 x 3 seeds (checked
-    within 0.08; its standard error over 100 grids is 0.019), and variance.sql's over 12
-    trials E[min(1, 11/χ²_11)]. With a seed effect of sd 0.15 on each trial the share
-    falls to about 0.13 (0.0025 of noise in a residual of 0.0025 + 0.0225), variance.sql's
-    to about 0.2 (at one length the noise is twice that of the mean over two)."""
+    the 200 grids mean sigma2_test_noise / mean sigma2_residual is 1 within 0.15 (its
+    standard error is 0.041: MS_residual has 6 degrees of freedom). The mean of the
+    capped share is not 1: E[min(1, 6/χ²_6)] = 0.876 at 4 x 3 seeds (checked within
+    0.08; standard error 0.013), and variance.sql's over 12 trials E[min(1, 11/χ²_11)] =
+    0.894. With a seed effect of sd 0.15 on each trial the share falls to about 0.14
+    (0.0025 of noise in a residual of 0.0025 + 0.0225), variance.sql's to about 0.2 (at
+    one length the noise is twice that of the mean over two)."""
     rng = np.random.default_rng(5)
     lucky, variance = simulated(0.0, rng)
     pooled = np.mean([r["sigma2_test_noise"] for r in lucky]) / np.mean([r["sigma2_residual"] for r in lucky])
@@ -168,7 +169,36 @@ def test_without_seed_effects_the_residual_is_the_test_set():
     assert share == pytest.approx(capped_share_mean(6), abs=0.08)
     spread = np.mean([r["test_noise_share"] for r in variance])
     assert spread == pytest.approx(capped_share_mean(11), abs=0.08)
-    lucky, variance = simulated(0.15, rng)
+    lucky, variance = simulated(0.15, rng, groups=GROUPS // 2)  # 0.136, standard error 0.013
     assert np.mean([r["test_noise_share_of_residual"] for r in lucky]) < 0.3
     assert np.mean([r["test_noise_share"] for r in variance]) < 0.3
     assert np.mean([r["sigma2_residual_seeds"] for r in lucky]) == pytest.approx(0.0225, rel=0.25)
+
+
+def measure(repeats: int) -> None:
+    """Print the simulation's numbers (docs/analysis.md, "Test-set noise") over `repeats`
+    stores of GROUPS grids each, without and with a seed effect."""
+    for seed_sd in (0.0, 0.15):
+        found = []
+        for repeat in range(repeats):
+            lucky, variance = simulated(seed_sd, np.random.default_rng(repeat))
+            found.append((np.mean([r["sigma2_test_noise"] for r in lucky])
+                          / np.mean([r["sigma2_residual"] for r in lucky]),
+                          np.mean([r["test_noise_share_of_residual"] for r in lucky]),
+                          np.mean([r["test_noise_share"] for r in variance])))
+        pooled, share, spread = np.array(found).T
+        print(f"seed effect sd {seed_sd}: {repeats} x {GROUPS} grids of {WEIGHT_SEEDS} x {DATA_SEEDS} seeds, "
+              f"{QUESTIONS} questions at {len(OOD)} lengths")
+        for name, values in (("mean noise / mean residual", pooled), ("mean test_noise_share_of_residual", share),
+                             ("mean test_noise_share (variance.sql, 6 digits)", spread)):
+            print(f"  {name}: {values.mean():.3f}, sd over repeats {values.std(ddof=1):.3f} "
+                  f"({values.min():.3f} to {values.max():.3f})")
+    print(f"expected without seeds: share E[min(1, 6/chi2_6)] = {capped_share_mean(6):.3f}, "
+          f"variance.sql's E[min(1, 11/chi2_11)] = {capped_share_mean(11):.3f}")
+
+
+if __name__ == "__main__":
+    import argparse
+    parser = argparse.ArgumentParser(description=measure.__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=10)
+    measure(parser.parse_args().repeats)
