@@ -60,8 +60,11 @@ VARIANCE = Question(
               "the two-way random-effects variance of the mean, a component whose estimate is not positive "
               "dropped (docs/analysis.md); else over the seed pairs. Coverage measured by simulation at the "
               "nearest design is beside each interval. The percentile "
-              "bootstrap over trials, which covered only 0.33–0.53 in crossed studies, is in the appendix.",
-              more=(("mean_method", "interval"), ("min", "min"), ("median", "median"), ("max", "max"))),
+              "bootstrap over trials, which covered only 0.33–0.53 in crossed studies, is in the appendix. "
+              "Test-noise sd: what a finite test set alone makes the trials differ by, √ of the mean over the "
+              "group's trials of p(1 − p)/(n − 1) for n questions, and its share of sd² (under 'all columns').",
+              more=(("mean_method", "interval"), ("min", "min"), ("median", "median"), ("max", "max"),
+                    ("test_noise_sd", "test-noise sd"), ("test_noise_share", "test-noise share of sd²"))),
         Prose(q.chosen_checkpoints_words, when=q.chosen_checkpoints),
         Table(q.with_intervals("final_accuracy"),
               (("group_label", "group"), ("weight_seed", "weight seed"), ("data_seed", "data seed"),
@@ -153,10 +156,14 @@ LUCKY_TICKETS = Question(
               "weight share 0.88 of the time at 3 × 5 seeds); 'set to 0': "
               "components whose moment estimate was negative. SS shares: fixed-effects "
               "SS/SS_total. Friedman's χ² = b(a − 1)W with a − 1 degrees of freedom; random "
-              "rankings give W ≈ 1/b.",
+              "rankings give W ≈ 1/b. σ²_test noise: the part of σ²_residual that the finite test sets make "
+              "(the mean over cells of p(1 − p)/n), with its share of σ²_residual: a lucky seed whose residual "
+              "is mostly test noise is luck of the questions.",
               more=(("sigma2_weight_ci", "σ²_weight [interval]"),
                ("sigma2_data_ci", "σ²_data [interval]"),
                ("sigma2_residual_ci", "σ²_residual [interval]"),
+               ("sigma2_test_noise_ci", "σ²_test noise"),
+               ("test_noise_share_of_residual", "test noise share of σ²_residual"),
                ("truncated", "set to 0"), ("component_coverage", "σ² intervals' coverage"),
                ("ss_share_weight", "SS share weight"), ("ss_share_data", "SS share data"),
                ("ss_share_residual", "SS share residual"), ("friedman_chi2", "Friedman χ²"),

@@ -225,6 +225,9 @@ INTERVALS = {  # estimate -> (low, high) columns, shown as "estimate [low, high]
        for part in ("weight", "data", "residual")},
     # the components' modified large-sample intervals (coverage measured; docs/analysis.md)
     **{f"sigma2_{part}": (f"sigma2_{part}_low", f"sigma2_{part}_high") for part in ("weight", "data", "residual")},
+    # lucky_tickets.sql's test-set noise has no interval (no such columns): its estimate alone,
+    # at the digits of the other components
+    "sigma2_test_noise": ("sigma2_test_noise_low", "sigma2_test_noise_high"),
     "p_success": ("p_success_low", "p_success_high"),
     "accuracy_diff": ("accuracy_diff_low", "accuracy_diff_high"),
     "success_diff": ("success_diff_low", "success_diff_high"),

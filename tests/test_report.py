@@ -65,12 +65,13 @@ def test_key_numbers_are_html_tables(built) -> None:
     # the rope group's weight seed explains all the variance: share 1.000, W 1.000, and
     # Friedman's chi2 = b(a - 1)W = 4 with p = exp(-2) (2 degrees of freedom)
     # (the group by its short label, the full one on hover; every column behind "all columns")
-    every = html[html.index("<summary>All 23 columns</summary>"):]
+    every = html[html.index("<summary>All 25 columns</summary>"):]
     rope_row = re.search(r"<tr><td class='text' title='addition/rope/tiny/uniform_length'>rope</td>"
                          r"<td>3</td><td>2</td>(.*?)</tr>", every)
     assert rope_row, "per-group variance shares table"
     cells = re.findall(r"<td>([^<]*)</td>", rope_row.group(1))
-    assert cells[1:] == ["1.000", "0.135", "1.000", "0.000", "0.000", "4.000", "", ""]  # W, p, SS, χ²
+    # W, p, the test noise's share of a residual of 0 (none), SS, χ²
+    assert cells[1:] == ["1.000", "0.135", "", "1.000", "0.000", "0.000", "4.000", "", ""]
     # the component shares with their generalized intervals, as "estimate [low, high]"
     texts = re.findall(r"<td class='text(?: ci)?'>([^<]*)</td>", rope_row.group(1))
     assert "<td class='text ci'>1.000 [1.000, 1.000]</td>" in rope_row.group(1)  # kept on one line

@@ -3,11 +3,29 @@
 -- length, all together? The table macro seed_statistics(cells_table, n_resamples, seed,
 -- at_level), defined on every connection (analysis.query.prepare_connection), for
 -- lucky_tickets.sql (its group columns, and each struct of by_length): over the cells
--- of each group's complete subgrid (group_id, at_digits, weight_seed, data_seed, y),
--- per (group_id, at_digits) the seeds a x b and grand mean, the variance components
--- and shares with their intervals (seed_components.sql), their bootstrap intervals
--- (seed_bootstrap.sql) and the rank agreement (seed_concordance.sql), in that file's
--- column order.
+-- of each group's complete subgrid (group_id, at_digits, weight_seed, data_seed, y,
+-- test_noise), per (group_id, at_digits) the seeds a x b and grand mean, the variance
+-- components and shares with their intervals (seed_components.sql), their bootstrap
+-- intervals (seed_bootstrap.sql), the rank agreement (seed_concordance.sql) and the
+-- test-set noise in the residual, in that file's column order.
+--
+-- Test-set noise: a cell's y is an accuracy over a finite set of questions, so it
+-- carries a binomial variance s²_wd = p(1 − p)/n (test_noise: lucky_tickets.sql
+-- estimates it per cell) that no seed makes. The residual's projection has the same
+-- diagonal (1 − 1/a)(1 − 1/b) at every cell of a balanced grid, so E[MS_residual] =
+-- σ²_interaction + mean_wd s²_wd: sigma2_test_noise is that mean, a part of
+-- sigma2_residual, and sigma2_residual_seeds = max(0, sigma2_residual −
+-- sigma2_test_noise) the weight × data interaction the seeds make;
+-- test_noise_share_of_residual = sigma2_test_noise / sigma2_residual (at most 1; null
+-- when the residual is 0). The noise enters E[MS_weight] and E[MS_data] by the same
+-- mean (the row and column projections' diagonals are (a − 1)/ab and (b − 1)/ab), so
+-- the differences behind sigma2_weight and sigma2_data cancel it and they need no
+-- correction. Jordan (ICLR 2024, "On the variance of neural network training with
+-- respect to test sets and distributions") finds runs apart only by seed differ on a
+-- fixed test set about as independent per-question coin flips would make them; every
+-- trial of a group answers the same questions (the eval seed stays in the group), and
+-- questions of unequal difficulty make those flips' variance mean_q p_q(1 − p_q)/n ≤
+-- p(1 − p)/n: the share is the upper end of what the finite test set explains.
 
 create or replace macro seed_statistics(cells_table, n_resamples, seed, at_level) as table
 with
@@ -18,7 +36,11 @@ crossed as (
         at_digits,
         count(distinct weight_seed) as a,
         count(distinct data_seed) as b,
-        list_avg(list(y order by weight_seed, data_seed)) as grand_mean
+        list_avg(list(y order by weight_seed, data_seed)) as grand_mean,
+        -- null when a cell's noise is unknown (fewer than 2 questions)
+        case when count(test_noise) = count(*) then
+            list_avg(list(test_noise order by weight_seed, data_seed))
+        end as sigma2_test_noise
     from query_table(cells_table)
     group by group_id, at_digits
 ),
@@ -135,7 +157,15 @@ final as (
         group_concordance.kendall_w,
         group_concordance.friedman_chi2,
         group_concordance.friedman_df,
-        group_concordance.friedman_p
+        group_concordance.friedman_p,
+        crossed.sigma2_test_noise,
+        -- greatest and least skip a null: an unknown noise must stay unknown
+        case when crossed.sigma2_test_noise is not null then
+            greatest(components.sigma2_residual - crossed.sigma2_test_noise, 0)
+        end as sigma2_residual_seeds,
+        case when components.sigma2_residual > 0 and crossed.sigma2_test_noise is not null then
+            least(crossed.sigma2_test_noise / components.sigma2_residual, 1)
+        end as test_noise_share_of_residual
     from crossed
     inner join components using (group_id, at_digits)
     left join bootstrap using (group_id, at_digits)

@@ -17,6 +17,12 @@
 -- studies, a cell holds the mean of its trials. Finished diverged trials count with
 -- the accuracy they had reached, like everywhere in analysis/.
 --
+-- A finite test set is no seed: sigma2_test_noise is the part of sigma2_residual that
+-- the binomial noise of the cells' accuracies, p(1 − p)/n, makes, sigma2_residual_seeds
+-- what is left for the weight × data interaction, test_noise_share_of_residual their
+-- ratio (seed_statistics.sql; sigma2_weight and sigma2_data hold no noise). A lucky
+-- ticket whose residual is mostly test noise is luck of the questions, not the seeds.
+--
 -- One file per question, each a table macro this file calls:
 --   seed_grid.sql         which cells of the grid are measured, and why not
 --                         (missing_cells, left_out_seeds, skipped_reason)
@@ -68,7 +74,8 @@ measured as (
         eval.trial_id,
         eval.digits,
         eval.in_distribution,
-        eval.accuracy
+        eval.accuracy,
+        eval.n
     from final_eval as eval
     inner join design using (study, trial_id)
     cross join params
@@ -100,6 +107,34 @@ group_digits as (
 -- bootstrap must repeat exactly.
 trial_values as (select * from trial_length_values(measured)),
 
+-- the test-set noise of a trial's accuracy at each length: p(1 − p)/(n − 1), unbiased
+-- for the binomial variance p(1 − p)/n of a mean of n right-or-wrong answers (E[p̂(1 −
+-- p̂)] = p(1 − p)(n − 1)/n); null with fewer than 2 questions, which say nothing of it.
+-- Named accuracy only so trial_length_values averages it over the lengths in the same
+-- fixed order as y; over the lengths (at_digits 0) the mean is divided by |L| once more,
+-- as y is a mean of |L| accuracies whose questions are drawn apart (a Generator per
+-- length, lengthgen/evaluation.py), so their noises add as independent.
+measured_noise as (
+    select
+        group_id,
+        study,
+        trial_id,
+        digits,
+        accuracy * (1 - accuracy) / nullif(n - 1, 0) as accuracy
+    from measured
+),
+
+trial_noise as (
+    select
+        noise.group_id,
+        noise.study,
+        noise.trial_id,
+        noise.at_digits,
+        noise.y / case when noise.at_digits = 0 then group_digits.n_digits else 1 end as test_noise
+    from trial_length_values(measured_noise) as noise
+    inner join group_digits using (group_id)
+),
+
 -- materialized: read several times, and DuckDB would otherwise search again
 grid_cells as materialized (
     select *
@@ -112,7 +147,10 @@ subgrid as materialized (
 ),
 
 -- the cells of the subgrid: y per length and over lengths; a cell run in two studies
--- holds the mean of its trials
+-- holds the mean of its trials. Its test-set noise is their mean noise over the number
+-- of distinct trials (trial_id: perturbation replicates, whose answers chaos draws
+-- apart): the same trial_id in two studies (a copy, or the same seeds run again)
+-- answered the same questions alike and adds no draw of its own; null when a trial's is.
 crossed_cells as materialized (
     select
         design.group_id,
@@ -120,9 +158,14 @@ crossed_cells as materialized (
         design.data_seed,
         trial_values.at_digits,
         list_avg(list(trial_values.y order by design.study, design.trial_id)) as y,
-        bool_or(design.status = 'diverged') as diverged
+        bool_or(design.status = 'diverged') as diverged,
+        case when count(trial_noise.test_noise) = count(*) then
+            list_avg(list(trial_noise.test_noise order by design.study, design.trial_id))
+            / count(distinct design.trial_id)
+        end as test_noise
     from design
     inner join trial_values using (group_id, study, trial_id)
+    left join trial_noise using (group_id, study, trial_id, at_digits)
     inner join subgrid using (group_id, weight_seed, data_seed)
     where trial_values.y is not null
     group by design.group_id, design.weight_seed, design.data_seed, trial_values.at_digits
@@ -225,7 +268,7 @@ final as (
         coverage.left_out_seeds,
         coverage.skipped_reason,
         -- the group's statistics in seed_statistics' order (only analysed has these names)
-        columns('^(grand_mean|ss_|ms_|sigma2_|component_share_|share_coverage|component_coverage)'),
+        columns('^(grand_mean|ss_|ms_|sigma2_|component_share_|share_coverage|component_coverage|test_noise_)'),
         params.resamples,
         params.boot_seed,
         params.level,

@@ -22,6 +22,16 @@
 -- (docs/analysis.md), which treats trials sharing seeds as independent (covered 0.33-0.53).
 -- in_distribution marks lengths inside the training range.
 --
+-- How much of that spread would a finite test set make alone? Each trial's accuracy is
+-- a mean of n right-or-wrong answers, with binomial variance p(1 − p)/n, estimated
+-- without bias by p(1 − p)/(n − 1) (E[p̂(1 − p̂)] = p(1 − p)(n − 1)/n; null under 2
+-- questions). test_noise_sd = √(mean over the group's trials of it) at that length;
+-- test_noise_share = that mean over sd², the share of the seed-to-seed variance that the
+-- questions alone would make (at most 1; null when sd is 0 or null). Every trial of a
+-- group answers the same questions, so this is what independent per-question coin
+-- flips would make (Jordan, ICLR 2024): the upper end when questions differ in
+-- difficulty (seed_statistics.sql; docs/analysis.md, "Test-set noise").
+--
 -- Parameters (DuckDB variables; `lg-study query --param name=value`):
 --     resamples  default 1000  bootstrap replicates per group and length
 --     boot_seed  default 0     seed of the bootstrap draws
@@ -47,6 +57,7 @@ measured as (
         digits,
         in_distribution,
         accuracy,
+        accuracy * (1 - accuracy) / nullif(n - 1, 0) as test_noise,
         -- added smallest first: the same trials give the same bits in any row order
         list_avg(list(accuracy order by accuracy) over (partition by group_id, digits))
             as length_mean
@@ -113,7 +124,11 @@ per_length as (
         any_value(best_trials.best_study) as best_study,
         any_value(best_trials.best_trial_id) as best_trial_id,
         list(measured.accuracy order by measured.study, measured.trial_id)
-            filter (where measured.accuracy is not null) as accuracies
+            filter (where measured.accuracy is not null) as accuracies,
+        -- over the trials with an accuracy; null when one of them has no noise estimate
+        case when count(measured.test_noise) = count(measured.accuracy) then list_avg(list(
+            measured.test_noise order by measured.study, measured.trial_id
+        ) filter (where measured.accuracy is not null)) end as test_noise
     from measured
     inner join best_trials using (group_id)
     group by measured.group_id, measured.group_label, measured.digits
@@ -214,6 +229,11 @@ final as (
         per_length.best_of_n,
         per_length.best_study,
         per_length.best_trial_id,
+        sqrt(per_length.test_noise) as test_noise_sd,
+        -- least skips a null: an unknown noise must stay unknown
+        case when per_length.sd > 0 and per_length.test_noise is not null then
+            least(per_length.test_noise / per_length.sd ^ 2, 1)
+        end as test_noise_share,
         params.resamples,
         params.boot_seed,
         params.level
