@@ -106,12 +106,12 @@ final as (
     where y is not null
     union all
     select {'group_a': group_a, 'group_b': group_b, 'digits': digits, 'design': design, 'part': 'place a'},
-        weight_a, data_a, avg(wins)
+        weight_a, data_a, list_avg(list(wins order by weight_b, data_b))
     from apart
     group by group_a, group_b, digits, design, weight_a, data_a
     union all
     select {'group_a': group_a, 'group_b': group_b, 'digits': digits, 'design': design, 'part': 'place b'},
-        weight_b, data_b, avg(wins)
+        weight_b, data_b, list_avg(list(wins order by weight_a, data_a))
     from apart
     group by group_a, group_b, digits, design, weight_b, data_b
 )
@@ -137,6 +137,16 @@ successes as (
     group by key.group_a, key.group_b, key.digits, weight_seed, data_seed
 ),
 
+-- sums in the seeds' order: the same cells give the same bits in any row order
+centred as (
+    select
+        *,
+        success_a - list_avg(list(success_a order by weight_seed, data_seed) over comparison) as centred_a,
+        success_b - list_avg(list(success_b order by weight_seed, data_seed) over comparison) as centred_b
+    from successes
+    window comparison as (partition by group_a, group_b, digits)
+),
+
 final as (
     select
         group_a,
@@ -144,14 +154,16 @@ final as (
         digits,
         case
             when count(success_a) filter (where success_b is not null) >= 5
-                and var_pop(success_a) > 0 and var_pop(success_b) > 0
-                then corr(success_a, success_b)
+                and list_sum(list(centred_a ^ 2)) > 0 and list_sum(list(centred_b ^ 2)) > 0
+                then list_sum(list(centred_a * centred_b order by weight_seed, data_seed))
+                    / sqrt(list_sum(list(centred_a ^ 2 order by weight_seed, data_seed))
+                        * list_sum(list(centred_b ^ 2 order by weight_seed, data_seed)))
             else 0
         end as phi,
         -- every a seed pair has the same number of partners in a complete grid; in
         -- general the mean over pairs weights each by its partners
-        avg(place_a) as apart_wins
-    from successes
+        list_avg(list(place_a order by weight_seed, data_seed)) as apart_wins
+    from centred
     group by group_a, group_b, digits
 )
 
