@@ -171,7 +171,7 @@ def success_rate(s: np.ndarray, y: np.ndarray) -> SuccessRate:
 def wilson_rate_bounds(p, n_eff, df, level: float) -> tuple[np.ndarray, np.ndarray]:
     """success.sql's p_success_low/high: Wilson at n_eff·(z/t_ν)², exact at 0 and 1."""
     z = special.ndtri((1 + level) / 2)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore"):
         adjust = np.where(np.isnan(df), 1.0, (z / t_quantile(level, df)) ** 2)
     n = n_eff * adjust
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)

@@ -145,6 +145,7 @@ def test_holm_over_every_comparison_and_which_pairs_are_compared() -> None:
                                          for n in (6, 8)})
     study.add(config("t5", 0, 0, lr=1e-3), {6: 0.5, 8: 0.5})
     study.add(config("t5", 1, 0, lr=1e-3), {6: 0.4, 8: 0.6})
+    study.add(config("t5", 2, 0, lr=1e-3), {6: 0.3, 8: 0.7})
     con = study.connect()
     rows = run(con, "compare")
     assert len(rows) == 12 and {r["holm_comparisons"] for r in rows} == {12}
@@ -158,7 +159,7 @@ def test_holm_over_every_comparison_and_which_pairs_are_compared() -> None:
     named = run(con, "compare", groups=f"{ids['t5']},{ids['fire']}")
     assert len(named) == 2 and {r["holm_comparisons"] for r in named} == {2}
     assert {d.split(":")[0] for d in named[0]["differs_in"]} == {"model.pe", "train.lr"}
-    assert {r["design"] for r in named} == {"partly paired"}  # two shared seed pairs of 8
+    assert {r["design"] for r in named} == {"partly paired"}  # three shared seed pairs of 8
     at_8 = run(con, "compare", digits="8")
     assert {r["digits"] for r in at_8} == {8} and {r["holm_comparisons"] for r in at_8} == {6}
     raw_at_8 = {(r["group_a"], r["group_b"]): r["accuracy_p"] for r in rows if r["digits"] == 8}
@@ -168,12 +169,13 @@ def test_holm_over_every_comparison_and_which_pairs_are_compared() -> None:
 
 def test_the_verdict_says_what_the_seeds_can_decide() -> None:
     """A clear difference on 8 x 4 seeds holds beyond seed luck; the same groups on 2 x 2
-    seeds are too few to decide; one seed pair a side cannot be compared."""
+    seeds are too few to decide; two seeds of one kind a side cannot be compared."""
     rng = np.random.default_rng(5)
     y_a, y_b = grids(rng, 8, 4, 0.7, 0.3)
     (row,) = run(paired_study(y_a, y_b).connect(), "compare")
     assert row["verdict"] == "a above b beyond seed luck" and row["accuracy_p_holm"] < 0.05
     (small,) = run(paired_study(y_a[:2, :2], y_b[:2, :2] * 0 + 0.5).connect(), "compare")
     assert small["verdict"].startswith("too few seeds to decide")
-    (one,) = run(paired_study(y_a[:1, :1], y_b[:1, :1]).connect(), "compare")
-    assert one["verdict"].startswith("too few seeds to compare") and one["accuracy_p"] is None
+    (two,) = run(paired_study(np.zeros((2, 1)), np.ones((2, 1))).connect(), "compare")
+    assert two["verdict"].startswith("too few seeds to compare")
+    assert (two["accuracy_p"], two["accuracy_p_holm"], two["success_diff_low"]) == (None, None, None)

@@ -14,7 +14,8 @@
 --       threshold), and paired: 'difference' (y^a − y^b) and 'wins' (1 where a scores
 --       above b, ½ on a tie); otherwise 'place a' and 'place b', each seed pair's share
 --       of wins over the other group's seed pairs that share no seed with it (its
---       placement value, DeLong et al. 1988).
+--       placement value, DeLong et al. 1988; a seed kind held at one value by both
+--       groups is not shared luck).
 --   comparison_extras(parts_table)
 --       per comparison: phi, the correlation of the two groups' successes over their
 --       shared seed pairs (paired, at least 5 pairs, both varying; else 0: estimated on
@@ -70,7 +71,19 @@ designed as (
     inner join designs using (group_a, group_b, digits)
 ),
 
--- every pair of a's and b's seed pairs that share no seed, with a's wins
+-- a seed kind that both groups hold at one value (say data seed 0) is no luck to share
+held as (
+    select
+        group_a,
+        group_b,
+        digits,
+        count(distinct weight_seed) = 1 as weight_held,
+        count(distinct data_seed) = 1 as data_held
+    from designed
+    group by group_a, group_b, digits
+),
+
+-- every pair of a's and b's seed pairs that share no seed that varies, with a's wins
 apart as (
     select
         a.group_a,
@@ -84,8 +97,10 @@ apart as (
         (a.accuracy_a > b.accuracy_b)::double + 0.5 * (a.accuracy_a = b.accuracy_b)::double as wins
     from designed as a
     inner join designed as b using (group_a, group_b, digits)
+    inner join held using (group_a, group_b, digits)
     where a.design <> 'paired' and a.accuracy_a is not null and b.accuracy_b is not null
-        and a.weight_seed <> b.weight_seed and a.data_seed <> b.data_seed
+        and (a.weight_seed <> b.weight_seed or held.weight_held)
+        and (a.data_seed <> b.data_seed or held.data_held)
 ),
 
 final as (

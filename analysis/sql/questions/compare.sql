@@ -163,7 +163,10 @@ variances as (
 intervals as (
     select
         variances.*,
-        variances.a.n_cells >= 2 and variances.b.n_cells >= 2 as enough,
+        -- two seeds of one kind can show nothing beyond seed luck (an exact test of 0 of 2
+        -- against 2 of 2 gives p = 1/3): a group needs 3 seeds or a crossed 2 x 2 grid
+        (variances.a.crossed or variances.a.n_cells >= 3)
+            and (variances.b.crossed or variances.b.n_cells >= 3) as enough,
         case
             when not enough then null
             when variances.v > 0 then 'seeds: t over the crossed variance of the difference'
@@ -210,9 +213,9 @@ tested as (
         end as success_diff_high,
         case when enough then success_difference_p(intervals.s_a.m, intervals.n_eff_a, intervals.df_a,
             intervals.s_b.m, intervals.n_eff_b, intervals.df_b, intervals.success_phi) end as success_p,
-        case when enough then share_low(intervals.p_improvement, intervals.n_eff_improvement,
+        case when enough and intervals.p_improvement is not null then share_low(intervals.p_improvement, intervals.n_eff_improvement,
             intervals.df_improvement, params.level) end as p_improvement_low,
-        case when enough then share_high(intervals.p_improvement, intervals.n_eff_improvement,
+        case when enough and intervals.p_improvement is not null then share_high(intervals.p_improvement, intervals.n_eff_improvement,
             intervals.df_improvement, params.level) end as p_improvement_high
     from intervals
     cross join params
@@ -233,12 +236,10 @@ holm as (
     select
         *,
         m_accuracy as holm_comparisons,
-        least(1, max((m_accuracy - j_accuracy + 1) * accuracy_p) over (
-            order by j_accuracy rows between unbounded preceding and current row
-        )) as accuracy_p_holm,
-        least(1, max((m_success - j_success + 1) * success_p) over (
-            order by j_success rows between unbounded preceding and current row
-        )) as success_p_holm
+        case when accuracy_p is not null then least(1, max((m_accuracy - j_accuracy + 1) * accuracy_p)
+            over (order by j_accuracy rows between unbounded preceding and current row)) end as accuracy_p_holm,
+        case when success_p is not null then least(1, max((m_success - j_success + 1) * success_p)
+            over (order by j_success rows between unbounded preceding and current row)) end as success_p_holm
     from holm_ranks
 ),
 
@@ -273,7 +274,7 @@ final as (
         holm.p_improvement_low,
         holm.p_improvement_high,
         case
-            when not holm.enough then 'too few seeds to compare: a group has one seed pair'
+            when not holm.enough then 'too few seeds to compare: a group has fewer than 3 seeds (or a crossed 2 x 2)'
             when holm.accuracy_p_holm < 1 - params.level and holm.accuracy_diff > 0
                 then 'a above b beyond seed luck'
             when holm.accuracy_p_holm < 1 - params.level then 'b above a beyond seed luck'
