@@ -1,4 +1,4 @@
--- reads: chi2_quantile, f_quantile, wilson_centre, wilson_half
+-- reads: chi2_quantile, f_quantile, t_quantile, wilson_centre, wilson_half
 -- Macros shared by the analysis files. lg-study query and the report define them on
 -- every connection (analysis.query.prepare_connection), after registering
 -- chi2_quantile and f_quantile (analysis/quantiles.py, from scipy): DuckDB binds a

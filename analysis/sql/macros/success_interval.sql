@@ -1,4 +1,4 @@
--- reads: crossed_mean_df, crossed_mean_variance, normal_quantile, success_coverage, two_way_mean_squares, wilson_high, wilson_low
+-- reads: crossed_mean_df, crossed_mean_variance, normal_quantile, success_coverage, t_quantile, two_way_mean_squares, wilson_high, wilson_low
 -- How sure is the share of a configuration group's seed pairs that succeed? The table
 -- macro seed_success_interval(cells_table, level), defined on every connection
 -- (analysis.query.prepare_connection), for success.sql and profiles.sql, so that the
