@@ -1,24 +1,12 @@
--- reads: crossed_mean_df, crossed_mean_variance, t_cdf, t_quantile, wilson_high, wilson_low
+-- reads: t_cdf, t_quantile, wilson_high, wilson_low
 -- The parts of compare.sql's intervals, as scalar macros over the two-way mean squares
 -- of a grid of cells (two_way_mean_squares' row as a struct `sq`: m, a, b, n_cells,
 -- crossed, ms_weight, ms_data, ms_residual, ms_cells), defined on every connection
--- (analysis.query.prepare_connection). The same formulas in numpy:
+-- (analysis.query.prepare_connection); a grid's variance of its mean (seed_variance,
+-- seed_df) is macros.sql's and a share's effective n success_interval.sql's. The same
+-- formulas in numpy:
 -- analysis/compare_interval.py (tests/test_compare.py checks the two against each other);
 -- why these, and their coverage measured by simulation: docs/analysis.md.
-
--- The variance of a grid's mean over seeds and its degrees of freedom: a complete
--- crossed grid, the two-way random-effects variance with a component at 0 dropped
--- (macros.sql, the mean's); otherwise the cells as independent, s²/n on n − 1.
-
-create or replace macro seed_variance(sq) as case
-    when sq.crossed then crossed_mean_variance(sq.ms_weight, sq.ms_data, sq.ms_residual, sq.a, sq.b)
-    else sq.ms_cells / sq.n_cells
-end;
-
-create or replace macro seed_df(sq) as case
-    when sq.crossed then crossed_mean_df(sq.ms_weight, sq.ms_data, sq.ms_residual, sq.a, sq.b)
-    else sq.n_cells - 1
-end;
 
 -- Welch–Satterthwaite's degrees of freedom of V_a + V_b (a part at 0 adds none)
 create or replace macro welch_df(v_a, df_a, v_b, df_b) as (v_a + v_b) ^ 2 / nullif(
@@ -50,24 +38,6 @@ create or replace macro tied_difference_p(m_a, m_b, n_a, n_b) as case
     when m_a = m_b then 1
     else 2 * t_cdf(-abs(m_a - m_b) / sqrt((m_a + m_b) / 2 * (1 - (m_a + m_b) / 2) * (1 / n_a + 1 / n_b)),
         'inf'::double)
-end;
-
--- A share over seed pairs (success.sql's rule): its effective number of seed pairs before
--- the t adjustment, from the squares of its indicators (s) and of the accuracies behind
--- them (y, whose design effect stands in when every cell or none succeeds), and its
--- degrees of freedom (null: Wilson with z, the cells counted as independent).
-
-create or replace macro share_n_eff(s, y) as case
-    when not s.crossed then s.n_cells
-    when s.m > 0 and s.m < 1 then least(s.m * (1 - s.m) / seed_variance(s), s.n_cells)
-    when y.ms_cells > 0 then s.n_cells / greatest(seed_variance(y) * s.n_cells / y.ms_cells, 1)
-    else s.n_cells
-end;
-
-create or replace macro share_df(s, y) as case
-    when not s.crossed then null
-    when s.m > 0 and s.m < 1 then seed_df(s)
-    else coalesce(seed_df(y), s.n_cells - 1)
 end;
 
 -- Wilson's interval of a share p at n_eff·(z/t_ν)² (exactly 0 and 1 at its own end)

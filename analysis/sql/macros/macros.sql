@@ -106,6 +106,20 @@ create or replace macro crossed_mean_df(ms_w, ms_d, ms_e, a, b) as case
         + greatest(least(ms_w, ms_d) - ms_e, 0) ^ 2 / (case when ms_w >= ms_d * (1 - 1e-9) then b - 1 else a - 1 end))
 end;
 
+-- The variance of a grid's mean over seeds and its degrees of freedom: a complete
+-- crossed grid, the two-way random-effects variance with a component at 0 dropped
+-- (the mean's, above); otherwise the cells as independent, s²/n on n − 1.
+
+create or replace macro seed_variance(sq) as case
+    when sq.crossed then crossed_mean_variance(sq.ms_weight, sq.ms_data, sq.ms_residual, sq.a, sq.b)
+    else sq.ms_cells / sq.n_cells
+end;
+
+create or replace macro seed_df(sq) as case
+    when sq.crossed then crossed_mean_df(sq.ms_weight, sq.ms_data, sq.ms_residual, sq.a, sq.b)
+    else sq.n_cells - 1
+end;
+
 -- Wilson's score interval of a proportion p out of n (n may be an effective number, not
 -- an integer), z = Φ⁻¹((1 + level)/2): (p + z²/2n ± z·√(p(1 − p)/n + z²/4n²)) / (1 + z²/n),
 -- within [0, 1] (success.sql).

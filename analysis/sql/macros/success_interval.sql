@@ -1,4 +1,4 @@
--- reads: crossed_mean_df, crossed_mean_variance, normal_quantile, success_coverage, t_quantile, two_way_mean_squares, wilson_high, wilson_low
+-- reads: normal_quantile, seed_df, seed_variance, success_coverage, t_quantile, two_way_mean_squares, wilson_high, wilson_low
 -- How sure is the share of a configuration group's seed pairs that succeed? The table
 -- macro seed_success_interval(cells_table, level), defined on every connection
 -- (analysis.query.prepare_connection), for success.sql and profiles.sql, so that the
@@ -25,6 +25,24 @@
 --
 -- After the macros it calls: DuckDB binds them when it creates this one.
 
+-- A share over seed pairs (success.sql's rule, and compare.sql's): its effective number of seed pairs before
+-- the t adjustment, from the squares of its indicators (s) and of the accuracies behind
+-- them (y, whose design effect stands in when every cell or none succeeds), and its
+-- degrees of freedom (null: Wilson with z, the cells counted as independent).
+
+create or replace macro share_n_eff(s, y) as case
+    when not s.crossed then s.n_cells
+    when s.m > 0 and s.m < 1 then least(s.m * (1 - s.m) / seed_variance(s), s.n_cells)
+    when y.ms_cells > 0 then s.n_cells / greatest(seed_variance(y) * s.n_cells / y.ms_cells, 1)
+    else s.n_cells
+end;
+
+create or replace macro share_df(s, y) as case
+    when not s.crossed then null
+    when s.m > 0 and s.m < 1 then seed_df(s)
+    else coalesce(seed_df(y), s.n_cells - 1)
+end;
+
 create or replace macro seed_success_interval(cells_table, level) as table
 with
 
@@ -42,22 +60,13 @@ accuracy_cells as (
     from query_table(cells_table)
 ),
 
--- the two-way mean squares of the success indicators and of the accuracies (macros.sql)
+-- the two-way mean squares of the success indicators (s) and of the accuracies (y), each
+-- a struct of two_way_mean_squares' row (macros.sql)
 cell_squares as (
     select
         s.key,
-        s.m as p,
-        s.a,
-        s.b,
-        s.n_cells,
-        s.crossed,
-        s.ms_weight as s_ms_weight,
-        s.ms_data as s_ms_data,
-        s.ms_residual as s_ms_residual,
-        y.ms_weight as y_ms_weight,
-        y.ms_data as y_ms_data,
-        y.ms_residual as y_ms_residual,
-        y.ms_cells as y_ms_cells
+        s,
+        y
     from two_way_mean_squares(success_cells) as s
     inner join two_way_mean_squares(accuracy_cells) as y using (key)
 ),
@@ -66,28 +75,17 @@ cell_squares as (
 effective as (
     select
         key,
-        p,
-        n_cells,
+        s.m as p,
+        s.n_cells,
         case
-            when not crossed then 'independent cells (Wilson)'
-            when p > 0 and p < 1 then 'crossed seeds (Wilson, effective n)'
+            when not s.crossed then 'independent cells (Wilson)'
+            when s.m > 0 and s.m < 1 then 'crossed seeds (Wilson, effective n)'
             else 'crossed seeds, none or all succeed (Wilson, effective n of the accuracies)'
         end as method,
-        case
-            when not crossed then n_cells
-            when p > 0 and p < 1 then least(
-                p * (1 - p) / crossed_mean_variance(s_ms_weight, s_ms_data, s_ms_residual, a, b), n_cells)
-            when y_ms_cells > 0 then n_cells / greatest(
-                crossed_mean_variance(y_ms_weight, y_ms_data, y_ms_residual, a, b) * n_cells / y_ms_cells, 1)
-            else n_cells
-        end as n_eff,
-        case
-            when not crossed then null
-            when p > 0 and p < 1 then crossed_mean_df(s_ms_weight, s_ms_data, s_ms_residual, a, b)
-            else coalesce(crossed_mean_df(y_ms_weight, y_ms_data, y_ms_residual, a, b), n_cells - 1)
-        end as df,
-        a,
-        b
+        share_n_eff(s, y) as n_eff,
+        share_df(s, y) as df,
+        s.a,
+        s.b
     from cell_squares
 ),
 
