@@ -37,7 +37,7 @@ from scipy import special
 
 from analysis import mean_interval
 from analysis.query import open_results, run_query
-from analysis.seed_planning import fewest_seeds
+from analysis.seed_planning import PilotFit, fewest_seeds
 from results_contract.groups import short_labels
 
 #: simulated studies per design: a power of 0.8 is known to ± 0.009 (its standard error)
@@ -47,16 +47,10 @@ DATA_SEED_CHOICES = (2, 3, 5, 8, 10, 16, 20, 32)
 
 
 @dataclass(frozen=True)
-class DifferenceFit:
-    """The paired difference's two-way model fitted on a pilot's shared grid."""
-
-    #: the pilot's own mean difference d̄ (the plan does not use it: δ is the caller's)
-    mean: float
-    sigma2_weight: float
-    sigma2_data: float
-    sigma2_residual: float
-    weight_seeds: int
-    data_seeds: int
+class DifferenceFit(PilotFit):
+    """The paired difference's two-way model fitted on a pilot's shared grid: a pilot
+    group's fit (seed_planning.PilotFit) whose mean is the pilot's own mean difference d̄,
+    which the plan does not use (δ is the caller's)."""
 
     @classmethod
     def from_differences(cls, d: np.ndarray) -> DifferenceFit:
