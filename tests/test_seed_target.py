@@ -81,7 +81,7 @@ UNTIL = "  until: {metric: success, threshold: 0.0, digits: 3, half_width: 0.24,
         (
             "{metric: median, digits: 3, half_width: 0.2, max: 3}",
             "seeds.until.metric",
-            "'median' is not one of mean_accuracy, success",
+            "'median' is not one of mean_accuracy, success, accuracy_difference",
         ),
         (
             "{metric: success, digits: 7, half_width: 0.2, max: 3}",
@@ -207,6 +207,34 @@ def test_states_read_the_interval_of_the_reports_sql_file(study_file: Path, tmp_
     assert by_pe["alibi"].half_width > 0.24 and by_pe["alibi"].state == MAX_REACHED  # 3 seeds = max
     assert seed_plan.state_of(target, 2, by_pe["alibi"].half_width) == ADDING
     assert seed_plan.state_of(target, 2, None) == ADDING  # one trial: no interval yet
+
+
+def test_a_comparison_target_reads_each_groups_widest_comparison(
+    study_file: Path, tmp_path: Path, write_finished_trial
+) -> None:
+    """accuracy_difference: nope and alibi differ in model.pe alone, so compare.sql
+    compares them; both groups' interval is that comparison's, and the target holds for
+    both or for neither."""
+    study_file.write_text(
+        STUDY.replace("threshold: 0.0, ", "").replace("metric: success", "metric: accuracy_difference")
+        .replace("half_width: 0.24", "half_width: 0.3")
+    )
+    study = load_study(study_file)
+    for config, accuracy in zip([c for c in study.trials if c.model.pe == "nope"], (0.9, 0.8, 0.85, 0.95, 0.9)):
+        write_finished_trial(tmp_path, study, config, accuracy)
+    (alibi,) = [c for c in study.trials if c.model.pe == "alibi"]
+    for weight, accuracy in ((0, 0.1), (1, 0.3), (2, 0.2)):
+        write_finished_trial(
+            tmp_path, study, dataclasses.replace(alibi, seeds=dataclasses.replace(alibi.seeds, weight=weight)), accuracy
+        )
+    target, states = seed_plan.seed_states(tmp_path, study.name, study)
+    with open_results(tmp_path, study.name) as con:
+        (row,) = [r for r in run_sql_file(con, Path(sql_file("compare.sql"))).to_pylist() if r["digits"] == 3]
+    half = (row["accuracy_diff_high"] - row["accuracy_diff_low"]) / 2
+    assert [s.half_width for s in states] == pytest.approx([half, half]) and row["design"] == "partly paired"
+    assert {s.state for s in states} == {TARGET_HELD if half <= 0.3 else ADDING}
+    assert {s.trials for s in states} == {5, 3}
+    assert "widest of its comparisons" in target.words()
 
 
 # --- a real study ---------------------------------------------------------------------------

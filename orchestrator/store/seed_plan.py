@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from analysis.query import open_results, run_sql_file, sql_file
-from orchestrator.studies.seed_spec import SEED_METRICS, SeedTarget
+from orchestrator.studies.seed_spec import SEED_METRICS, SeedMetric, SeedTarget
 from results_contract import groups
 from results_contract.layout import check_path_component, list_studies
 
@@ -152,8 +152,27 @@ def _read(results_root: Path, study: str, target: SeedTarget | None = None) -> t
         if target is None:
             return {r["group_id"]: r for r in counts}, {}
         rows = run_sql_file(con, sql_file(SEED_METRICS[target.metric].sql), target.sql_params())
-    intervals = {r["group_id"]: r for r in rows.to_pylist() if r["digits"] == target.digits}
+    at_length = [r for r in rows.to_pylist() if r["digits"] == target.digits]
+    metric = SEED_METRICS[target.metric]
+    intervals = widest_comparisons(at_length, metric) if metric.per_pair else {r["group_id"]: r for r in at_length}
     return {r["group_id"]: r for r in counts}, intervals
+
+
+def widest_comparisons(rows: list[dict[str, Any]], metric: SeedMetric) -> dict[str, dict[str, Any]]:
+    """group_id -> the row of its comparison with the widest interval (one with none, too
+    few seeds to compare, is the widest), as the group's own row: a group has reached a
+    comparison target when every comparison it is in has."""
+    def width(row: dict[str, Any]) -> float:
+        low, high = row.get(metric.low), row.get(metric.high)
+        return high - low if low is not None and high is not None else float("inf")
+
+    widest: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        for side in ("a", "b"):
+            group = row[f"group_{side}"]
+            if group not in widest or width(row) > width(widest[group]):
+                widest[group] = {**row, "group_id": group, "n_trials": row[f"n_{side}"]}
+    return widest
 
 
 def group_states(

@@ -29,6 +29,9 @@ class SeedMetric:
     #: target fields that the file takes as parameters
     params: tuple[str, ...]
     words: str
+    #: the file's rows are pairs of groups (group_a, group_b), not groups: a group's
+    #: interval is the widest of its pairs' (seed_plan.widest_comparisons)
+    per_pair: bool = False
 
 
 SEED_METRICS = {
@@ -47,6 +50,18 @@ SEED_METRICS = {
         "p_success_high",
         ("threshold",),
         "share of trials with accuracy >= threshold, 95 % Wilson interval at the effective number of seed pairs",
+    ),
+    # a comparison target: seeds until every comparison is decided to within ± half_width.
+    # Not "until significant": stopping when a test first rejects inflates its error rate
+    "accuracy_difference": SeedMetric(
+        "compare.sql",
+        "accuracy_diff",
+        "accuracy_diff_low",
+        "accuracy_diff_high",
+        (),
+        "difference of mean accuracy between groups that differ in one setting, 95 % interval over seeds "
+        "(paired: crossed variance of the differences); a group's is the widest of its comparisons'",
+        per_pair=True,
     ),
 }
 
