@@ -52,7 +52,8 @@ cells as (
         finished_eval.weight_seed,
         finished_eval.data_seed,
         finished_eval.digits,
-        avg(finished_eval.accuracy) as accuracy
+        -- added smallest first: the same trials give the same bits in any row order
+        list_avg(list(finished_eval.accuracy order by finished_eval.accuracy)) as accuracy
     from finished_eval
     cross join params
     where finished_eval.accuracy is not null
