@@ -47,7 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, special
 
-from analysis.mean_interval import crossed_variance_df, grid_mean_squares, t_quantile, wilson_bounds
+from analysis.mean_interval import ROUNDING_TIE, crossed_variance_df, grid_mean_squares, t_quantile, wilson_bounds
 
 #: fewer seed pairs than this and the paired correlation of successes is not estimated
 MIN_PAIRS_FOR_PHI = 5
@@ -135,7 +135,7 @@ def accuracy_difference(y_a: np.ndarray, y_b: np.ndarray, paired: bool,
         diff, v, df = m_a - m_b, v_a + v_b, welch_df(v_a, df_a, v_b, df_b)
     spread = t_difference(diff, v, df, level)
     tied = tied_difference(y_a, y_b, level)
-    pick = v > 0
+    pick = v > ROUNDING_TIE
     return Difference(diff, np.where(pick, spread.low, tied.low), np.where(pick, spread.high, tied.high),
                       np.where(pick, spread.p, tied.p))
 

@@ -26,6 +26,10 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
+#: a variance of the mean at or below this is rounding of cells that tie (macros.sql's
+#: rounding_tie): a real spread of accuracies on up to 10^6 questions gives over 1e-18
+ROUNDING_TIE = 1e-24
+
 
 def crossed_variance_df(ms_w, ms_d, ms_e, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
     """V, the variance of the grand mean of a x b crossed cells, and its degrees of freedom ν."""
@@ -55,7 +59,7 @@ def wilson_bounds(mean, variance, t, cells, level: float = 0.95) -> tuple[np.nda
     `cells` ties), Wilson's over the cells with z; and the normal interval, clipped, for a
     mean of 0 or 1 that somehow has a spread."""
     m, v, t, cells = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (mean, variance, t, cells)))
-    tied = v <= 0
+    tied = v <= ROUNDING_TIE
     inside = (m > 0) & (m < 1) & ~tied
     z = np.full_like(t, special.ndtri((1 + level) / 2))
     with np.errstate(divide="ignore", invalid="ignore"):

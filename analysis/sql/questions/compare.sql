@@ -1,4 +1,4 @@
--- reads: checked_level, compare_coverage, success_difference_p, comparison_extras, comparison_parts, finished_eval, group_pairs, groups, length_list, mover_high, mover_low, seed_df, seed_mean_interval, seed_variance, share_df, share_high, share_low, share_n_eff, t_difference_high, t_difference_low, t_difference_p, tied_difference_p, two_way_mean_squares, welch_df
+-- reads: checked_level, compare_coverage, comparison_extras, comparison_parts, finished_eval, group_pairs, groups, length_list, mover_high, mover_low, rounding_tie, seed_df, seed_mean_interval, seed_variance, share_df, share_high, share_low, share_n_eff, success_difference_p, t_difference_high, t_difference_low, t_difference_p, tied_difference_p, two_way_mean_squares, welch_df
 -- Does A beat B beyond seed luck? For pairs of configuration groups (a, b) and each
 -- test length both measured: the differences of mean accuracy and of success rate, each
 -- with an interval over seeds and a p-value (Holm-corrected over every row), P(a > b),
@@ -163,18 +163,18 @@ intervals as (
             and (variances.b.crossed or variances.b.n_cells >= 3) as enough,
         case
             when not enough then null
-            when variances.v > 0 then 'seeds: t over the crossed variance of the difference'
+            when not rounding_tie(variances.v) then 'seeds: t over the crossed variance of the difference'
             else 'every difference ties: MOVER of each group''s interval'
         end as accuracy_method,
-        case when not enough then null when variances.v > 0
+        case when not enough then null when not rounding_tie(variances.v)
             then t_difference_low(variances.accuracy_diff, variances.v, variances.df, params.level)
             else mover_low(variances.a.m, variances.low_a, variances.high_a, variances.b.m,
                 variances.low_b, variances.high_b, 0) end as accuracy_diff_low,
-        case when not enough then null when variances.v > 0
+        case when not enough then null when not rounding_tie(variances.v)
             then t_difference_high(variances.accuracy_diff, variances.v, variances.df, params.level)
             else mover_high(variances.a.m, variances.low_a, variances.high_a, variances.b.m,
                 variances.low_b, variances.high_b, 0) end as accuracy_diff_high,
-        case when not enough then null when variances.v > 0
+        case when not enough then null when not rounding_tie(variances.v)
             then t_difference_p(variances.accuracy_diff, variances.v, variances.df)
             else tied_difference_p(variances.a.m, variances.b.m, variances.a.n_cells, variances.b.n_cells)
         end as accuracy_p,
