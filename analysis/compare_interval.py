@@ -47,7 +47,13 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, special
 
-from analysis.mean_interval import ROUNDING_TIE, crossed_variance_df, grid_mean_squares, t_quantile, wilson_bounds
+from analysis.mean_interval import (
+    ROUNDING_TIE,
+    crossed_variance_df,
+    grid_mean_squares,
+    t_quantile,
+    wilson_bounds,
+)
 
 #: fewer seed pairs than this and the paired correlation of successes is not estimated
 MIN_PAIRS_FOR_PHI = 5

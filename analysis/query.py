@@ -22,9 +22,9 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from analysis.compare_interval import register_comparison_functions
 from analysis.quantiles import register_quantiles
 from analysis.questions import reads_table
-from analysis.compare_interval import register_comparison_functions
 from analysis.share_intervals import register_share_intervals
 from analysis.sql_layers import EMPTY_TABLES, FILE_VIEWS_FILE, load_order, sql_file, sql_files
 from results_contract import identity

@@ -157,8 +157,9 @@ def comparison_words(tables: Tables) -> str:
     undecided = [_comparison(r) for r in rows if r["verdict"].startswith("too few seeds")]
     warned = sorted({r["coverage"] for r in rows if r["warning"]})
     level = rendering.level(rows)
-    parts = [f"<p>Of {len(rows)} comparisons, {len(held)} hold beyond seed luck (Holm-corrected, "
-             f"at {level}){': ' + '; '.join(held) if held else ''}. "]
+    listed = ": " + "; ".join(held) if held else ""
+    parts = [(f"<p>Of {len(rows)} comparisons, {len(held)} hold beyond seed luck (Holm-corrected, "
+              f"at {level}){listed}. ")]
     if undecided:
         parts.append(f"The seeds are too few to decide {len(undecided)}: their intervals allow a "
                      f"difference of 0.1 either way ({'; '.join(undecided)}). ")

@@ -8,6 +8,8 @@ and falls as τ rises; the report's figure draws one panel per test length.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from test_statistics import Study, crossed_study, group_config, run
@@ -69,7 +71,7 @@ def test_the_share_counts_the_seed_pairs_and_falls_as_tau_rises(con) -> None:
         taus = [r["tau"] for r in curve]
         assert taus == sorted([*GRID, 0.37])  # the grid and the threshold, in order
         shares = [r["share"] for r in curve]
-        assert all(later <= earlier for earlier, later in zip(shares, shares[1:])), (label, digits)
+        assert all(later <= earlier for earlier, later in itertools.pairwise(shares)), (label, digits)
         assert all(r["share_low"] <= r["share"] <= r["share_high"] for r in curve)
         assert {r["in_distribution"] for r in curve} == {digits <= 4}
     for g, y in enumerate(tables):  # each crossed group against numpy, in the SQL's group order
