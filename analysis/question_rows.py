@@ -154,7 +154,8 @@ def comparison_words(tables: Tables) -> str:
     held = [f"{_comparison(r)} (a − b = {r['accuracy_diff']:+.3f} "
             f"[{r['accuracy_diff_low']:+.3f}, {r['accuracy_diff_high']:+.3f}])"
             for r in rows if r["verdict"].endswith("beyond seed luck")]
-    undecided = [_comparison(r) for r in rows if r["verdict"].startswith("too few seeds")]
+    undecided = [_comparison(r) for r in rows if r["verdict"].startswith("too few seeds to decide")]
+    uncompared = [_comparison(r) for r in rows if r["verdict"].startswith("too few seeds to compare")]
     warned = sorted({r["coverage"] for r in rows if r["warning"]})
     level = rendering.level(rows)
     listed = ": " + "; ".join(held) if held else ""
@@ -163,7 +164,11 @@ def comparison_words(tables: Tables) -> str:
     if undecided:
         parts.append(f"The seeds are too few to decide {len(undecided)}: their intervals allow a "
                      f"difference of 0.1 either way ({'; '.join(undecided)}). ")
-    rest = len(rows) - len(held) - len(undecided)
+    if uncompared:
+        parts.append(f"{len(uncompared)} cannot be compared: a group has fewer than 3 seeds of the kind "
+                     f"it varies and no crossed 2 × 2 grid, which can show nothing beyond seed luck "
+                     f"({'; '.join(uncompared)}). ")
+    rest = len(rows) - len(held) - len(undecided) - len(uncompared)
     if rest:
         parts.append(f"The other {rest} show no difference beyond seed luck, and their intervals "
                      "bound how large one could be. ")

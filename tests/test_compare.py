@@ -179,3 +179,22 @@ def test_the_verdict_says_what_the_seeds_can_decide() -> None:
     (two,) = run(paired_study(np.zeros((2, 1)), np.ones((2, 1))).connect(), "compare")
     assert two["verdict"].startswith("too few seeds to compare")
     assert (two["accuracy_p"], two["accuracy_p_holm"], two["success_diff_low"]) == (None, None, None)
+
+
+def test_the_report_says_which_comparisons_hold_which_are_undecided_and_which_cannot_be_made() -> None:
+    from analysis.question_rows import comparison_words
+
+    def row(verdict: str, warning: str | None = None) -> dict:
+        return {"label_a": "fire", "label_b": "rope", "digits": 8, "verdict": verdict, "level": 0.95,
+                "accuracy_diff": 0.3, "accuracy_diff_low": 0.1, "accuracy_diff_high": 0.5,
+                "warning": warning, "coverage": "measured 0.92-0.95 (below 0.93)"}
+
+    words = comparison_words({"compare": [
+        row("a above b beyond seed luck", warning="below"),
+        row("too few seeds to decide: a difference of 0.1 either way fits"),
+        row("too few seeds to compare: a group has fewer than 3 seeds (or a crossed 2 x 2)"),
+        row("no difference shown")]})
+    assert "Of 4 comparisons, 1 hold beyond seed luck" in words and "+0.300 [+0.100, +0.500]" in words
+    assert "too few to decide 1:" in words and "1 cannot be compared" in words
+    assert "The other 1 show no difference" in words and "<b>Warning</b>" in words
+    assert "No two groups" in comparison_words({"compare": []})
