@@ -49,10 +49,12 @@ from scipy import optimize, special
 
 from analysis.mean_interval import (
     ROUNDING_TIE,
-    crossed_variance_df,
-    grid_mean_squares,
+    SuccessRate,
+    grid_variance,
+    success_rate,
     t_quantile,
     wilson_bounds,
+    wilson_rate_bounds,
 )
 
 #: fewer seed pairs than this and the paired correlation of successes is not estimated
@@ -67,19 +69,6 @@ class Difference:
     low: np.ndarray
     high: np.ndarray
     p: np.ndarray
-
-
-def grid_variance(y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Mean, V (variance of the mean over seeds) and ν of grids y (studies, a, b):
-    crossed seeds when a, b >= 2, else the cells as independent."""
-    _, a, b = y.shape
-    if a >= 2 and b >= 2:
-        m, ms_w, ms_d, ms_e = grid_mean_squares(y)
-        v, df = crossed_variance_df(ms_w, ms_d, ms_e, a, b)
-        return m, v, df
-    flat = y.reshape(len(y), -1)
-    n = flat.shape[1]
-    return flat.mean(axis=1), flat.var(axis=1, ddof=1) / n, np.full(len(y), n - 1.0)
 
 
 def welch_df(v_a, df_a, v_b, df_b) -> np.ndarray:
@@ -144,47 +133,6 @@ def accuracy_difference(y_a: np.ndarray, y_b: np.ndarray, paired: bool,
     pick = v > ROUNDING_TIE
     return Difference(diff, np.where(pick, spread.low, tied.low), np.where(pick, spread.high, tied.high),
                       np.where(pick, spread.p, tied.p))
-
-
-@dataclass(frozen=True)
-class SuccessRate:
-    """success.sql's interval parts of each study's success rate: the rate, the effective
-    number of seed pairs before the t adjustment and its degrees of freedom (NaN: Wilson
-    with z, no adjustment)."""
-
-    p: np.ndarray
-    n_eff: np.ndarray
-    df: np.ndarray
-
-
-def success_rate(s: np.ndarray, y: np.ndarray) -> SuccessRate:
-    """success.sql's effective n and ν from grids of successes s and accuracies y."""
-    _, a, b = s.shape
-    n = a * b
-    p, v_s, df_s = grid_variance(s)
-    if a < 2 or b < 2:
-        return SuccessRate(p, np.full(len(p), float(n)), np.full(len(p), np.nan))
-    _, v_y, df_y = grid_variance(y)
-    s2_y = y.reshape(len(y), -1).var(axis=1, ddof=1)
-    inside = (p > 0) & (p < 1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        n_inside = np.minimum(p * (1 - p) / v_s, n)
-        n_bound = np.where(s2_y > 0, n / np.maximum(v_y * n / s2_y, 1), n)
-    return SuccessRate(p, np.where(inside, n_inside, n_bound),
-                       np.where(inside, df_s, np.nan_to_num(df_y, nan=n - 1)))
-
-
-def wilson_rate_bounds(p, n_eff, df, level: float) -> tuple[np.ndarray, np.ndarray]:
-    """success.sql's p_success_low/high: Wilson at n_eff·(z/t_ν)², exact at 0 and 1."""
-    z = special.ndtri((1 + level) / 2)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        adjust = np.where(np.isnan(df), 1.0, (z / t_quantile(level, df)) ** 2)
-    n = n_eff * adjust
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z / (1 + z * z / n) * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    low = np.where(p <= 0, 0.0, np.maximum(centre - half, 0))
-    high = np.where(p >= 1, 1.0, np.minimum(centre + half, 1))
-    return low, high
 
 
 def success_bounds(a: SuccessRate, b: SuccessRate, phi, level: float) -> tuple[np.ndarray, np.ndarray]:

@@ -1,7 +1,9 @@
 """The interval of a mean over seeds, in numpy: the same formulas as the SQL macros
 crossed_mean_variance, crossed_mean_df and seed_mean_interval (analysis/sql/macros/
 macros.sql), for seed planning (analysis/seed_planning.py) and the coverage simulation
-(tests/test_mean_interval.py), which checks the two against each other.
+(tests/test_mean_interval.py), which checks the two against each other; and success.sql's
+interval of a success rate over seeds (success_interval.sql's seed_success_interval:
+success_rate, wilson_rate_bounds), for seed planning and compare_interval.py.
 
 For a crossed grid of a weight x b data seeds with mean squares MS_w, MS_d, MS_e (the
 two-way random-effects layout without replication), P the larger of MS_w and MS_d on
@@ -22,6 +24,8 @@ docs/analysis.md says why this V and ν, and gives the coverage measured.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import special
@@ -97,3 +101,59 @@ def grid_bounds(y: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndar
     """The mean's interval of each crossed grid y[i] (shape (studies, a, b))."""
     _, a, b = y.shape
     return crossed_mean_bounds(*grid_mean_squares(y), a, b, level)
+
+
+def grid_variance(y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean, V (variance of the mean over seeds) and ν of grids y (studies, a, b):
+    crossed seeds when a, b >= 2, else the cells as independent."""
+    _, a, b = y.shape
+    if a >= 2 and b >= 2:
+        m, ms_w, ms_d, ms_e = grid_mean_squares(y)
+        v, df = crossed_variance_df(ms_w, ms_d, ms_e, a, b)
+        return m, v, df
+    flat = y.reshape(len(y), -1)
+    n = flat.shape[1]
+    return flat.mean(axis=1), flat.var(axis=1, ddof=1) / n, np.full(len(y), n - 1.0)
+
+
+def wilson(p, n, z) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson's score interval of a share p out of n (exactly 0 and 1 at its own end)."""
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return np.where(p <= 0, 0.0, np.maximum(centre - half, 0)), np.where(p >= 1, 1.0, np.minimum(centre + half, 1))
+
+
+@dataclass(frozen=True)
+class SuccessRate:
+    """success.sql's interval parts of each study's success rate: the rate, the effective
+    number of seed pairs before the t adjustment and its degrees of freedom (NaN: Wilson
+    with z, no adjustment)."""
+
+    p: np.ndarray
+    n_eff: np.ndarray
+    df: np.ndarray
+
+
+def success_rate(s: np.ndarray, y: np.ndarray) -> SuccessRate:
+    """success.sql's effective n and ν from grids of successes s and accuracies y."""
+    _, a, b = s.shape
+    n = a * b
+    p, v_s, df_s = grid_variance(s)
+    if a < 2 or b < 2:
+        return SuccessRate(p, np.full(len(p), float(n)), np.full(len(p), np.nan))
+    _, v_y, df_y = grid_variance(y)
+    s2_y = y.reshape(len(y), -1).var(axis=1, ddof=1)
+    inside = (p > 0) & (p < 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        n_inside = np.minimum(p * (1 - p) / v_s, n)
+        n_bound = np.where(s2_y > 0, n / np.maximum(v_y * n / s2_y, 1), n)
+    return SuccessRate(p, np.where(inside, n_inside, n_bound),
+                       np.where(inside, df_s, np.nan_to_num(df_y, nan=n - 1)))
+
+
+def wilson_rate_bounds(p, n_eff, df, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """success.sql's p_success_low/high: Wilson at n_eff·(z/t_ν)², exact at 0 and 1."""
+    z = special.ndtri((1 + level) / 2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        adjust = np.where(np.isnan(df), 1.0, (z / t_quantile(level, df)) ** 2)
+    return wilson(p, n_eff * adjust, z)

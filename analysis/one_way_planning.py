@@ -26,7 +26,8 @@ import numpy as np
 from scipy import stats
 
 from analysis import mean_interval
-from analysis.seed_planning import STUDIES, check_target, fewest_seeds, wilson
+from analysis.mean_interval import wilson
+from analysis.seed_planning import STUDIES, check_target, fewest_seeds
 
 #: the seed kind a pilot holds when it varies each, and what that seed sets
 HELD = {"weight": ("data", "data order"), "data": ("weight", "weight initialisation")}

@@ -26,7 +26,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from analysis import mean_interval
 from analysis.share_intervals import share_bounds
@@ -109,32 +108,10 @@ def mean_squares(y: np.ndarray) -> tuple[np.ndarray, ...]:
     return (*mean_interval.grid_mean_squares(y), y.reshape(len(y), -1).var(axis=1, ddof=1))
 
 
-def crossed_t(ms_w, ms_d, ms_e, a: int, b: int, level: float) -> tuple[np.ndarray, np.ndarray]:
-    """The grand mean's variance and t quantile (macros crossed_mean_variance, _df)."""
-    variance, df = mean_interval.crossed_variance_df(ms_w, ms_d, ms_e, a, b)
-    return variance, mean_interval.t_quantile(level, df)
-
-
-def wilson(p, n, z):
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z / (1 + z * z / n) * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return np.where(p == 0, 0, np.maximum(centre - half, 0)), np.where(p == 1, 1, np.minimum(centre + half, 1))
-
-
 def success_half_widths(y: np.ndarray, threshold: float, level: float) -> np.ndarray:
     """success.sql's interval over each simulated study's cells."""
-    _, a, b = y.shape
-    z = stats.norm.ppf((1 + level) / 2)
-    p, s_w, s_d, s_e, _ = mean_squares((y >= threshold).astype(float))
-    _, y_w, y_d, y_e, y_cells = mean_squares(y)
-    s_var, s_t = crossed_t(s_w, s_d, s_e, a, b, level)
-    y_var, y_t = crossed_t(y_w, y_d, y_e, a, b, level)
-    inside = (p > 0) & (p < 1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        n_inside = np.minimum(p * (1 - p) / s_var, a * b) * (z / s_t) ** 2
-        deff = np.where(y_cells > 0, y_var * a * b / y_cells, 1.0)
-        n_edge = a * b / np.maximum(deff, 1) * (z / y_t) ** 2
-    low, high = wilson(p, np.where(inside, n_inside, n_edge), z)
+    rate = mean_interval.success_rate((y >= threshold).astype(float), y)
+    low, high = mean_interval.wilson_rate_bounds(rate.p, rate.n_eff, rate.df, level)
     return (high - low) / 2
 
 
