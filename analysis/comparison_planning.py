@@ -33,9 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
 
-from analysis import mean_interval
+from analysis import compare_interval, mean_interval
 from analysis.query import open_results, run_query
 from analysis.seed_planning import PilotFit, fewest_seeds
 from results_contract.groups import short_labels
@@ -88,22 +87,15 @@ def check_comparison(difference: float, power: float, level: float) -> None:
 
 
 def significant(mean, variance, df, level: float) -> np.ndarray:
-    """The paired test's verdict from d̄, V and ν (arrays over studies)."""
-    mean, variance, df = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (mean, variance, df)))
-    df = np.maximum(np.nan_to_num(df, nan=1.0), 1.0)  # as mean_interval.t_quantile
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = np.abs(mean) / np.sqrt(variance)
-    p = 2 * (1 - special.stdtr(df, np.where(variance > 0, t, 0.0)))
-    return np.where(variance > 0, p < 1 - level, mean != 0)
+    """The paired test's verdict from d̄, V and ν (arrays over studies): compare.sql's t
+    test (compare_interval.t_difference); with no spread, whether d̄ is not 0."""
+    p = compare_interval.t_difference(np.asarray(mean, float), np.asarray(variance, float), df, level).p
+    return np.where(np.asarray(variance) > 0, p < 1 - level, np.asarray(mean) != 0)
 
 
 def grid_significant(d: np.ndarray, level: float) -> np.ndarray:
     """The test on grids of differences of shape (studies, a, b); b = 1 is one-way."""
-    _, a, b = d.shape
-    if b == 1:
-        return significant(d.mean(axis=(1, 2)), d[:, :, 0].var(axis=1, ddof=1) / a, a - 1, level)
-    m, ms_w, ms_d, ms_e = mean_interval.grid_mean_squares(d)
-    return significant(m, *mean_interval.crossed_variance_df(ms_w, ms_d, ms_e, a, b), level)
+    return significant(*mean_interval.grid_variance(d), level)
 
 
 def simulated_power(fit: DifferenceFit, difference: float, a: int, b: int, level: float,
