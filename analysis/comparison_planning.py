@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from analysis import compare_interval, mean_interval
-from analysis.query import open_results, run_query
+from analysis.query import open_results, run_sql_file, sql_file
 from analysis.seed_planning import PilotFit, fewest_seeds
 from results_contract.groups import short_labels
 
@@ -145,40 +145,6 @@ def _fewer_trials(found: ComparisonPlan, best: ComparisonPlan) -> bool:
 
 # --- a study's two groups as the pilot -------------------------------------------------------
 
-#: per shared seed pair, A's accuracy minus B's: each the mean over the lengths read (at
-#: $digits, or those both groups measured out of distribution) of the mean of its trials
-#: (one per study), as compare.sql's cells; a seed pair missing a length is left out
-PAIRED_CELLS = """
-with
-cells as (
-    select group_id, weight_seed, data_seed, digits,
-           bool_or(in_distribution) as in_distribution, avg(accuracy) as accuracy
-    from finished_eval
-    where accuracy is not null and group_id in ($group_a, $group_b)
-    group by group_id, weight_seed, data_seed, digits
-),
-lengths as (
-    select digits
-    from cells
-    where case when $digits = '' then not in_distribution else digits = try_cast($digits as integer) end
-    group by digits
-    having count(distinct group_id) = 2
-),
-pairs as (
-    select group_id, weight_seed, data_seed, list_avg(list(accuracy order by digits)) as y
-    from cells semi join lengths using (digits)
-    group by group_id, weight_seed, data_seed
-    having count(*) = (select count(*) from lengths)
-)
-select a.weight_seed, a.data_seed, a.y - b.y as difference,
-       (select list(digits order by digits) from lengths) as lengths
-from pairs as a
-inner join pairs as b using (weight_seed, data_seed)
-where a.group_id = $group_a and b.group_id = $group_b
-order by a.weight_seed, a.data_seed
-"""
-
-
 def group_ids(con, names: list[str]) -> dict[str, str]:
     """Each name -> its group id; a name is a group id, a group's label or its short label
     (the run table's and the report's)."""
@@ -227,8 +193,10 @@ def fit_pair(results_root, study: str, pair: list[str], digits: int | None = Non
         raise ValueError(f"a comparison names two different groups, GROUP_A,GROUP_B; got {','.join(pair)!r}")
     with open_results(results_root, study) as con:
         ids = group_ids(con, pair)
-        rows = run_query(con, PAIRED_CELLS, {"group_a": ids[pair[0]], "group_b": ids[pair[1]],
-                                             "digits": "" if digits is None else str(digits)}).to_pylist()
+        params = {"group_a": ids[pair[0]], "group_b": ids[pair[1]]}
+        if digits is not None:
+            params["digits"] = str(digits)
+        rows = run_sql_file(con, sql_file("paired_differences.sql"), params).to_pylist()
     if not rows:
         where = f"at {digits} digits" if digits is not None else "at a length both test out of distribution"
         raise ValueError(f"groups {pair[0]!r} and {pair[1]!r} share no measured seed pair {where}")
