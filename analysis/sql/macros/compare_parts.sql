@@ -1,9 +1,10 @@
--- reads: t_cdf, t_quantile, wilson_high, wilson_low
+-- reads: t_cdf, t_quantile
 -- The parts of compare.sql's intervals, as scalar macros over the two-way mean squares
 -- of a grid of cells (two_way_mean_squares' row as a struct `sq`: m, a, b, n_cells,
 -- crossed, ms_weight, ms_data, ms_residual, ms_cells), defined on every connection
 -- (analysis.query.prepare_connection); a grid's variance of its mean (seed_variance,
--- seed_df) is macros.sql's and a share's effective n success_interval.sql's. The same
+-- seed_df) is macros.sql's and a share's effective n and interval (share_n_eff,
+-- share_low, share_high) success_interval.sql's. The same
 -- formulas in numpy:
 -- analysis/compare_interval.py (tests/test_compare.py checks the two against each other);
 -- why these, and their coverage measured by simulation: docs/analysis.md.
@@ -38,22 +39,6 @@ create or replace macro tied_difference_p(m_a, m_b, n_a, n_b) as case
     when m_a = m_b then 1
     else 2 * t_cdf(-abs(m_a - m_b) / sqrt((m_a + m_b) / 2 * (1 - (m_a + m_b) / 2) * (1 / n_a + 1 / n_b)),
         'inf'::double)
-end;
-
--- Wilson's interval of a share p at n_eff·(z/t_ν)² (exactly 0 and 1 at its own end)
-create or replace macro share_n_adjusted(n_eff, df, level) as n_eff * case
-    when df is null then 1
-    else (t_quantile((1 + level) / 2, 'inf'::double) / t_quantile((1 + level) / 2, greatest(df, 1))) ^ 2
-end;
-
-create or replace macro share_low(p, n_eff, df, level) as case
-    when p <= 0 then 0
-    else wilson_low(p, share_n_adjusted(n_eff, df, level), t_quantile((1 + level) / 2, 'inf'::double))
-end;
-
-create or replace macro share_high(p, n_eff, df, level) as case
-    when p >= 1 then 1
-    else wilson_high(p, share_n_adjusted(n_eff, df, level), t_quantile((1 + level) / 2, 'inf'::double))
 end;
 
 -- The coverage compare.sql's intervals had in simulation at the nearest design

@@ -43,6 +43,23 @@ create or replace macro share_df(s, y) as case
     else coalesce(seed_df(y), s.n_cells - 1)
 end;
 
+-- Wilson's interval of a share p at n_eff·(z/t_ν)², so that Wilson's interval with z widens
+-- as t_ν would (no adjustment when ν is null); exactly 0 and 1 at its own end.
+create or replace macro share_n_adjusted(n_eff, df, level, z) as n_eff * case
+    when df is null then 1
+    else (z / t_quantile((1 + level) / 2, greatest(df, 1))) ^ 2
+end;
+
+create or replace macro share_low(p, n_eff, df, level, z) as case
+    when p <= 0 then 0
+    else wilson_low(p, share_n_adjusted(n_eff, df, level, z), z)
+end;
+
+create or replace macro share_high(p, n_eff, df, level, z) as case
+    when p >= 1 then 1
+    else wilson_high(p, share_n_adjusted(n_eff, df, level, z), z)
+end;
+
 create or replace macro seed_success_interval(cells_table, level) as table
 with
 
@@ -89,25 +106,18 @@ effective as (
     from cell_squares
 ),
 
--- n_eff scaled by (z / t_ν)², so that Wilson's interval with z widens as t_ν would
 final as (
     select
         effective.key,
         effective.p,
         effective.n_cells,
         effective.method,
-        adjusted.n as n_eff,
-        case when effective.p = 0 then 0 else wilson_low(effective.p, adjusted.n, params.z) end as low,
-        case when effective.p = 1 then 1 else wilson_high(effective.p, adjusted.n, params.z) end as high,
+        share_n_adjusted(effective.n_eff, effective.df, params.level, params.z) as n_eff,
+        share_low(effective.p, effective.n_eff, effective.df, params.level, params.z) as low,
+        share_high(effective.p, effective.n_eff, effective.df, params.level, params.z) as high,
         success_coverage(effective.method, effective.a, effective.b) as coverage
     from effective
     cross join params
-    cross join lateral (
-        select effective.n_eff * case
-            when effective.df is null then 1
-            else (params.z / t_quantile((1 + params.level) / 2, greatest(effective.df, 1))) ^ 2
-        end as n
-    ) as adjusted
 )
 
 select * from final;

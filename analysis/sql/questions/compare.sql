@@ -1,4 +1,4 @@
--- reads: checked_level, compare_coverage, comparison_extras, comparison_parts, finished_eval, group_pairs, groups, length_list, mover_high, mover_low, rounding_tie, seed_df, seed_mean_interval, seed_variance, share_df, share_high, share_low, share_n_eff, success_difference_p, t_difference_high, t_difference_low, t_difference_p, tied_difference_p, two_way_mean_squares, welch_df
+-- reads: checked_level, compare_coverage, comparison_extras, comparison_parts, finished_eval, group_pairs, groups, length_list, mover_high, mover_low, rounding_tie, seed_df, seed_mean_interval, seed_variance, share_df, share_high, share_low, share_n_eff, success_difference_p, t_difference_high, t_difference_low, t_difference_p, t_quantile, tied_difference_p, two_way_mean_squares, welch_df
 -- Does A beat B beyond seed luck? For pairs of configuration groups (a, b) and each
 -- test length both measured: the differences of mean accuracy and of success rate, each
 -- with an interval over seeds and a p-value (Holm-corrected over every row), P(a > b),
@@ -43,7 +43,9 @@ params as (
             replace(trim(cast(getvariable('groups') as varchar), '[]'), ' ', ''), ','
         ) as groups,
         length_list(getvariable('digits')) as digits,
-        checked_level(getvariable('level'), 0.001, 0.999) as level
+        given.level,
+        t_quantile((1 + given.level) / 2, 'inf'::double) as z
+    from (select checked_level(getvariable('level'), 0.001, 0.999) as level) as given
 ),
 
 cells as (
@@ -178,10 +180,10 @@ intervals as (
             then t_difference_p(variances.accuracy_diff, variances.v, variances.df)
             else tied_difference_p(variances.a.m, variances.b.m, variances.a.n_cells, variances.b.n_cells)
         end as accuracy_p,
-        share_low(variances.s_a.m, variances.n_eff_a, variances.df_a, params.level) as success_low_a,
-        share_high(variances.s_a.m, variances.n_eff_a, variances.df_a, params.level) as success_high_a,
-        share_low(variances.s_b.m, variances.n_eff_b, variances.df_b, params.level) as success_low_b,
-        share_high(variances.s_b.m, variances.n_eff_b, variances.df_b, params.level) as success_high_b,
+        share_low(variances.s_a.m, variances.n_eff_a, variances.df_a, params.level, params.z) as success_low_a,
+        share_high(variances.s_a.m, variances.n_eff_a, variances.df_a, params.level, params.z) as success_high_a,
+        share_low(variances.s_b.m, variances.n_eff_b, variances.df_b, params.level, params.z) as success_low_b,
+        share_high(variances.s_b.m, variances.n_eff_b, variances.df_b, params.level, params.z) as success_high_b,
         coalesce(variances.phi, 0) as success_phi,
         case when variances.design = 'paired' then variances.wins.m else variances.apart_wins end
             as p_improvement,
@@ -208,9 +210,9 @@ tested as (
         case when enough then success_difference_p(intervals.s_a.m, intervals.n_eff_a, intervals.df_a,
             intervals.s_b.m, intervals.n_eff_b, intervals.df_b, intervals.success_phi) end as success_p,
         case when enough and intervals.p_improvement is not null then share_low(intervals.p_improvement, intervals.n_eff_improvement,
-            intervals.df_improvement, params.level) end as p_improvement_low,
+            intervals.df_improvement, params.level, params.z) end as p_improvement_low,
         case when enough and intervals.p_improvement is not null then share_high(intervals.p_improvement, intervals.n_eff_improvement,
-            intervals.df_improvement, params.level) end as p_improvement_high
+            intervals.df_improvement, params.level, params.z) end as p_improvement_high
     from intervals
     cross join params
 ),
