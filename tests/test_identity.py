@@ -24,8 +24,10 @@ from results_contract.identity import SeedKind
 
 FAKE = SeedKind("order", apart=True, listed=True)
 #: questions whose outputs name weight_seed and data_seed as the two factors of a crossed
-#: design (their statistics), not as a list of the trial's seeds
-CROSSED_FACTORS = {"lucky_tickets", "replicates", "compare", "variance", "success", "seed_counts"}
+#: design (their statistics, or paired_differences' pilot grid), not as a list of the
+#: trial's seeds
+CROSSED_FACTORS = {"lucky_tickets", "replicates", "compare", "variance", "success", "seed_counts",
+                   "paired_differences"}
 
 
 def with_fake_seed(monkeypatch: pytest.MonkeyPatch) -> None:
