@@ -42,9 +42,11 @@ run: setup
 # two pytest workers, each given whole test files (their module fixtures run once): the
 # tests are single-threaded, so a second worker uses the second core
 TEST_WORKERS ?= 2
+#: more pytest options, e.g. `make test PYTEST_FLAGS=--durations=10` (the ten slowest tests)
+PYTEST_FLAGS ?=
 
 test: setup
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_FLAGS)
 
 lint: setup
 	$(BIN)/ruff check lengthgen orchestrator analysis results_contract tests
