@@ -562,7 +562,7 @@ def remaining_release_departures() -> list[str]:
     released code."""
     text = (Path(__file__).parents[1] / "docs" / "methods.md").read_text()
     section = text.split("### The released code, read line by line", 1)[1].split("\n#", 1)[0]
-    rows = [line for line in section.splitlines() if line.startswith("| coupling,") or line.startswith("| Abacus,")]
+    rows = [line for line in section.splitlines() if line.startswith(("| coupling,", "| Abacus,"))]
     return [row[2:].split(" | ", 1)[0] for row in rows]
 
 
