@@ -24,7 +24,7 @@ from lengthgen.model import ARCHITECTURES
 from lengthgen.model.attention_kernels import ATTENTION_KERNELS
 from lengthgen.model.init import ATTENTION_SCALES, INITIALIZATIONS
 from lengthgen.model.layers import FEED_FORWARDS, NORM_PLACEMENTS, NORMS
-from lengthgen.model.position.abacus import Abacus
+from lengthgen.model.position.abacus import ABACUS_NON_DIGITS, ABACUS_OFFSETS, Abacus
 from lengthgen.model.position.attention_bias import ATTENTION_BIASES, WINDOW_CENTRES
 from lengthgen.model.position.attention_bias.base import NoBias
 from lengthgen.model.position.pe import POSITIONAL_ENCODINGS
@@ -53,6 +53,8 @@ BalanceName = Literal[tuple(PAIR_BALANCES)]
 InitializationName = Literal[tuple(INITIALIZATIONS)]
 AttentionScaleName = Literal[tuple(ATTENTION_SCALES)]
 AttentionKernelName = Literal[tuple(ATTENTION_KERNELS)]
+AbacusOffsetName = Literal[tuple(ABACUS_OFFSETS)]
+AbacusNonDigitsName = Literal[tuple(ABACUS_NON_DIGITS)]
 
 _STRICT = STRICT
 
@@ -187,6 +189,10 @@ class ModelConfig:
     #: queries and keys of gain 1, embeddings N(0, 1/d), as McLeish et al. 2024's code)
     #: (lengthgen.model.init)
     init: InitializationName = "gpt2"
+    #: init deepnorm_straight: the fan-out the output layer's Xavier init counts; null: its
+    #: outputs, the vocabulary (120). McLeish et al. 2024's decoder has the 19 outputs of
+    #: its tokenizer (lengthgen.model.init)
+    head_init_fan_out: int | None = None
     #: decoder, encoder: attention scores q.k / sqrt(d_head) (inv_sqrt_d) or q.k (none, T5's)
     attention_scale: AttentionScaleName = "inv_sqrt_d"
     #: decoder, encoder: the self-attention's query, key, value and output maps carry
@@ -239,6 +245,12 @@ class ModelConfig:
     abacus: bool = False
     #: abacus: the random offset k added to every place at training is uniform on 0 .. this
     abacus_max_offset: int = 100
+    #: abacus: the training offset k drawn once per question (question) or once per
+    #: batch, every row of a micro-batch with the same k (batch, McLeish et al. 2024's code)
+    abacus_offset: AbacusOffsetName = "question"
+    #: abacus: the tokens that are not digits of a number get no Abacus vector (zero) or
+    #: all one learned vector, the table's row 0 (row_zero, McLeish et al. 2024's code)
+    abacus_non_digits: AbacusNonDigitsName = "zero"
     #: decoder: run its layers this many times with shared weights (a looped transformer,
     #: McLeish et al. 2024 §3.2): compute depth n_layers x loops, the parameters of n_layers
     loops: int = 1
@@ -272,6 +284,9 @@ class ModelConfig:
             raise ValueError("model.window must be >= 0 and model.abc_samples >= 1")
         if self.abacus_max_offset < 0:
             raise ValueError(f"model.abacus_max_offset must be >= 0, got {self.abacus_max_offset}")
+        if self.head_init_fan_out is not None and self.head_init_fan_out < 1:
+            raise ValueError(f"model.head_init_fan_out must be >= 1 (null: the head's outputs), "
+                             f"got {self.head_init_fan_out}")
         if self.norm_eps is not None and not self.norm_eps > 0:
             raise ValueError(f"model.norm_eps must be > 0 (null: each norm's own), got {self.norm_eps}")
         refuse_unread_options("model", self, "arch", ARCHITECTURES)
@@ -279,6 +294,7 @@ class ModelConfig:
         refuse_unread_options("model", self, "pe", POSITIONAL_ENCODINGS)
         refuse_unread_options("model", self, "positions", POSITION_SAMPLERS)
         refuse_unread_options("model", self, "attention_bias", ATTENTION_BIASES)
+        refuse_unread_options("model", self, "init", INITIALIZATIONS)
         for option in fields(self):
             if option.name in Abacus.options and not self.abacus and getattr(self, option.name) != option.default:
                 raise ValueError(f"model.{option.name} does not apply without model.abacus: true; remove it")

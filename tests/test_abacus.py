@@ -24,6 +24,7 @@ from model_helpers import (
 
 from lengthgen import TrialConfig, train
 from lengthgen.config import (
+    DataConfig,
     EvalConfig,
     FormatConfig,
     ModelConfig,
@@ -244,3 +245,85 @@ def test_refusals_and_options():
         ModelConfig(abacus=True, abacus_max_offset=-1)
     assert TrialConfig(model=ModelConfig(abacus=False, abacus_max_offset=100)).trial_id == "44136fa355b3"
     assert config().trial_id != replace(config(), model=replace(config().model, abacus_max_offset=99)).trial_id
+
+
+def release_abacus(table: torch.Tensor, input_ids: torch.Tensor, k: int) -> torch.Tensor:
+    """mcleish7/arithmetic cramming/architectures/embeddings.py Abacus.forward (lines
+    517-534) on lg-study's tokens, transcribed: the place of every digit in its run
+    counted from the run's first digit (the release writes numbers least significant
+    digit first), plus the one k of the forward pass on the digits, then
+    `self.embedding(output)`: every non-digit reads row 0."""
+    mask = is_digit(input_ids)
+    output = torch.zeros_like(input_ids)
+    for row in range(len(input_ids)):
+        run = 0
+        for column in range(input_ids.shape[1]):
+            run = run + 1 if mask[row, column] else 0
+            output[row, column] = run
+    output[output > 0] += k
+    return table[output]
+
+
+def test_row_zero_gives_every_non_digit_the_release_row_zero():
+    """Rows written least significant digit first, as the release's "reverse_all": with
+    model.abacus_non_digits row_zero every token's vector is the release's, the
+    non-digits' (end token, operators, "=", padding) row 0 of the table."""
+    trial = replace(config(fmt=FormatConfig(reverse_operands=True, pad=False, start_token=False),
+                           abacus_non_digits="row_zero", abacus_offset="batch"),
+                    data=DataConfig(distribution="length_pairs"), train=TrainConfig(batch_size=16))
+    model = build_model(trial.model, len(tokenizer), 0, trial.input_layout)
+    assert model.abacus.table.num_embeddings == 1 + 64 + 100  # the non-digits' row, places, offsets
+    batch = batch_of(trial)
+    tokens, prompts = torch.from_numpy(batch.tokens), torch.from_numpy(batch.prompt_lengths)
+    fed = tokens[:, :-1]
+    assert (fed == tokenizer.pad_id).any()  # rows of several lengths: padding is a non-digit too
+    for training, generator in ((False, None), (True, torch.Generator().manual_seed(1))):
+        indices = model.sample_positions(tokens, prompts, build_position_sampler(trial.model),
+                                         generator, training=training)[1][:, : fed.shape[1]]
+        k = int(indices[0, 0]) - 1  # the first digit has place 1
+        assert training or k == 0
+        ours = model.abacus(fed, indices)
+        torch.testing.assert_close(ours, release_abacus(model.abacus.table.weight, fed, k), rtol=0, atol=0)
+    non_digits = ~is_digit(fed)
+    assert non_digits.any() and (ours[non_digits] == model.abacus.table.weight[0]).all()
+    # by default the same rows get zero there
+    plain = build_model(replace(trial.model, abacus_non_digits="zero"), len(tokenizer), 0, trial.input_layout)
+    assert not plain.abacus(fed, indices)[non_digits].any()
+
+
+def test_one_offset_per_batch_under_abacus_offset_batch():
+    """model.abacus_offset batch: one k for every row of a batch (the release's one
+    `random.randint` per forward pass), uniform on 0 .. K over batches; 0 at test."""
+    trial = replace(config(TaskConfig(train_digits=(1, 6)), abacus_max_offset=20, abacus_offset="batch"),
+                    train=TrainConfig(batch_size=64))
+    batch = batch_of(trial)
+    model = build_model(trial.model, len(tokenizer), 0, trial.input_layout)
+    rows, lengths = torch.from_numpy(batch.tokens), torch.from_numpy(batch.prompt_lengths)
+    sampler = build_position_sampler(trial.model)
+    at_test = model.sample_positions(rows, lengths, sampler, None, training=False)[1][:, :-1]
+    seen = set()
+    for seed in range(200):
+        trained = model.sample_positions(rows, lengths, sampler, torch.Generator().manual_seed(seed), training=True)[1]
+        shifts = trained - at_test
+        (k,) = set(shifts[at_test > 0].tolist())  # one k for the whole batch
+        assert torch.equal(shifts, torch.where(at_test > 0, k, 0))
+        seen.add(k)
+    assert seen == set(range(21))
+    assert torch.equal(at_test, build_model(replace(trial.model, abacus_offset="question"), len(tokenizer), 0,
+                                            trial.input_layout).sample_positions(rows, lengths, sampler, None,
+                                                                                 training=False)[1][:, :-1])
+
+
+def test_release_options_train_and_keep_the_trial_id_at_their_defaults():
+    trial = replace(config(TaskConfig(name="addition", train_digits=(1, 2)), abacus_offset="batch",
+                           abacus_non_digits="row_zero"),
+                    train=TrainConfig(steps=3, batch_size=8, warmup=1, log_every=1),
+                    eval=EvalConfig(digits=(2, 4), samples=6))
+    first, second = train(trial), train(trial)
+    assert [t.loss for t in first.train] == [t.loss for t in second.train]
+    assert config().trial_id == config(abacus_offset="question", abacus_non_digits="zero").trial_id
+    assert len({config(abacus_offset=o, abacus_non_digits=n).trial_id
+                for o in ("question", "batch") for n in ("zero", "row_zero")}) == 4
+    for option in ({"abacus_offset": "batch"}, {"abacus_non_digits": "row_zero"}):
+        with pytest.raises(ValueError, match=f"model.{next(iter(option))} does not apply without model.abacus"):
+            ModelConfig(**option)

@@ -50,6 +50,7 @@ MORE = [
     ("decoder", "fire", {"positions": "randomized"}),
     ("decoder", "learned", {"positions": "coupled", "max_positions": 40}),
     ("decoder", "nope", {"abacus": True}),
+    ("decoder", "nope", {"abacus": True, "abacus_offset": "batch", "abacus_non_digits": "row_zero"}),
     ("decoder", "alibi", {"attention_bias": "windowed", "layout": INTERLEAVED}),
     ("encoder_decoder", "t5", {"attention_bias": "windowed", "positions": "randomized", "layout": INTERLEAVED}),
     ("decoder", "rope", {"loops": 2, "input_injection": "loop", "size": "tiny_1l"}),

@@ -238,6 +238,12 @@ def test_the_coupling_model_with_every_option_is_the_release_forward():
     torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-5)
 
 
+#: mcleish7/arithmetic cramming/data/arithmetic_tokenizers.py, the "pad" tokenizer of the
+#: shells (CustomCharLevelTokenizerForAddingPadding): [PAD] [UNK] [BOS] [EOS] and
+#: "0123456789+-x= ", the vocabulary size of its embedding and decoder
+RELEASE_VOCABULARY = 19
+
+
 def release_deepnorm_straight_stds(model: torch.nn.Module, depth: int) -> dict[str, float]:
     """mcleish7/arithmetic cramming/architectures/components.py `_init_module` with
     init_method "deepnorm-straight" (lines 292-371), transcribed and applied to the
@@ -253,7 +259,8 @@ def release_deepnorm_straight_stds(model: torch.nn.Module, depth: int) -> dict[s
         "embedding": torch.nn.Embedding(model.token_embedding.num_embeddings, d_model),
         "abacus": torch.nn.Embedding(model.abacus.table.num_embeddings, d_model),
         "adapter": torch.nn.Linear(d_model, d_model, bias=False),  # TransposedAdapter, an nn.Linear
-        "head": torch.nn.Linear(d_model, model.lm_head.out_features, bias=False),  # the decoder
+        # crammed_depthrecurrent.py line 451: the decoder, over the release's vocabulary
+        "head": torch.nn.Linear(d_model, RELEASE_VOCABULARY, bias=False),
     }
     torch.manual_seed(11)
     with torch.no_grad():
@@ -279,7 +286,9 @@ def release_deepnorm_straight_stds(model: torch.nn.Module, depth: int) -> dict[s
 def test_the_abacus_model_with_every_option_draws_the_release_stds():
     """sota_abacus's looped arm (width 1024, one layer looped 16 times: the gain of 16
     layers, as the stacks): every weight's standard deviation within 2 % of the
-    release's; at width 1024: queries and keys 0.03125, values and the output map 0.0093."""
+    release's; at width 1024: queries and keys 0.03125, values and the output map 0.0093,
+    the output layer, Linear(1024, 19) in the release, 0.0130 (model.head_init_fan_out 19:
+    lg-study's head has 120 outputs)."""
     trial = next(t for t in trials("sota_abacus") if t.model.loops == 16)
     assert (trial.model.init, trial.model.attention_projection_bias, trial.model.output_adapter) == \
         ("deepnorm_straight", False, True)
@@ -294,4 +303,29 @@ def test_the_abacus_model_with_every_option_draws_the_release_stds():
         assert abs(weight.std().item() / theirs[name] - 1) < 0.02, (name, weight.std().item(), theirs[name])
         assert abs(weight.mean().item()) < 0.02 * theirs[name], name
     assert theirs["q"] == pytest.approx(0.03125, rel=0.01) and theirs["v"] == pytest.approx(0.0093, rel=0.01)
+    assert theirs["head"] == pytest.approx(0.0130, rel=0.01)
     assert all(b.attention.sublayer.qkv.bias is None for b in model.blocks)
+
+
+def test_the_head_fan_out_is_the_releases_and_moves_nothing_else():
+    """model.head_init_fan_out: the output layer of sota_abacus's model drawn as the
+    release's Linear(1024, 19); its own 120 outputs leave it 4-5 % narrower, which the
+    test of the stds above sees. Only the head moves, by the ratio of the two stds (one
+    draw, scaled)."""
+    trial = next(t for t in trials("sota_abacus") if t.model.loops == 16)
+    assert trial.model.head_init_fan_out == RELEASE_VOCABULARY
+    model = build_model(trial.model, len(tokenizer), trial.seeds.weight, trial.input_layout)
+    own = build_model(replace(trial.model, head_init_fan_out=None), len(tokenizer), trial.seeds.weight,
+                      trial.input_layout)
+    theirs = release_deepnorm_straight_stds(model, 16)["head"]
+    narrow = own.lm_head.weight.std().item() / theirs
+    assert 0.94 < narrow < 0.98  # 120 outputs: sqrt((1024 + 19) / (1024 + 120)) = 0.955
+    assert abs(model.lm_head.weight.std().item() / theirs - 1) < 0.02
+    ratio = math.sqrt((1024 + len(tokenizer)) / (1024 + RELEASE_VOCABULARY))
+    torch.testing.assert_close(model.lm_head.weight, own.lm_head.weight * ratio, rtol=1e-6, atol=0)
+    kept = own.state_dict()
+    assert all(torch.equal(value, kept[name]) for name, value in model.state_dict().items() if name != "lm_head.weight")
+    with pytest.raises(ValueError, match=r"model\.head_init_fan_out does not apply to model\.init gpt2"):
+        ModelConfig(head_init_fan_out=RELEASE_VOCABULARY)
+    assert TrialConfig(model=ModelConfig(init="deepnorm_straight", head_init_fan_out=None)).trial_id == \
+        TrialConfig(model=ModelConfig(init="deepnorm_straight")).trial_id

@@ -81,6 +81,11 @@ MODEL_VARIANTS: dict[str, dict[str, object]] = {
     "norm_placement=pre_post": {"norm_placement": "pre_post"},
     "norm_placement=post": {"norm_placement": "post"},
     "abacus": {"abacus": True},
+    # McLeish et al. 2024's release: the non-digits' row of the Abacus table, the output
+    # layer's Xavier over the release's 19 outputs
+    "abacus,abacus_non_digits=row_zero": {"abacus": True, "abacus_non_digits": "row_zero"},
+    "init=deepnorm_straight": {"init": "deepnorm_straight"},
+    "init=deepnorm_straight,head_init_fan_out=19": {"init": "deepnorm_straight", "head_init_fan_out": 19},
     "embedding_norm": {"embedding_norm": True},
     "loops=2,input_injection=loop": {"loops": 2, "input_injection": "loop"},
     "input_injection=layer": {"input_injection": "layer"},

@@ -26,7 +26,7 @@ from torch import nn
 
 from lengthgen.layout import InputLayout
 from lengthgen.model.attention_kernels import causal_mask_with, dense
-from lengthgen.model.init import INITIALIZATIONS
+from lengthgen.model.init import INITIALIZATIONS, OutputLayer
 from lengthgen.model.layers import norm_of
 from lengthgen.model.position.abacus import Abacus
 from lengthgen.model.position.attention_bias import ATTENTION_BIASES
@@ -143,9 +143,10 @@ class Architecture(nn.Module, ABC):
         the language-model head, the structural attention bias, and the Abacus table
         (model.abacus) last, so that every other weight is drawn as without it."""
         self.final_norm = norm_of(cfg.norm, dims.d_model, cfg.norm_eps)
-        self.lm_head = nn.Linear(dims.d_model, vocab_size, bias=False)
+        self.lm_head = OutputLayer(dims.d_model, vocab_size, cfg.head_init_fan_out)
         self.structural_bias = ATTENTION_BIASES[cfg.attention_bias](cfg, self.layout, dims.n_heads)
-        self.abacus = Abacus(dims.d_model, cfg.max_positions, cfg.abacus_max_offset) if cfg.abacus else None
+        self.abacus = Abacus(dims.d_model, cfg.max_positions, cfg.abacus_max_offset, cfg.abacus_offset,
+                             cfg.abacus_non_digits) if cfg.abacus else None
 
     def embed(
         self, tokens: torch.Tensor, positions: torch.Tensor, pe: StackPositionalEncoding, abacus: torch.Tensor | None

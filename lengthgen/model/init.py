@@ -28,7 +28,10 @@ nn.MultiheadAttention branch) queries and keys Xavier-normal of a d x d map with
 values and the output map with gain beta; embeddings (tokens, Abacus, learned
 positions) N(0, 1/d); biases 0, norm gains 1. At d 1024 and N 16: queries and keys
 0.03125, values and the output map 0.0093, the GeGLU's input 0.0076 and output 0.0093,
-embeddings 0.031.
+embeddings 0.031. The output layer's fan-out is its outputs, lg-study's 120 symbols
+(std 0.0124 at d 1024), or `model.head_init_fan_out`: the release's decoder has the 19
+symbols of its tokenizer (crammed_depthrecurrent.py line 451; arithmetic_tokenizers.py,
+four specials and "0123456789+-x= "), std 0.0130.
 """
 
 from __future__ import annotations
@@ -56,10 +59,27 @@ def deepnorm_gain(depth: int) -> float:
     return (8 * depth) ** -0.25
 
 
+class OutputLayer(nn.Linear):
+    """The language-model head, d -> vocabulary, without bias. `init_fan_out` is the
+    number of outputs a fan-out-reading initialisation (Xavier's) counts: its own by
+    default, another with model.head_init_fan_out, so that a head over lg-study's
+    vocabulary of every task starts as wide as one over the release's vocabulary."""
+
+    def __init__(self, d_model: int, vocab_size: int, init_fan_out: int | None = None) -> None:
+        super().__init__(d_model, vocab_size, bias=False)
+        self.init_fan_out = init_fan_out or vocab_size
+
+
+def fan_out(module: nn.Linear) -> int:
+    """The fan-out Xavier's std counts: the map's outputs, the head's `init_fan_out`."""
+    return module.init_fan_out if isinstance(module, OutputLayer) else module.out_features
+
+
 def _deepnorm_std(module: nn.Linear | nn.Embedding, depth: int) -> float:
     if isinstance(module, nn.Embedding):
         return module.embedding_dim**-0.5
-    return deepnorm_gain(depth) * math.sqrt(2.0 / (module.in_features + module.out_features))
+    # Glorot & Bengio 2010's Xavier-normal: gain sqrt(2 / (fan_in + fan_out))
+    return deepnorm_gain(depth) * math.sqrt(2.0 / (module.in_features + fan_out(module)))
 
 
 @torch.no_grad()
@@ -97,12 +117,16 @@ class Initialization:
     std: Callable[[nn.Linear | nn.Embedding, int], float]
     #: what the scheme does after every weight is drawn (the attention's own scales)
     finish: Callable[[nn.Module, int], None]
+    #: ModelConfig fields only this scheme reads (refused with the others:
+    #: lengthgen.config.refuse_unread_options)
+    options: tuple[str, ...] = ()
 
 
 INITIALIZATIONS: dict[str, Initialization] = {
     "gpt2": Initialization(std=_gpt2_std, finish=_nothing),
     "t5": Initialization(std=_t5_std, finish=narrow_queries),
-    "deepnorm_straight": Initialization(std=_deepnorm_std, finish=deepnorm_attention),
+    "deepnorm_straight": Initialization(std=_deepnorm_std, finish=deepnorm_attention,
+                                        options=("head_init_fan_out",)),
 }
 
 
