@@ -269,10 +269,12 @@ def bench(
     run_all: Annotated[bool, typer.Option("--all", help="Run every benchmark, the long ones too.")] = False,
     trials: Annotated[int | None, typer.Option(
         "--trials", min=25, help="scale_run: trials of its study (weight seeds x 25 data seeds; default 1,000).")] = None,
+    results: Annotated[Path, typer.Option("--results", help="Results root where the gpu rows record their rates "
+                                          "(gpu_rates.json), read by `validate --results` there.")] = DEFAULT_RESULTS,
 ):
     """Speed ratios, each measured against its reference in the same run. Without --only or --all, the quick
     rows only: it names the long ones it leaves out."""
-    run_bench([b.value for b in only] if only else None, run_all, trials)
+    run_bench([b.value for b in only] if only else None, run_all, trials, results)
 
 
 if __name__ == "__main__":
