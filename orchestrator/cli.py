@@ -192,7 +192,8 @@ def trial(
 
 @app.command()
 def query(
-    sql: Annotated[str | None, typer.Argument(help="SQL over the views trials, train, eval, samples.")] = None,
+    sql: Annotated[str | None, typer.Argument(help="DuckDB SQL over the study's tables and views (every one, "
+                                              "with its columns: docs/reference/tables.md).")] = None,
     study: Annotated[str | None, typer.Option("--study", help="Study name (default: every study).")] = None,
     profile: ProfileOption = None,
     file: Annotated[Path | None, typer.Option("--file", "-f", help="Run a .sql file instead: a path, or the name of one of lg-study's questions (e.g. lucky_tickets.sql).")] = None,
