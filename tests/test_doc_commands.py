@@ -158,3 +158,22 @@ def test_every_profile_named_exists(example):
                 if study not in known or profile not in known[study]:
                     missing.append(f"{command!r}: no profile {profile!r} in study {study!r}")
     assert missing == [], f"{example.id}: " + "; ".join(missing)
+
+
+def test_no_query_joins_on_trial_id_alone():
+    """One trial reused by two studies has a row in each: a join on trial_id alone, over
+    every study (`lg-study query` without --study), counts it twice. The docs join on
+    (study, trial_id), as docs/reference/tables.md says."""
+    alone = re.compile(r"using\s*\(\s*trial_id\s*\)|on\s+\w+\.trial_id\s*=\s*\w+\.trial_id(?!\s+and)", re.I)
+    wrong = [f"{path.relative_to(REPO)}:{number}" for path in doc_files()
+             for number, line in enumerate(path.read_text().splitlines(), 1) if alone.search(line)]
+    assert wrong == [], "join on (study, trial_id): " + ", ".join(wrong)
+
+
+def test_the_views_analyse_md_lists_are_the_reference_s():
+    """analyse.md lists the views it uses; the reference (generated from the views
+    themselves) is the one list of every view, and has each of them."""
+    page = (REPO / "docs/how-to/analyse.md").read_text()
+    reference = (REPO / "docs/reference/tables.md").read_text()
+    listed = re.findall(r"^\| `(\w+)` \|", page, re.M)
+    assert len(listed) >= 4 and [v for v in listed if f"### `{v}`" not in reference] == []
