@@ -164,7 +164,7 @@ def test_no_query_joins_on_trial_id_alone():
     """One trial reused by two studies has a row in each: a join on trial_id alone, over
     every study (`lg-study query` without --study), counts it twice. The docs join on
     (study, trial_id), as docs/reference/tables.md says."""
-    alone = re.compile(r"using\s*\(\s*trial_id\s*\)|on\s+\w+\.trial_id\s*=\s*\w+\.trial_id(?!\s+and)", re.I)
+    alone = re.compile(r"using\s*\(\s*trial_id\s*\)|on\s+\w+\.trial_id\s*=\s*\w+\.trial_id(?!\s+and)", re.IGNORECASE)
     wrong = [f"{path.relative_to(REPO)}:{number}" for path in doc_files()
              for number, line in enumerate(path.read_text().splitlines(), 1) if alone.search(line)]
     assert wrong == [], "join on (study, trial_id): " + ", ".join(wrong)
@@ -175,5 +175,15 @@ def test_the_views_analyse_md_lists_are_the_reference_s():
     themselves) is the one list of every view, and has each of them."""
     page = (REPO / "docs/how-to/analyse.md").read_text()
     reference = (REPO / "docs/reference/tables.md").read_text()
-    listed = re.findall(r"^\| `(\w+)` \|", page, re.M)
+    listed = re.findall(r"^\| `(\w+)` \|", page, re.MULTILINE)
     assert len(listed) >= 4 and [v for v in listed if f"### `{v}`" not in reference] == []
+
+
+def test_the_readme_names_every_dependency():
+    """README's Set-up lists what `make setup` installs: every dependency in pyproject.toml."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    names = [re.split(r"[<>=\[ ]", spec)[0] for spec in
+             (*project["dependencies"], *project["optional-dependencies"]["dev"])]
+    setup = (REPO / "README.md").read_text().split("## Set-up")[1].split("\n## ")[0]
+    assert [name for name in names if not re.search(rf"\b{re.escape(name)}\b", setup)] == []
