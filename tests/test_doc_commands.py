@@ -187,3 +187,12 @@ def test_the_readme_names_every_dependency():
              (*project["dependencies"], *project["optional-dependencies"]["dev"])]
     setup = (REPO / "README.md").read_text().split("## Set-up")[1].split("\n## ")[0]
     assert [name for name in names if not re.search(rf"\b{re.escape(name)}\b", setup)] == []
+
+
+def test_troubleshooting_explains_every_exit_code():
+    from orchestrator.exit_codes import ExitCode
+
+    page = (REPO / "docs/troubleshooting.md").read_text()
+    assert [code.value for code in ExitCode if f"\n| {code.value} |" not in page] == []
+    index = (REPO / "docs/README.md").read_text()
+    assert "(glossary.md)" in index and "(troubleshooting.md)" in index
