@@ -30,7 +30,9 @@ class EvalConfig:
     #: questions decoded together
     batch_size: int = 500
     #: how the questions of each length are drawn (lengthgen.distributions.TEST_QUESTIONS):
-    #: uniform, or cascade_uniform (every complexity level equally often, 003 Fig. 8c)
+    #: uniform (every digit uniform, as the training distribution's own test set),
+    #: exact_length (every operand exactly that many digits, its first digit never 0,
+    #: 000 §3.3), or cascade_uniform (every complexity level equally often, 003 Fig. 8c)
     questions: TestQuestionsName = "uniform"
     #: which evaluation a study reports (SELECTIONS): the final one, or the one with the
     #: lowest loss on the long-length validation set (Cho et al. 2024), beside the final

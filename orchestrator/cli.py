@@ -192,7 +192,8 @@ def trial(
 
 @app.command()
 def query(
-    sql: Annotated[str | None, typer.Argument(help="SQL over the views trials, train, eval, samples.")] = None,
+    sql: Annotated[str | None, typer.Argument(help="DuckDB SQL over the study's tables and views (every one, "
+                                              "with its columns: docs/reference/tables.md).")] = None,
     study: Annotated[str | None, typer.Option("--study", help="Study name (default: every study).")] = None,
     profile: ProfileOption = None,
     file: Annotated[Path | None, typer.Option("--file", "-f", help="Run a .sql file instead: a path, or the name of one of lg-study's questions (e.g. lucky_tickets.sql).")] = None,
@@ -269,10 +270,12 @@ def bench(
     run_all: Annotated[bool, typer.Option("--all", help="Run every benchmark, the long ones too.")] = False,
     trials: Annotated[int | None, typer.Option(
         "--trials", min=25, help="scale_run: trials of its study (weight seeds x 25 data seeds; default 1,000).")] = None,
+    results: Annotated[Path, typer.Option("--results", help="Results root where the gpu rows record their rates "
+                                          "(gpu_rates.json), read by `validate --results` there.")] = DEFAULT_RESULTS,
 ):
     """Speed ratios, each measured against its reference in the same run. Without --only or --all, the quick
     rows only: it names the long ones it leaves out."""
-    run_bench([b.value for b in only] if only else None, run_all, trials)
+    run_bench([b.value for b in only] if only else None, run_all, trials, results)
 
 
 if __name__ == "__main__":

@@ -116,3 +116,16 @@ def test_the_paper_scale_rows_measure_on_the_cpu_and_record_the_studys_own_mode(
     # the real study's trials are of neither shape: no rate of these carries to them
     real = study_size_words(load_study(bench_gpu_studies.STUDIES / "sota_coupling.yaml"), tmp_path)
     assert "(an estimate" in real and "cpu device" not in real
+
+
+def test_bench_records_the_gpu_rates_under_its_results_option(monkeypatch, tmp_path):
+    """`lg-study bench --only gpu --results DIR` records the rates where `validate --results
+    DIR` reads them (docs/how-to/gpu.md), not under ./results."""
+    from orchestrator.benchmarks import bench_gpu_studies
+
+    roots = []
+    monkeypatch.setattr(bench_gpu, "gpu", list)
+    monkeypatch.setattr(bench_gpu_studies, "paper_scale", lambda results_root: roots.append(results_root) or [])
+    outcome = CliRunner().invoke(app, ["bench", "--only", "gpu", "--results", str(tmp_path)])
+    assert outcome.exit_code == 0, outcome.output
+    assert roots == [tmp_path]

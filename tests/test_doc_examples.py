@@ -48,6 +48,11 @@ TINY = {"train.steps": 2, "train.warmup": 0, "train.log_every": 1, "eval.samples
 #: shell words that end a command (what follows is not lg-study's)
 OPERATORS = {"|", "||", "&&", ";", "&", ">", ">>", "<", "2>", "2>&1"}
 COMMAND_TIMEOUT = 600
+#: `<!-- output: SOURCE (reason) -->` before a ```text block: the block is what SOURCE
+#: prints, `make run` (the sandbox's run of the quickstart) or `the command above` (the
+#: last shell block before it); the slow tier checks its layout against a real run
+OUTPUT = re.compile(r"<!--\s*output:\s*(make run|the command above)\b")
+RUN_OUTPUT = "make-run.out"
 
 
 @dataclass(frozen=True)
@@ -272,6 +277,7 @@ def tiny_sandbox(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[s
     done = subprocess.run([str(BIN / "lg-study"), "run", "studies/quickstart.yaml"], check=False, cwd=folder,
                           env=env, capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
     assert done.returncode == 0, done.stdout + done.stderr
+    (folder / RUN_OUTPUT).write_text(done.stdout)  # what `make run` prints: the tutorial's table
     return folder, env
 
 
@@ -318,3 +324,73 @@ def test_the_tables_page_names_every_column_a_real_run_writes(tiny_sandbox: tupl
     columns = [row[0] for row in duckdb.sql(f"describe select * from read_parquet('{glob}', union_by_name=true)")
                .fetchall()]
     assert [c for c in columns if f"`{c}`" not in page] == []
+
+
+# --- slow tier: the tutorial's terminal output is the terminal's ----------------------------
+
+
+@dataclass(frozen=True)
+class Output:
+    """A ```text block that shows what a command prints (an `output:` marker before it)."""
+
+    path: Path
+    line: int
+    source: str  # "make run" or "the command above"
+    text: str
+    command: str | None  # the command above's last line, for "the command above"
+
+    @property
+    def id(self) -> str:
+        return f"{self.path.relative_to(REPO)}:{self.line}"
+
+
+def outputs_in(path: Path) -> list[Output]:
+    lines, found = path.read_text().splitlines(), []
+    shell = [e for e in examples_in(path) if e.language in SHELL]
+    for index, line in enumerate(lines):
+        opening = FENCE.match(line)
+        marker = OUTPUT.search(lines[index - 1]) if index and opening and opening.group(2) == "text" else None
+        if marker:
+            end = next(i for i in range(index + 1, len(lines)) if lines[i].strip() == "```")
+            above = [e for e in shell if e.line < index + 1]
+            command = above[-1].commands()[-1] if above and marker.group(1) != "make run" else None
+            found.append(Output(path, index + 1, marker.group(1), "\n".join(lines[index + 1:end]), command))
+    return found
+
+
+OUTPUTS = [output for path in doc_files() for output in outputs_in(path)]
+
+
+def layout(text: str) -> list[str]:
+    """The printed lines with every digit a 9 and trailing blanks dropped: a table whose
+    numbers differ (another machine, a tiny run) has the same layout."""
+    return [re.sub(r"\d", "9", line).rstrip() for line in text.strip("\n").splitlines()]
+
+
+def column_names(text: str) -> list[str]:
+    """A rich table's column names: its header row, the first line of ┃ cells."""
+    header = next(line for line in text.splitlines() if line.lstrip().startswith("┃"))
+    return [cell.strip() for cell in header.strip().strip("┃").split("┃")]
+
+
+def test_the_tutorial_shows_terminal_output():
+    sources = {(o.path.name, o.source) for o in OUTPUTS}
+    assert {("quickstart.md", "make run"), ("quickstart.md", "the command above")} <= sources
+    assert layout("│ w1 d0 │ 0.815 │  \n") == ["│ w9 d9 │ 9.999 │"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("output", OUTPUTS, ids=lambda o: o.id)
+def test_the_docs_output_is_what_the_command_prints(output: Output, tiny_sandbox: tuple[Path, dict[str, str]]):
+    """`make run`'s table line for line, digits aside (the page names the machine its digits
+    are from); another command's table by its columns (its rows wrap by their words)."""
+    folder, env = tiny_sandbox
+    if output.command is None:
+        printed = (folder / RUN_OUTPUT).read_text()
+        assert layout(output.text) == layout(printed), (
+            f"{output.id}: the page's table is not laid out as `lg-study run` prints it; it printed:\n{printed}")
+        return
+    done = subprocess.run(["bash", "-c", output.command], check=False, cwd=folder, env=env, capture_output=True,
+                          text=True, timeout=COMMAND_TIMEOUT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert column_names(output.text) == column_names(done.stdout), f"{output.id}: it printed:\n{done.stdout}"

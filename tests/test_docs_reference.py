@@ -78,3 +78,21 @@ def test_every_command_and_exit_code_is_listed():
         assert f"## `lg-study {name}`" in page
     for code in ExitCode:
         assert f"| {code.value} | `{code.name}` |" in page
+
+
+def test_every_question_file_says_its_rows_and_its_parameters():
+    """docs/reference/questions.md is written from each question file's header: a
+    `-- one row per:` line, and a `-- parameters:` line naming exactly the parameters the
+    file reads (getvariable or $name), or `none`."""
+    import duckdb
+    from docs_reference.questions import declared_and_used, question_files
+
+    con = duckdb.connect()
+    wrong = []
+    for question in question_files():
+        declared, used = declared_and_used(question, con)
+        if not question.rows or not question.parameters or not question.question.endswith("?"):
+            wrong.append(f"{question.name}: no one-row-per or parameters line, or no question")
+        elif declared != used:
+            wrong.append(f"{question.name}: the header names {sorted(declared)}, the SQL reads {sorted(used)}")
+    assert wrong == [], "; ".join(wrong)

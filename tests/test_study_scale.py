@@ -32,7 +32,7 @@ def test_a_study_with_no_profile_that_fits_says_so(tmp_path: Path):
     path = tmp_path / "gpu_only.yaml"
     path.write_text(text)
     words = cannot_run_words(load_study(path), {"CPU": 2.0})
-    assert "None of its profiles (ten_weight_seeds, cpu, cpu_perturbed) runs on this cluster" in words
+    assert "None of its profiles (ten_weight_seeds, cpu, cpu_perturbed, bf16) runs on this cluster" in words
 
 
 def test_a_trials_flops_count_its_models_parameters_and_its_batches_tokens():

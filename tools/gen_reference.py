@@ -1,6 +1,6 @@
-"""Write the generated reference pages, docs/reference/{study-file,cli,tables}.md, from the
-code they describe: the study file's models, the Typer app and the exit codes, the
-results store and the SQL views. Run from anywhere:
+"""Write the generated reference pages, docs/reference/{study-file,cli,tables,questions}.md,
+from the code they describe: the study file's models, the Typer app and the exit codes,
+the results store and the SQL views, the SQL questions' headers and results. Run from anywhere:
 
     .venv/bin/python tools/gen_reference.py          # rewrite the pages
     .venv/bin/python tools/gen_reference.py --check  # exit 1, with a diff, if one is stale
@@ -18,13 +18,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))
 
-from docs_reference import cli, study_file, tables
+from docs_reference import cli, questions, study_file, tables
 
 #: page -> the function that renders it
 PAGES: dict[str, Callable[[], str]] = {
     "docs/reference/study-file.md": study_file.render,
     "docs/reference/cli.md": cli.render,
     "docs/reference/tables.md": tables.render,
+    "docs/reference/questions.md": questions.render,
 }
 
 

@@ -369,12 +369,17 @@ def left_out(names: list[str]) -> list[str]:
 
 
 def run(names: list[str] | None = None, on_result: Callable[[Measurement], None] | None = None,
-        trials: int | None = None) -> list[Measurement]:
+        trials: int | None = None, results_root: Path = Path("results")) -> list[Measurement]:
     """Run the benchmarks ``names`` (default_names() for None); ``trials`` sizes the
-    scale_run study."""
+    scale_run study; the gpu rows record their rates under ``results_root``."""
     results: list[Measurement] = []
     for name in names or default_names():
-        outcome = BENCHMARKS[name]() if name != "scale_run" or trials is None else study_run_scale(trials=trials)
+        if name == "scale_run" and trials is not None:
+            outcome = study_run_scale(trials=trials)
+        elif name == "gpu":
+            outcome = gpu_rows(results_root=results_root)
+        else:
+            outcome = BENCHMARKS[name]()
         for measurement in outcome if isinstance(outcome, list) else [outcome]:
             results.append(measurement)
             if on_result:

@@ -204,9 +204,10 @@ def _cudagraph_skips() -> int:
     return int(counters["inductor"]["cudagraph_skips"])
 
 
-def gpu_rows() -> list[Measurement]:
+def gpu_rows(results_root: Path = Path("results")) -> list[Measurement]:
     """`lg-study bench --only gpu`: the small-trial rows, then the paper-scale studies'
-    (orchestrator.benchmarks.bench_gpu_studies), which record their rates under ./results."""
+    (orchestrator.benchmarks.bench_gpu_studies), which record their rates under
+    ``results_root`` (`--results`), where `validate --results` reads them."""
     from orchestrator.benchmarks.bench_gpu_studies import paper_scale
 
-    return gpu() + paper_scale()
+    return gpu() + paper_scale(results_root=results_root)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from orchestrator.cli_support import bad_input, err, out
+from pathlib import Path
+
+from orchestrator.cli_support import DEFAULT_RESULTS, bad_input, err, out
 
 
-def run_bench(only: list[str] | None, run_all: bool, trials: int | None) -> None:
+def run_bench(only: list[str] | None, run_all: bool, trials: int | None, results: Path = DEFAULT_RESULTS) -> None:
     """The benchmarks ``only`` (keys of orchestrator.benchmarks.bench.BENCHMARKS), else all
-    of them (``run_all``), else the quick ones; the scale_run study sized to ``trials``."""
+    of them (``run_all``), else the quick ones; the scale_run study sized to ``trials``; the
+    gpu rows' rates recorded under ``results``."""
     from rich.table import Table
 
     from orchestrator.benchmarks.bench import BENCHMARKS, default_names, left_out, machine
@@ -28,7 +31,7 @@ def run_bench(only: list[str] | None, run_all: bool, trials: int | None) -> None
 
     for line in left_out(names):
         err.print(line, highlight=False)
-    run_benchmarks(names, on_result=show, trials=trials)
+    run_benchmarks(names, on_result=show, trials=trials, results_root=results)
     out.print(table)
     for line in left_out(names):
         out.print(line, highlight=False)

@@ -47,7 +47,8 @@ def defined_in(name: str) -> str:
     """The staging file that defines the derived view ``name``, as a sentence."""
     (file,) = [f for f in sql_files().values() if f.layer == "staging" and f.name != FILE_VIEWS_FILE
                and name in f.defines]
-    return f"Defined in `analysis/sql/staging/{file.name}`, whose comments say what it holds."
+    return (f"Defined in `analysis/sql/staging/{file.name}`, whose comments say what it holds "
+            "([glossary](../glossary.md)).")
 
 
 def view_section(con, name: str, intro: str = "") -> list[str]:

@@ -1,4 +1,6 @@
 -- reads: checked_level, final_samples, normal_quantile, seed_listed, seed_mean_interval, wilson_centre, wilson_half
+-- one row per: group × test length × cascade length
+-- parameters: `level` (0.95)
 -- How does accuracy fall with the carry-cascade length of a question (003 Fig. 8a,
 -- 8c)? Per configuration group, test length and cascade length: each finished trial's
 -- accuracy on the questions of that cascade length (at its last sampled step), the

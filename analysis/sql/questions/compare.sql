@@ -1,4 +1,6 @@
 -- reads: checked_level, compare_coverage, comparison_extras, comparison_parts, finished_eval, group_pairs, groups, length_list, mover_high, mover_low, rounding_tie, seed_df, seed_mean_interval, seed_variance, share_df, share_high, share_low, share_n_eff, success_difference_p, t_difference_high, t_difference_low, t_difference_p, t_quantile, tied_difference_p, two_way_mean_squares, welch_df
+-- one row per: pair of groups × test length
+-- parameters: `groups` (pairs differing in one setting), `digits` (every length), `threshold` (0.9), `level` (0.95)
 -- Does A beat B beyond seed luck? For pairs of configuration groups (a, b) and each
 -- test length both measured: the differences of mean accuracy and of success rate, each
 -- with an interval over seeds and a p-value (Holm-corrected over every row), P(a > b),

@@ -1,4 +1,6 @@
 -- reads: analysis_reads, eval, finished_trials, samples, seed_listed, trial_identity, trials
+-- one row per: finished trial × kind of rows it lacks
+-- parameters: none
 -- Which finished trials does each analysis file leave out, and why? The rule of every
 -- file in analysis/: a trial counts when it finished (status done, or diverged: a
 -- diverged trial keeps what it measured before its loss went non-finite, since

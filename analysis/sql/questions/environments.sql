@@ -1,4 +1,6 @@
 -- reads: finished_trials, groups
+-- one row per: group × environment (mixed groups only)
+-- parameters: none
 -- Did each configuration group's finished trials all run in one numerical environment?
 -- One row per (group, environment) for the groups that ran in several; no rows when
 -- none did (`lg-study status` prints nothing then, the report says so).

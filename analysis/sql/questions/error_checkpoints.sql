@@ -1,4 +1,6 @@
 -- reads: answer_ending, finished_samples, seed_listed, wrong_place_numbers
+-- one row per: trial × sampled step × test length × answer place
+-- parameters: none
 -- Where does each checkpoint go wrong (001 F.12)? errors.sql averages the error
 -- positions over a group's trials (001 F.10); 001 F.12 shows them per checkpoint,
 -- where single models err at particular places. One row per finished trial, sampled

@@ -1,4 +1,6 @@
 -- reads: answer_ending, carry_error_rates, final_samples, wrong_place_numbers
+-- one row per: group × test length × facet × bucket
+-- parameters: `min_accuracy` (0.05)
 -- What do the wrong answers look like (001 Fig. 9, F.10, F.11)? Per configuration
 -- group and test length, at each finished trial's last sampled step. Positions and
 -- counts are in answer places, not tokens: a place is one digit of the answer and,

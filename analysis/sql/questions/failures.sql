@@ -1,4 +1,6 @@
 -- reads: seed_listed, trials
+-- one row per: failed trial
+-- parameters: none
 -- Which trials failed or diverged, and why? (`lg-study status` prints this.)
 
 with

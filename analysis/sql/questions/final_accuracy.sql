@@ -1,4 +1,6 @@
 -- reads: finished_eval, last_eval, normal_quantile, seed_listed, wilson_centre, wilson_half
+-- one row per: trial × test length
+-- parameters: `level` (0.95)
 -- What accuracy does each finished trial reach at each test length, at its final
 -- evaluation step? One row per trial and test length, with the trial's configuration
 -- group and seeds: the individual curves behind variance.sql (the report draws them

@@ -1,4 +1,6 @@
 -- reads: finished_trials, grid_eval, groups, last_steps
+-- one row per: group × cell
+-- parameters: none
 -- How accurate is each configuration group on every pair of operand lengths? The
 -- questions of eval.grid (McLeish et al. 2024, Fig. 1: accuracy over the grid of the
 -- first operand's length by the second's), scored at each trial's final evaluation.

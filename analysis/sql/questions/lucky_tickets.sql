@@ -1,4 +1,6 @@
 -- reads: bootstrap_seed, checked_level, eval, final_eval, finished_trials, groups, largest_complete_subgrid, length_list, resample_count, seed_concordance, seed_grid_cells, seed_statistics, subgrid_coverage, trial_length_values, trials
+-- one row per: crossed group × weight seed (one row per group it cannot analyse)
+-- parameters: `threshold` (0.9), `digits` (all OOD lengths), `resamples` (1000), `boot_seed` (0), `level` (0.95)
 -- Are there lucky weight tickets (001 Fig. 11, F.9)? For every configuration group
 -- whose trials cross at least 2 weight seeds with at least 2 data seeds: how much of
 -- the variance of accuracy the weight seed explains, how much the data seed, how much

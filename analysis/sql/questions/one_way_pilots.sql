@@ -1,4 +1,6 @@
 -- reads: finished_eval, length_list, trial_length_values
+-- one row per: one-way group × length (and the mean of lengths)
+-- parameters: `digits` (all OOD lengths)
 -- Which groups vary one seed kind only, and what does that say for seed planning
 -- (`lg-study plan`, analysis/seed_planning.py)? For every configuration group whose
 -- finished trials run at least 2 seeds of one kind (weight or data) and one seed of the

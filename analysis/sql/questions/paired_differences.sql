@@ -1,4 +1,6 @@
 -- reads: finished_eval, length_list
+-- one row per: shared seed pair
+-- parameters: `group_a`, `group_b` (group ids), `digits` (the OOD lengths both measured)
 -- How do two groups differ on the seed pairs they share (`lg-study plan --compare`,
 -- analysis/comparison_planning.py)? Per shared seed pair: group_a's accuracy minus
 -- group_b's, each the mean over the lengths read (`digits`, or every length both groups

@@ -1,4 +1,6 @@
 -- reads: finished_eval, seed_success_interval
+-- one row per: group × test length × τ
+-- parameters: `threshold` (0.9), `level` (0.95)
 -- How does a configuration's share of seeds that succeed fall as the bar rises? Its
 -- performance profile (Agarwal et al. 2021, "Deep Reinforcement Learning at the Edge of
 -- the Statistical Precipice", NeurIPS; rliable's performance profiles): per

@@ -1,4 +1,6 @@
 -- reads: checked_level, finished_eval, length_list, missing_lengths, mls_low, replicate_coverage, replicate_high
+-- one row per: group × component × length (and the mean of lengths)
+-- parameters: `digits` (all OOD lengths), `level` (0.95)
 -- Seed luck or numerical chaos? For every configuration group whose trials cross
 -- weight seeds, data seeds and perturbation replicates (seeds.perturb: the same seeds
 -- with one initial weight moved by one ulp, Summers & Dinneen 2021, arXiv 2103.04514):

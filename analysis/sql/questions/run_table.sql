@@ -1,4 +1,6 @@
 -- reads: final_eval, trials
+-- one row per: trial × test length
+-- parameters: none
 -- How accurate is each trial at each test length at the evaluation it reports (its
 -- last, or with eval.select best_long_loss the one chosen: `checkpoint`), with its
 -- status? The rows behind the table `lg-study run` prints when a study ends

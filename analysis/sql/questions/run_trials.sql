@@ -1,4 +1,6 @@
 -- reads: seed_apart, trial_identity
+-- one row per: trial
+-- parameters: `trial_ids` (every trial)
 -- Which trials does the table `lg-study run` and `lg-study status` print cover, in which
 -- configuration group, with which seeds and training range? One row per trial (any
 -- status): its group (view `groups`), its weight, data and perturb seeds, and

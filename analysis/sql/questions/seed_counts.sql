@@ -1,4 +1,6 @@
 -- reads: finished_trials, groups, trials
+-- one row per: group
+-- parameters: none
 -- How many weight seeds does each configuration group have so far, and how many of its
 -- trials are not finished? The rows behind a study's `seeds: until` target
 -- (orchestrator/running/seed_target.py): per group, the weight seeds of its trials in any

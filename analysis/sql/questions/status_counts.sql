@@ -1,4 +1,6 @@
 -- reads: trials
+-- one row per: status
+-- parameters: none
 -- How many trials of the study are in each status (done, failed, diverged, running)?
 
 with

@@ -1,4 +1,6 @@
 -- reads: finished_eval, normal_quantile, seed_success_interval, wilson_high, wilson_low
+-- one row per: group × test length
+-- parameters: `threshold` (0.9), `level` (0.95)
 -- How likely is a configuration to succeed, and what does running N seeds buy? Per
 -- configuration group and test length, over the group's finished trials (done or
 -- diverged) at their final evaluation step; the trial is the unit, as in variance.sql

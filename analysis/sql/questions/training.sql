@@ -1,4 +1,6 @@
 -- reads: eval, finished_trials, seed_listed, train, trial_identity
+-- one row per: trial × eval step × test length
+-- parameters: `grok_threshold` (0.99)
 -- How does accuracy at each test length develop over training (001 App. F.3), and at
 -- which step does a trial "grok" (001 Fig. 6)? One row per finished trial, evaluation
 -- step and test length: the accuracy, the trial's mean in-distribution and mean

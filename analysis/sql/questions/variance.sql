@@ -1,4 +1,6 @@
 -- reads: bootstrap_seed, checked_level, draw_index, finished_eval, percentile_high, percentile_low, resample_count, seed_mean_interval
+-- one row per: group × test length
+-- parameters: `resamples` (1000), `boot_seed` (0), `level` (0.95)
 -- How much do trials that differ only by their seeds disagree (001 Fig. 10)?
 -- Per configuration group (view `groups`) and test length, over the group's finished
 -- trials (done or diverged), each at its final evaluation step: the number of trials,
