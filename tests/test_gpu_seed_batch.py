@@ -73,7 +73,7 @@ def test_a_seed_batch_trains_each_seed_as_its_solo_run_on_the_gpu(k):
 
 def test_adamw_on_the_gpu_is_fused_and_steps_as_the_reference_loop():
     config = BASE
-    assert adamw_options(DEVICE) == ({"fused": True} if DEVICE.type == "cuda" else {})
+    assert adamw_options(DEVICE) == ({"fused": True} if DEVICE.type == "cuda" else {"foreach": True})
     steps = []
     for options in (None, {"foreach": False}):
         model, training_step, parts = solo(config)

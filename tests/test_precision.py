@@ -118,10 +118,11 @@ def test_a_bf16_step_of_an_rmsnorm_model_runs_every_norm_fused():
 
 def test_adamw_is_fused_on_cuda_only():
     assert adamw_options(torch.device("cuda", 0)) == {"fused": True}
-    assert adamw_options(torch.device("cpu")) == {}
+    assert adamw_options(torch.device("cpu")) == {"foreach": True}
     model = torch.nn.Linear(3, 2)
     optimizer = build_optimizer(model, CONFIG.train, torch.device("cpu"))
-    assert not optimizer.defaults["fused"]  # the CPU keeps the implementation its pins were trained with
+    # the CPU keeps the numbers its pins were trained with: foreach, never fused
+    assert not optimizer.defaults["fused"] and optimizer.defaults["foreach"]
 
 
 def test_evaluation_runs_in_the_trials_precision(monkeypatch):
