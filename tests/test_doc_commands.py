@@ -45,7 +45,8 @@ def yaml_blocks() -> list[tuple[str, dict]]:
                 continue
             end = next(i for i in range(index + 1, len(lines)) if lines[i].strip() == "```")
             if opening.group(2) == "yaml":
-                text = "\n".join(line.removeprefix(opening.group(1)) for line in lines[index + 1:end])
+                text = "\n".join(line.removeprefix(opening.group(1))
+                                 for line in lines[index + 1:end])
                 found.append((f"{path.relative_to(REPO)}:{index + 1}", yaml.safe_load(text)))
             index = end + 1
     return found
@@ -78,14 +79,16 @@ def validate(tmp_path: Path, study: dict, profile: str | None = None) -> str | N
 
     path = tmp_path / f"{study['name']}.yaml"
     path.write_text(yaml.safe_dump(study, sort_keys=False))
-    outcome = CliRunner().invoke(app, ["validate", str(path), *(["--profile", profile] if profile else [])])
+    arguments = ["validate", str(path), *(["--profile", profile] if profile else [])]
+    outcome = CliRunner().invoke(app, arguments)
     return None if outcome.exit_code == 0 else f"exit {outcome.exit_code}: {outcome.output[-1500:]}"
 
 
 def test_the_collectors_find_the_docs_blocks():
     assert any(where.startswith("docs/how-to/write-a-study.md") for where, _ in STUDY_BLOCKS)
     assert any("search" in block for _, block in FRAGMENTS)
-    assert program_words("A=1 .venv/bin/lg-study run x.yaml && cd y | grep z") == [".venv/bin/lg-study", "cd", "grep"]
+    assert program_words("A=1 .venv/bin/lg-study run x.yaml && cd y | grep z") == [
+        ".venv/bin/lg-study", "cd", "grep"]
 
 
 @pytest.mark.parametrize("example", SHELL_BLOCKS, ids=lambda e: e.id)
@@ -143,8 +146,8 @@ def named_study(arguments: list[str]) -> str | None:
                   if not word.startswith("-") and not arguments[index - 1].startswith("-")]
     if not positional:
         return None
-    return Path(positional[0]).stem if arguments[0] in FILE_COMMANDS or positional[0].endswith(".yaml") \
-        else positional[0]
+    is_file = arguments[0] in FILE_COMMANDS or positional[0].endswith(".yaml")
+    return Path(positional[0]).stem if is_file else positional[0]
 
 
 @pytest.mark.parametrize("example", SHELL_BLOCKS, ids=lambda e: e.id)
@@ -164,7 +167,8 @@ def test_no_query_joins_on_trial_id_alone():
     """One trial reused by two studies has a row in each: a join on trial_id alone, over
     every study (`lg-study query` without --study), counts it twice. The docs join on
     (study, trial_id), as docs/reference/tables.md says."""
-    alone = re.compile(r"using\s*\(\s*trial_id\s*\)|on\s+\w+\.trial_id\s*=\s*\w+\.trial_id(?!\s+and)", re.IGNORECASE)
+    alone = re.compile(r"using\s*\(\s*trial_id\s*\)"
+                       r"|on\s+\w+\.trial_id\s*=\s*\w+\.trial_id(?!\s+and)", re.IGNORECASE)
     wrong = [f"{path.relative_to(REPO)}:{number}" for path in doc_files()
              for number, line in enumerate(path.read_text().splitlines(), 1) if alone.search(line)]
     assert wrong == [], "join on (study, trial_id): " + ", ".join(wrong)

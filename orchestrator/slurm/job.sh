@@ -37,7 +37,8 @@ export PATH="$LG_BIN:$PATH"
 # 2. The results folder must be one folder that every node sees (trials write their rows
 #    and checkpoints there from whichever node runs them): a marker file written here
 #    must be visible on each node before Ray starts (looked for three times, a second
-#    apart: a network filesystem may show a new file late).
+#    apart: a network filesystem may show a new file late). --overlap lets this step, and
+#    Ray's below, share the CPUs the allocation already holds.
 marker="$LG_RESULTS/.slurm-check-${SLURM_JOB_ID}-${SLURM_RESTART_COUNT:-0}"
 if ! mkdir -p "$LG_RESULTS" || ! hostname > "$marker"; then
     say "error: cannot write to the results folder $LG_RESULTS on $(hostname)"
@@ -57,7 +58,8 @@ rm -f "$marker"
 # 3. One Ray cluster over the allocation: the head on this node (the allocation's first),
 #    one worker node on each other node, each with the CPUs and GPUs Slurm gave it.
 #    Token authentication: a fresh token for each run of the job, passed to every node
-#    and to lg-study through the environment (srun passes it on), never written to disk.
+#    and to lg-study through the environment (srun passes it on), never written to disk;
+#    a Ray process or client without it is refused.
 #    Ports: the head's picked free here, every other one picked free on its node when
 #    it starts, so that jobs sharing a node do not collide; no dashboard. The head
 #    starts first, then the other nodes join it.
@@ -99,6 +101,8 @@ if (( SLURM_JOB_NUM_NODES > 1 )); then
     ray_steps+=($!)
 fi
 
+# SIGTERM to the Ray steps, SIGKILL after a minute, then Ray's folder removed. Never `ray
+# stop`: it would stop every Ray of this user on the node, another job's too.
 stop_ray() {
     say "stopping Ray"
     kill -TERM "${ray_steps[@]}" 2>/dev/null  # srun passes it on: each `ray start --block` ends its node
@@ -108,7 +112,9 @@ stop_ray() {
     rm -rf "$LG_RAY_TEMP"
 }
 
-# 4. Wait until every node has joined (at most 10 minutes), then run the study on the head.
+# 4. Wait until every node has joined (`ray status`, polled every 2 s for at most 10
+#    minutes), then run the study on the head, in the background, so that the traps above
+#    run while it does.
 for _ in $(seq 300); do
     [[ -n "$stopping" ]] && break
     if ! kill -0 "${ray_steps[0]}" 2>/dev/null; then
@@ -143,7 +149,7 @@ while [[ -z "$code" ]]; do  # a trapped signal ends `wait` early: wait again unt
     kill -0 "$driver" 2>/dev/null || code=$status
 done
 
-# 5. Stop Ray, and say what became of the study.
+# 5. Stop Ray, and say what became of the study; the job's exit code is lg-study run's.
 stop_ray
 case "$code" in
     0) say "the study finished: every trial is done (results: $LG_RESULTS)" ;;

@@ -64,6 +64,9 @@ def _header(job: SlurmJob, study_name: str, files: JobFiles) -> list[str]:
     return ["#!/bin/bash",
             f"# lg-study run {job.study_file}{profile} as one Slurm job, written by `lg-study slurm`;",
             "# its options: `lg-study slurm --help`; the part below the settings is the same in every such script.",
+            "# One task a node (one Ray node each) with --cpus-per-node cores; USR1 to this batch shell",
+            "# alone, --grace seconds before the time limit, for a clean stop; a requeued job appends to",
+            "# its log; preempted or on a failed node, the job goes back in the queue.",
             *(f"#SBATCH --{name}={value}" for name, value in options.items() if value is not None),
             "#SBATCH --requeue"]
 
@@ -80,8 +83,11 @@ def _settings(job: SlurmJob, files: JobFiles, lg_bin: Path) -> list[str]:
         "LG_GPUS": job.gpus_per_node,
         "LG_SCRIPT": files.script,
     }
-    return ["# settings (from lg-study slurm's options)", *(f"{name}={shlex.quote(str(value))}"
-                                                         for name, value in values.items())]
+    return ["# settings (from lg-study slurm's options): the study file and results absolute, since",
+            "# the job starts elsewhere; LG_BIN the bin folder of the lg-study that wrote this script",
+            "# (its ray and python too); LG_TRACKING_URI empty: SQLite in LG_RESULTS; LG_CPUS and",
+            "# LG_GPUS what each node gives Ray",
+            *(f"{name}={shlex.quote(str(value))}" for name, value in values.items())]
 
 
 def write_script(text: str, files: JobFiles) -> Path:
