@@ -10,6 +10,7 @@ run on top, so hundreds of simulated studies cost no Parquet files."""
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from statistics import NormalDist
 
@@ -29,7 +30,7 @@ from analysis.query import (
     sql_file,
 )
 from analysis.sql_layers import FILE_VIEWS_FILE
-from results_contract import groups
+from results_contract import groups, identity
 
 # --- an in-memory study -------------------------------------------------------------------
 
@@ -57,11 +58,19 @@ class Study:
 
     def grouped_trials(self) -> list[dict]:
         """The trials rows with the group columns `lg-study migrate` gives rows of
-        configs that are no TrialConfig (results_contract.groups.StoredConfig)."""
-        stored = {row["trial_id"]: groups.StoredConfig(row["config_json"]) for row in self.trials}
-        labels = groups.group_labels(stored.values())
-        return [{**row, "group_id": groups.group_id(stored[row["trial_id"]]),
-                 "group_label": labels[groups.group_id(stored[row["trial_id"]])]} for row in self.trials]
+        configs that are no TrialConfig (results_contract.groups.StoredConfig). Trials
+        whose configs differ only in the seeds apart share a group: its id and label are
+        computed once, from its first trial (simulated studies have 480,000 trials)."""
+        first: dict[str, groups.StoredConfig] = {}
+        member_of = {}
+        for row in self.trials:
+            key = _without_seeds_apart(row["config_json"])
+            first.setdefault(key, groups.StoredConfig(row["config_json"]))
+            member_of[row["trial_id"]] = key
+        ids = {key: groups.group_id(stored) for key, stored in first.items()}
+        labels = groups.group_labels(first.values())
+        return [{**row, "group_id": ids[member_of[row["trial_id"]]],
+                 "group_label": labels[ids[member_of[row["trial_id"]]]]} for row in self.trials]
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         con = duckdb.connect()
@@ -81,6 +90,13 @@ class Study:
         for view in DERIVED_VIEWS:  # the same views, in the same order, as a real study
             con.execute(views[view])
         return con
+
+
+def _without_seeds_apart(config_json: str) -> str:
+    """A config less the seeds its group's trials differ by (as group_identity_json)."""
+    tree = json.loads(config_json)
+    tree["seeds"] = {k: v for k, v in tree.get("seeds", {}).items() if k not in identity.seeds_apart()}
+    return json.dumps(tree, sort_keys=True)
 
 
 def run(con, name: str, **params) -> list[dict]:
