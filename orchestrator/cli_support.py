@@ -63,7 +63,8 @@ AllOption = Annotated[bool, typer.Option(
 #: the keys of orchestrator.benchmarks.bench.BENCHMARKS (a test checks), named here so that `--help`
 #: lists them without loading torch
 Benchmark = Enum("Benchmark", {name: name for name in (
-    "evaluation", "training", "bucketing", "flops", "data", "overhead", "report", "scale", "scale_run",
+    "evaluation", "training", "bucketing", "flops", "quickstart_step", "data", "overhead", "report", "scale",
+    "scale_run",
     "gpu", "seeds", "seed_numbers", "seeds_run")}, type=str)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from lengthgen import training_step
-from orchestrator.benchmarks import bench, bench_gpu
+from orchestrator.benchmarks import bench, bench_cpu_trial, bench_gpu
 
 
 @pytest.fixture
@@ -39,3 +39,10 @@ def test_the_gpu_step_rows_train_by_the_trial_step(updated_models):
     config = bench_gpu.small_trial("tiny", steps=10, log_every=5)
     assert bench_gpu.step_rate(config, "cpu", batches=2, rounds=1) > 0
     assert updated_models == ["DecoderLM"] * 2 * 3  # two batches, in each of three passes
+
+
+def test_the_quickstart_step_rows_train_each_quickstart_model_by_the_trial_step(updated_models):
+    rows = bench_cpu_trial.quickstart_step_rate(steps=2, repeat=1)
+    assert len(rows) == 4 and all(row.ratio > 0 and row.target == ">= 0.5" for row in rows)
+    # per model: two warm-up steps and two timed ones
+    assert updated_models == ["DecoderLM"] * 4 * 4

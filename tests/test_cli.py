@@ -136,7 +136,7 @@ def test_the_how_to_example_study_loads_and_is_not_a_real_study(tmp_path: Path) 
     study = load_study(path)
     assert study.trials and load_study(path, "smoke").trials
     built_on = load_study(path, "smoke_seeds").trials
-    assert {t.train.steps for t in built_on} == {20} and {t.seeds.weight for t in built_on} == {0, 1, 2}
+    assert {t.train.steps for t in built_on} == {20} and {t.seeds.weight for t in built_on} == {0, 1, 2, 3}
     assert study.name not in {p.stem for p in (ROOT / "studies").glob("*.yaml")}
 
 

@@ -45,6 +45,7 @@ from lengthgen.model.sizes import SIZES, Dimensions
 from lengthgen.tasks import TASKS
 from lengthgen.tokenizer import CharTokenizer
 from lengthgen.training_step import TrainingStep
+from orchestrator.benchmarks.bench_cpu_trial import quickstart_step_rate
 from orchestrator.benchmarks.bench_gpu import gpu_rows
 from orchestrator.benchmarks.bench_scale import scale
 from orchestrator.benchmarks.bench_seed_batch import (
@@ -336,6 +337,7 @@ BENCHMARKS: dict[str, Callable[[], list[Measurement] | Measurement]] = {
     "training": training_throughput,
     "bucketing": bucketing,
     "flops": flop_rate,
+    "quickstart_step": quickstart_step_rate,
     "data": data_rate,
     "overhead": trial_overhead,
     "report": report_speed,
