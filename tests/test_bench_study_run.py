@@ -75,7 +75,7 @@ def test_bench_without_options_runs_the_quick_rows_and_names_those_it_leaves_out
     from orchestrator.cli import app
 
     ran = {}
-    monkeypatch.setattr(bench, "run", lambda names, on_result, trials: ran.update(names=names, trials=trials))
+    monkeypatch.setattr(bench, "run", lambda names, on_result, trials, **where: ran.update(names=names, trials=trials))
     result = CliRunner().invoke(app, ["bench"])
     assert result.exit_code == 0, result.output
     assert {"scale", "scale_run", "seed_numbers", "seeds_run"} <= set(bench.LONG_ROWS)
