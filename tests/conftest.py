@@ -4,7 +4,12 @@ written into a results store as a worker writes it (test_group_columns,
 test_seed_target), and a two-node Ray cluster on this machine (`cluster`, registered
 here from tests/ray_studies.py, which also holds the helpers of the tests that run
 `lg-study run` over Ray and stop it). The model tests share plain helpers instead
-(tests/model_helpers.py)."""
+(tests/model_helpers.py).
+
+The studies that test modules run in this process share one local Ray: `start_ray`
+starts it for the first and the others join it (a start costs about 4 s); it ends
+with the process. A module that needs a Ray of its own (test_tracking's one CPU, the
+slow tier's clusters) shuts the shared one down first."""
 
 from __future__ import annotations
 

@@ -108,7 +108,6 @@ def ran(tmp_path_factory):
     outcome = CliRunner().invoke(app, ["run", str(study_file), "--results", str(results)])
     assert outcome.exit_code == 0, outcome.output
     yield results, outcome.output
-    ray.shutdown()
 
 
 def test_a_study_with_auto_batches_each_groups_pending_seeds_and_says_why(ran):

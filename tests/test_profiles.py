@@ -13,7 +13,6 @@ from pathlib import Path
 
 import mlflow
 import pytest
-import ray
 from typer.testing import CliRunner
 
 from analysis.query import open_results, run_query
@@ -67,7 +66,6 @@ def runs(tmp_path_factory):
     outcomes["reused"] = run(str(second))
     yield {"results": results, "client": client, "first": first, "second": second,
            "outcomes": outcomes, "before": before, "after": after, "run": run}
-    ray.shutdown()
 
 
 def test_a_profile_run_leaves_the_default_run_untouched(runs) -> None:

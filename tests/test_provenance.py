@@ -12,7 +12,6 @@ from pathlib import Path
 import mlflow
 import pyarrow.parquet as pq
 import pytest
-import ray
 from typer.testing import CliRunner
 
 from analysis.query import open_results, run_query, run_sql_file
@@ -48,7 +47,6 @@ def ran(tmp_path_factory):
     outcome = runner.invoke(app, ["run", str(study_file), "--results", str(results)])
     assert outcome.exit_code == 0, outcome.output
     yield study_file, results, outcome
-    ray.shutdown()
 
 
 def trials_rows(results: Path) -> list[dict]:

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import mlflow
 import pytest
-import ray
 from typer.testing import CliRunner
 
 from analysis.query import open_results, run_query
@@ -24,7 +23,6 @@ def finished_study(tmp_path_factory):
     results = tmp_path_factory.mktemp("run") / "results"
     outcome = runner.invoke(app, ["run", str(STUDY), "--results", str(results)])
     yield results, outcome
-    ray.shutdown()
 
 
 def test_run_writes_the_four_tables(finished_study):

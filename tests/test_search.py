@@ -10,7 +10,6 @@ from pathlib import Path
 import mlflow
 import optuna
 import pytest
-import ray
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 from typer.testing import CliRunner
@@ -90,7 +89,6 @@ def searched_once(tmp_path_factory):
     first = runner.invoke(app, ["run", str(STUDY), "--results", str(results)])
     yield {"results": results, "first": first,
            "after_first": {"trials": optuna_trials(results), "runs": mlflow_runs(results), "output": first.output}}
-    ray.shutdown()
 
 
 @pytest.fixture(scope="module")

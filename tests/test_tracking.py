@@ -208,6 +208,7 @@ def ray_local():
     ray = pytest.importorskip("ray")
     # Workers cannot import this test module (pytest put it on the driver's path only).
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ray.shutdown()  # a Ray of one CPU of its own, not the one other modules' studies share
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     yield ray
     ray.shutdown()
