@@ -279,7 +279,7 @@ def load_study(path: Path, profile: str | None = None) -> Study:
     for combination in itertools.product(*spec.axes.values()):
         settings = dict(zip(spec.axes, combination))
         config = with_settings(source, base, settings)
-        if any(matches(merged(DEFAULT_CONFIG, config), rule) for rule in spec.exclude):
+        if _excluded(config, spec.exclude):
             continue
         trial = validate_trial(source, config, spec, profile, settings, base)
         if trial.trial_id not in seen:
@@ -397,9 +397,17 @@ def _check_other_profiles(source: StudySource, spec: StudyFile, chosen: str | No
         for combination in itertools.product(*profiled.axes.values()):
             first = dict(zip(profiled.axes, combination))
             config = with_settings(source, base, first)
-            if not any(matches(merged(DEFAULT_CONFIG, config), rule) for rule in profiled.exclude):
+            if not _excluded(config, profiled.exclude):
                 validate_trial(source, config, profiled, name, first, base)
                 break
+
+
+def _excluded(config: dict, rules: list[dict[str, Any]]) -> bool:
+    """Whether an exclude rule matches the config (its defaults filled in)."""
+    if not rules:
+        return False
+    complete = merged(DEFAULT_CONFIG, config)
+    return any(matches(complete, rule) for rule in rules)
 
 
 def _check_exclude(source: StudySource, rules: list[dict[str, Any]]) -> None:
