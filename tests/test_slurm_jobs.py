@@ -2,7 +2,7 @@
 `pytest -m slow`; tests/slurm_cluster.py starts it, and says why it is skipped where it
 cannot be). Each job is written and submitted by `lg-study slurm --submit`, as a user does.
 
-- A study of 16 trials is requeued mid-study (`scontrol requeue`, what a preemption or a
+- A study of 8 trials is requeued mid-study (`scontrol requeue`, what a preemption or a
   node failure does): the job runs again, resumes, and ends with every trial done, its rows
   those of an undisturbed run bit for bit, nothing twice, one FINISHED MLflow run per trial,
   trials run on both nodes.
@@ -27,7 +27,7 @@ from slurm_cluster import SlurmCluster, missing_reason, start_cluster
 from results_contract.layout import checkpoint_path
 
 pytestmark = pytest.mark.slow
-REQUEUED = tiny_study("requeued", 200, {"seeds.weight": list(range(8)), "seeds.data": [0, 1]},
+REQUEUED = tiny_study("requeued", 200, {"seeds.weight": list(range(4)), "seeds.data": [0, 1]},
                       "{cpus_per_trial: 1}", source="test fixture: a Slurm job requeued mid-study")
 #: trials far longer than the job's time limit, evaluated (and checkpointed) every 500 steps
 LIMITED = tiny_study("limited", 100_000, {"seeds.weight": [0, 1]}, "{cpus_per_trial: 1}",
@@ -130,9 +130,9 @@ def test_the_requeued_study_has_the_rows_of_an_undisturbed_run(requeued) -> None
     for table in ("trials", "train", "eval"):
         assert rows(results, "requeued", table) == rows(clean, "requeued", table), table
     trials = rows(results, "requeued", "trials")
-    assert len(trials) == 16 and {t["status"] for t in trials} == {"done"}
+    assert len(trials) == 8 and {t["status"] for t in trials} == {"done"}
     train = rows(results, "requeued", "train")
-    assert len(train) == len({(r["trial_id"], r["step"]) for r in train}) == 16 * 10
+    assert len(train) == len({(r["trial_id"], r["step"]) for r in train}) == 8 * 10
 
 
 def test_the_requeued_study_has_one_finished_mlflow_run_per_trial_and_ran_on_both_nodes(requeued) -> None:
