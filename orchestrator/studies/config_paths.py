@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import json
 import re
 import types
@@ -200,6 +201,20 @@ def with_settings(source: StudySource, base: dict, settings: dict[str, Any]) -> 
     for key, value in settings.items():
         override(source, config, key, value, ("axes", key))
     return config
+
+
+def excluded(config: dict, rules: list[dict[str, Any]]) -> bool:
+    """Whether an exclude rule matches the config (its defaults filled in, once for all
+    the rules)."""
+    if not rules:
+        return False
+    complete = merged(_default_config(), config)
+    return any(matches(complete, rule) for rule in rules)
+
+
+@functools.cache
+def _default_config() -> dict:
+    return TrialConfig().to_dict()
 
 
 def matches(config: dict, rule: dict[str, Any]) -> bool:

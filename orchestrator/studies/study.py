@@ -30,9 +30,8 @@ from orchestrator.studies.config_paths import (
     StudyError,
     StudySource,
     check_axis,
+    excluded,
     fields_path_exists,
-    matches,
-    merged,
     override,
     raise_trial_error,
     reason,
@@ -55,8 +54,6 @@ from orchestrator.studies.seed_spec import (
 from results_contract import groups
 from results_contract.experiments import experiment_name
 from results_contract.layout import profile_root
-
-DEFAULT_CONFIG = TrialConfig().to_dict()
 
 
 class Resources(BaseModel):
@@ -279,7 +276,7 @@ def load_study(path: Path, profile: str | None = None) -> Study:
     for combination in itertools.product(*spec.axes.values()):
         settings = dict(zip(spec.axes, combination))
         config = with_settings(source, base, settings)
-        if _excluded(config, spec.exclude):
+        if excluded(config, spec.exclude):
             continue
         trial = validate_trial(source, config, spec, profile, settings, base)
         if trial.trial_id not in seen:
@@ -397,17 +394,9 @@ def _check_other_profiles(source: StudySource, spec: StudyFile, chosen: str | No
         for combination in itertools.product(*profiled.axes.values()):
             first = dict(zip(profiled.axes, combination))
             config = with_settings(source, base, first)
-            if not _excluded(config, profiled.exclude):
+            if not excluded(config, profiled.exclude):
                 validate_trial(source, config, profiled, name, first, base)
                 break
-
-
-def _excluded(config: dict, rules: list[dict[str, Any]]) -> bool:
-    """Whether an exclude rule matches the config (its defaults filled in)."""
-    if not rules:
-        return False
-    complete = merged(DEFAULT_CONFIG, config)
-    return any(matches(complete, rule) for rule in rules)
 
 
 def _check_exclude(source: StudySource, rules: list[dict[str, Any]]) -> None:
