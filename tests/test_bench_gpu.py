@@ -129,3 +129,40 @@ def test_bench_records_the_gpu_rates_under_its_results_option(monkeypatch, tmp_p
     outcome = CliRunner().invoke(app, ["bench", "--only", "gpu", "--results", str(tmp_path)])
     assert outcome.exit_code == 0, outcome.output
     assert roots == [tmp_path]
+
+
+def test_a_compiled_warm_up_of_one_width_adds_a_step_of_another():
+    """The symbolic-width graph compiles at a forward's second width: a warm-up that saw
+    one width (sota_abacus's batches are nearly all 62 wide) gets one step of another,
+    so that compilation is not timed; one that saw two gets none."""
+    from types import SimpleNamespace
+
+    from orchestrator.benchmarks.bench_gpu_studies import second_width_steps
+
+    widths = {10: 62, 11: 62, 12: 63, 13: 64}
+    batch = lambda step: SimpleNamespace(tokens=torch.zeros(4, widths.get(step, 62)))
+    assert second_width_steps(batch, [batch(0), batch(1)], first=10) == [12]
+    assert second_width_steps(batch, [batch(0), batch(12)], first=10) == []
+    assert second_width_steps(batch, [batch(0)], first=20, tries=5) == []
+
+
+def test_own_mode_rows_time_and_record_every_shape_once(tmp_path):
+    """What a study's GPU-hours come from: each of its trial shapes timed once in the
+    mode its study file sets, and recorded (tiny stand-ins, on the CPU)."""
+    from dataclasses import replace
+
+    from lengthgen.config import EvalConfig, TaskConfig, TrainConfig, TrialConfig
+    from orchestrator.benchmarks.bench_gpu_studies import own_mode_rows
+    from orchestrator.studies.study_scale import read_rates, shape_id
+
+    tiny = TrialConfig(task=TaskConfig(name="addition", train_digits=(1, 4)),
+                       train=TrainConfig(steps=100, batch_size=8, warmup=1), eval=EvalConfig(digits=(2,), samples=4))
+    seeded = replace(tiny, seeds=replace(tiny.seeds, weight=1))
+    longer = replace(tiny, task=TaskConfig(name="addition", train_digits=(1, 6)))
+    rows = own_mode_rows("quickstart", steps=2, warmup=1, results_root=tmp_path, device="cpu",
+                         trials=[tiny, seeded, longer])
+    assert [r.name for r in rows] == [f"GPU quickstart: tiny on 1-4 digits, {shape_id(tiny)}",
+                                      f"GPU quickstart: tiny on 1-6 digits, {shape_id(longer)}"]
+    assert all("(2 steps after 1, fp32)" in r.detail for r in rows)
+    (shapes,) = read_rates(tmp_path)["cpu device"].values()
+    assert set(shapes) == {shape_id(tiny), shape_id(longer)}

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from lengthgen.batch_ramp import micro_batches
 from lengthgen.model import build_model, count_parameters
 from lengthgen.tokenizer import CharTokenizer
 from orchestrator.studies.study import StudyError, load_study
-from orchestrator.studies.study_scale import QUOTED_RATE, cannot_run_words, trial_cost
+from orchestrator.studies.study_scale import QUOTED_RATE, cannot_run_words, steps_flops, trial_cost
 
 STUDIES = Path(__file__).parents[1] / "studies"
 
@@ -43,6 +44,21 @@ def test_a_trials_flops_count_its_models_parameters_and_its_batches_tokens():
     assert cost.tokens_per_step >= config.train.batch_size * (2 * 4 + 3)  # 4-digit successor: n, "=", n + 1
     assert cost.flops > 6 * (cost.parameters - 64 * len(CharTokenizer())) * cost.tokens_per_step * config.train.steps
     assert QUOTED_RATE == 100e12
+
+
+def test_the_flops_of_some_steps_count_the_micro_batches_a_batch_ramp_gives_them():
+    """A rate timed over a ramped trial's first steps (one micro-batch each) divides those
+    steps' FLOPs, not the trial's mean step's: sota_abacus's mean step trains 11.5
+    micro-batches, and the mean once gave its GPU rows 522 TFLOP/s in fp32."""
+    config = load_study(STUDIES / "sota_abacus.yaml", "cpu").trials[0]
+    train, cost = config.train, trial_cost(config)
+    assert steps_flops(config, 0, train.steps, cost) == pytest.approx(cost.flops)
+    micro = cost.flops / sum(micro_batches(train.batch_ramp, train.batch_size, train.steps, s) for s in range(train.steps))
+    assert steps_flops(config, 3, 13, cost) == pytest.approx(10 * micro)
+    last = steps_flops(config, train.steps - 1, train.steps, cost)
+    assert last == pytest.approx(micro * train.batch_ramp.to / train.batch_size)
+    plain = load_study(STUDIES / "quickstart.yaml").trials[0]
+    assert steps_flops(plain, 3, 13) == pytest.approx(trial_cost(plain).flops * 10 / plain.train.steps)
 
 
 def test_measured_must_name_a_profile(tmp_path: Path):

@@ -1,33 +1,57 @@
 #!/usr/bin/env bash
-# One session on a lent GPU (issue 41's checks), everything written under $OUT:
-# env.txt (card, driver, torch, CUDA), pytest.log (`pytest -m gpu`), bench.log (the
-# paper-scale rows of `lg-study bench --only gpu`, one study at a time, each bounded),
-# gpu_rates.json (the rates they record), probe.json (tools/gpu_probe.py).
-# Needs .dev/site.tar.xz (the packages the GPU machine lacks: wheel_bundle.sh), carried.
-# Knobs: PYTEST_S, STUDY_S (seconds per phase), STUDIES, PROBES, BENCH_STEPS.
+# One session on a lent GPU (issue 52's checks), everything written under $OUT:
+# env.txt (card, driver, torch, CUDA), then the PHASES in order, each bounded by its own
+# limit and by DEADLINE_S for the whole session (a phase with too little time left is
+# skipped and says so):
+#   pytest  `pytest -m gpu` (needs ray, mlflow, duckdb: the full bundle)  -> pytest.log
+#   probe:S tools/gpu_probe.py section S (syncs, profile, seeds, flex)    -> probe_S.json
+#   rates   every trial shape of RATE_STUDIES in its study's own mode     -> rates.log
+#   studies the paper-scale rows of STUDIES in the four modes              -> bench.log
+# and results/gpu_rates.json (the rates recorded) copied to $OUT after every phase.
+# Needs the packages the GPU machine lacks, carried as .dev/*.tar.xz (wheel_bundle.sh;
+# the rates, studies and probe phases need only pydantic, pyyaml and optuna's import).
 set -u
 OUT=${OUT:-/tmp/gpu_out}; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD
-[ -d /tmp/site/ray ] || { mkdir -p /tmp/site && tar -xJf .dev/site.tar.xz -C /tmp/site; } || exit 1
-{ date -u; nvidia-smi; python3 -c "import torch, ray, mlflow, duckdb; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(), 'ray', ray.__version__, 'mlflow', mlflow.__version__, 'duckdb', duckdb.__version__)"; git log -1 --format=%H 2>/dev/null; } > "$OUT/env.txt" 2>&1
-tail -3 "$OUT/env.txt"
-if [ "${PYTEST_S:-150}" -gt 0 ]; then
-  started=$(date +%s)
-  timeout "${PYTEST_S:-150}" python3 -m pytest -m gpu -n 8 -q -rs -p no:cacheprovider ${PYTEST_ARGS:-} > "$OUT/pytest.log" 2>&1
-  echo "pytest rc $? in $(( $(date +%s) - started )) s"; grep -E "FAILED|ERROR|Timeout|[0-9]+ (passed|failed)" "$OUT/pytest.log" | tail -40
+SITE=${SITE:-/tmp/site}; export PYTHONUNBUFFERED=1 PYTHONPATH=$SITE:$PWD
+started=$(date +%s); deadline=$((started + ${DEADLINE_S:-480}))
+if [ ! -d "$SITE/pydantic" ]; then
+  mkdir -p "$SITE" && for bundle in .dev/*.tar.xz; do tar -xJf "$bundle" -C "$SITE" || exit 1; done
 fi
-for study in ${STUDIES-seed_robustness sota_coupling cascade_distribution model_size sota_abacus}; do
-  timeout "${STUDY_S:-60}" python3 -c "
-import sys
+{ date -u; nvidia-smi; python3 -c "import torch, pydantic; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(), 'pydantic', pydantic.__version__)"; git log -1 --format=%H 2>/dev/null; } > "$OUT/env.txt" 2>&1
+tail -3 "$OUT/env.txt"
+
+# bounded LIMIT LABEL CMD...: CMD for at most min(LIMIT, the time left to the deadline)
+bounded() {
+  local limit=$1 label=$2; shift 2; local left=$((deadline - $(date +%s)))
+  [ "$left" -lt 20 ] && { echo "$label: skipped, $left s left"; return 0; }
+  [ "$limit" -gt "$left" ] && limit=$left
+  local t0; t0=$(date +%s); timeout "$limit" "$@"; local rc=$?
+  echo "$label: rc $rc in $(( $(date +%s) - t0 )) s"
+  cp results/gpu_rates.json "$OUT/" 2>/dev/null; return 0
+}
+
+for phase in ${PHASES-pytest probe:syncs rates studies probe:seeds probe:profile}; do
+  case $phase in
+    pytest) bounded "${PYTEST_S:-150}" pytest python3 -m pytest -m gpu -n 8 -q -rs -p no:cacheprovider ${PYTEST_ARGS:-} > "$OUT/pytest.log" 2>&1
+            grep -E "FAILED|ERROR|[0-9]+ (passed|failed)" "$OUT/pytest.log" | tail -20 ;;
+    probe:*) section=${phase#probe:}
+             bounded "${PROBE_S:-90}" "$phase" python3 tools/gpu_probe.py "$OUT/probe_$section" "$section" > "$OUT/probe_$section.log" 2>&1
+             cp "$OUT/probe_$section/probe.json" "$OUT/probe_$section.json" 2>/dev/null
+             grep -v Warning "$OUT/probe_$section.log" | cut -c1-300 | head -40 ;;
+    rates) for study in ${RATE_STUDIES-seed_robustness sota_coupling sota_comparison pe_comparison cascade_distribution model_size format_ablation}; do
+             bounded "${RATE_S:-90}" "rates $study" python3 -c "
+from orchestrator.benchmarks.bench_gpu_studies import own_mode_rows
+own_mode_rows('$study', steps=${RATE_STEPS:-5}, warmup=2)" >> "$OUT/rates.log" 2>&1
+           done
+           grep -v Warning "$OUT/rates.log" | cut -c1-220 | tail -40 ;;
+    studies) for study in ${STUDIES-sota_abacus}; do
+               bounded "${STUDY_S:-180}" "studies $study" python3 -c "
 from orchestrator.benchmarks.bench_gpu_studies import paper_scale
 steps, warmup, runs = (int(x) for x in '${BENCH_STEPS:-10 3 2}'.split())
 for row in paper_scale(studies=('$study',), steps=steps, warmup=warmup, runs=runs):
-    print(f'{row.name} | {row.ratio} | {row.detail}', flush=True)
-" >> "$OUT/bench.log" 2>&1 || echo "$study: rc $? (timeout 124)" >> "$OUT/bench.log"
+    print(f'{row.name} | {row.ratio} | {row.detail}', flush=True)" >> "$OUT/bench.log" 2>&1
+             done
+             grep -v Warning "$OUT/bench.log" | tail -12 ;;
+  esac
 done
-[ -f "$OUT/bench.log" ] && grep -v Warning "$OUT/bench.log" | tail -25
-cp results/gpu_rates.json "$OUT/" 2>/dev/null
-[ -n "${PROBES-x}" ] && timeout "${PROBE_S:-120}" python3 tools/gpu_probe.py "$OUT" ${PROBES:-} > "$OUT/probe.log" 2>&1; echo "probe rc $?"
-python3 -c "
-import json; d = json.load(open('$OUT/probe.json'))
-for k, v in d.items(): print(k, json.dumps(v)[:1500])" 2>&1 | tail -40
+echo "session: $(( $(date +%s) - started )) s"

@@ -24,6 +24,7 @@ import torch
 
 from lengthgen import train
 from lengthgen.batches import training_batch
+from lengthgen.compiled_step import CompiledForward
 from lengthgen.config import derive
 from lengthgen.model import build_model
 from lengthgen.precision import precision_mode
@@ -32,7 +33,12 @@ from lengthgen.tokenizer import CharTokenizer
 from lengthgen.training import _train_step
 from lengthgen.training_step import TrainingStep
 from orchestrator.benchmarks.bench_gpu import small_trial
-from orchestrator.benchmarks.bench_gpu_studies import STUDIES, mode_config, time_steps
+from orchestrator.benchmarks.bench_gpu_studies import (
+    STUDIES,
+    mode_config,
+    second_width_steps,
+    time_steps,
+)
 from orchestrator.benchmarks.bench_seed_batch import seeds_of
 from orchestrator.studies.study import load_study
 
@@ -79,11 +85,15 @@ def profile_step(config, steps: int = 4) -> dict:
     matrix-product share and how busy the GPU was over the wall time."""
     tokenizer, derived = CharTokenizer(), derive(config)
     model = build_model(config.model, len(tokenizer), config.seeds.weight, derived.input_layout).to(CUDA)
-    training_step = TrainingStep(config, model, CUDA)
+    training_step = TrainingStep(config, model, CUDA, CompiledForward(model) if config.train.compile else None)
     batches = [training_batch(config, derived.task, derived.distribution, tokenizer, s) for s in range(steps + 2)]
+    warm = [0, 1] + (second_width_steps(lambda s: training_batch(config, derived.task, derived.distribution,
+                                                                 tokenizer, s), batches[:2], steps + 2)
+                     if config.train.compile else [])
     with precision_mode(config.train.precision):
-        for s in range(2):
-            training_step(s, batches[s])
+        for s in warm:
+            training_step(s, batches[s] if s < 2 else training_batch(config, derived.task, derived.distribution,
+                                                                     tokenizer, s))
         torch.cuda.synchronize()
         activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
         started = time.perf_counter()
@@ -135,8 +145,8 @@ def flex_vs_sdpa(name: str = "seed_robustness", precision: str = "bf16") -> dict
 SECTIONS = {
     "syncs": lambda: {"seed_robustness_bf16": sync_sites(mode_config(study_trial("seed_robustness"), "bf16", False)),
                       "small_2m_fp32": sync_sites(small_trial("2m", 100, 10))},
-    "profile": lambda: {f"seed_robustness_{p}": profile_step(mode_config(study_trial("seed_robustness"), p, False))
-                        for p in ("bf16", "tf32")},
+    "profile": lambda: {f"seed_robustness_{p}{' + compile' * c}": profile_step(
+        mode_config(study_trial("seed_robustness"), p, c)) for p, c in (("bf16", True), ("bf16", False))},
     "seeds": seed_batch_rate,
     "flex": flex_vs_sdpa,
 }

@@ -37,7 +37,7 @@ from orchestrator.studies.study_scale import (
     rate_key,
     record_rate,
     shape_id,
-    trial_cost,
+    steps_flops,
 )
 
 STUDIES = Path(__file__).resolve().parents[2] / "studies"
@@ -59,9 +59,14 @@ def time_steps(config: TrialConfig, device: torch.device, steps: int, warmup: in
     model = build_model(config.model, len(tokenizer), config.seeds.weight, derived.input_layout).to(device)
     forward = CompiledForward(model, compile_backend) if config.train.compile else None
     training_step = TrainingStep(config, model, device, forward)
-    batches = [training_batch(config, derived.task, derived.distribution, tokenizer, s) for s in range(warmup + steps)]
-    prepared = [training_step.parts(s, batch) for s, batch in enumerate(batches)]
+
+    def batch(step: int):
+        return training_batch(config, derived.task, derived.distribution, tokenizer, step)
+
+    batches = [batch(s) for s in range(warmup + steps)]
+    prepared = [training_step.parts(s, b) for s, b in enumerate(batches)]
     tokens = sum(int((b.tokens != tokenizer.pad_id).sum()) for b in batches[warmup:]) / steps
+    extra_warm = second_width_steps(batch, batches[:warmup], warmup + steps) if config.train.compile else []
 
     def synchronize() -> None:
         if device.type == "cuda":
@@ -71,6 +76,8 @@ def time_steps(config: TrialConfig, device: torch.device, steps: int, warmup: in
     with precision_mode(config.train.precision):
         for s in range(warmup):
             training_step.update(s, prepared[s])
+        for s in extra_warm:
+            training_step.update(s, training_step.parts(s, batch(s)))
         for _ in range(runs):
             synchronize()
             started = time.perf_counter()
@@ -81,11 +88,22 @@ def time_steps(config: TrialConfig, device: torch.device, steps: int, warmup: in
     return seconds, tokens
 
 
+def second_width_steps(batch, warm_batches: list, first: int, tries: int = 200) -> list[int]:
+    """A step after `first` whose batch width the warm-up has not seen, when it saw one
+    width only: a compiled forward makes its symbolic-width graph at the second width
+    (lengthgen.compiled_step), which would otherwise compile inside the timed steps.
+    sota_abacus's batches of 512 questions of 1-20 digits are nearly all 62 wide."""
+    widths = {b.tokens.shape[1] for b in warm_batches}
+    if len(widths) > 1:
+        return []
+    return next(([s] for s in range(first, first + tries) if batch(s).tokens.shape[1] not in widths), [])
+
+
 def study_rows(name: str, config: TrialConfig, device: torch.device, steps: int, warmup: int, runs: int,
                results_root: Path | None, gpu: str, compile_backend: str = "inductor") -> tuple[list[Measurement], float]:
     """The rows of one study's first trial, each mode against fp32 in the same run, and its
     seconds per step in the study's own mode, whose rate is recorded under `results_root`."""
-    flops_per_step = trial_cost(config).flops / config.train.steps
+    flops_per_step = steps_flops(config, warmup, warmup + steps) / steps
     timed = {label: time_steps(mode_config(config, precision, compile_), device, steps, warmup, runs, compile_backend)
              for label, precision, compile_ in MODES}
     baseline = statistics.median(timed["fp32"][0])
@@ -101,13 +119,14 @@ def study_rows(name: str, config: TrialConfig, device: torch.device, steps: int,
         if (precision, compile_) == (config.train.precision, config.train.compile):
             own = median
             if results_root is not None:
-                record(results_root, gpu, name, config, median)
+                record(results_root, gpu, name, config, median, flops_per_step)
     return rows, own
 
 
-def record(results_root: Path, gpu: str, name: str, config: TrialConfig, seconds_per_step: float) -> None:
-    """The rate of `config`'s shape, in the mode it sets, recorded for study `name`."""
-    flops_per_step = trial_cost(config).flops / config.train.steps
+def record(results_root: Path, gpu: str, name: str, config: TrialConfig, seconds_per_step: float,
+           flops_per_step: float) -> None:
+    """The rate of `config`'s shape, in the mode it sets, recorded for study `name`
+    (`flops_per_step`: of the steps timed, whose micro-batches a batch ramp sets)."""
     record_rate(results_root, gpu, rate_key(name, None), shape_id(config), MeasuredRate(
         flops_per_s=flops_per_step / seconds_per_step, ms_per_step=seconds_per_step * 1e3,
         precision=config.train.precision, compile=config.train.compile,
@@ -123,14 +142,37 @@ def other_shape_rows(name: str, trials: list[TrialConfig], reference: float, dev
     rows = []
     for config in others:
         (seconds,), tokens = time_steps(config, device, steps, warmup, 1, compile_backend)
-        flops_per_step = trial_cost(config).flops / config.train.steps
+        flops_per_step = steps_flops(config, warmup, warmup + steps) / steps
         low, high = config.task.train_digits
         rows.append(Measurement(
             f"GPU {name}: {config.model.size} on {low}-{high} digits vs its first trial", reference / seconds, "report",
             f"{seconds * 1e3:.1f} ms/step ({steps} steps after {warmup}), {tokens / seconds:,.0f} tokens/s, "
             f"{flops_per_step / seconds / 1e12:.3g} TFLOP/s of model FLOPs on {gpu}"))
         if results_root is not None:
-            record(results_root, gpu, name, config, seconds)
+            record(results_root, gpu, name, config, seconds, flops_per_step)
+    return rows
+
+
+def own_mode_rows(name: str, steps: int = 5, warmup: int = 2, results_root: Path | None = Path("results"),
+                  device: str = "cuda", trials: list[TrialConfig] | None = None) -> list[Measurement]:
+    """Every trial shape of study `name` (or of `trials`) in the mode its study file sets,
+    one run each, its rate recorded: what the study's GPU-hours are computed from. Rows
+    print as they are measured, since a GPU session is bounded."""
+    target = torch.device(device)
+    gpu = torch.cuda.get_device_name(target) if target.type == "cuda" else f"{target.type} device"
+    rows = []
+    for config in {shape_id(t): t for t in trials or load_study(STUDIES / f"{name}.yaml").trials}.values():
+        (seconds,), tokens = time_steps(config, target, steps, warmup, 1)
+        flops_per_step = steps_flops(config, warmup, warmup + steps) / steps
+        low, high = config.task.train_digits
+        rows.append(Measurement(
+            f"GPU {name}: {config.model.size} on {low}-{high} digits, {shape_id(config)}", None, "report",
+            f"{seconds * 1e3:.1f} ms/step ({steps} steps after {warmup}, {config.train.precision}"
+            f"{' + compile' if config.train.compile else ''}), {tokens / seconds:,.0f} tokens/s, "
+            f"{flops_per_step / seconds / 1e12:.3g} TFLOP/s of model FLOPs on {gpu}"))
+        print(f"{rows[-1].name} | {rows[-1].detail}", flush=True)
+        if results_root is not None:
+            record(results_root, gpu, name, config, seconds, flops_per_step)
     return rows
 
 

@@ -132,6 +132,18 @@ def trial_cost(config: TrialConfig, batches: int = 3) -> TrialCost:
     return TrialCost(count_parameters(model), tokens, batches_trained * tokens * per_token)
 
 
+def steps_flops(config: TrialConfig, first: int, stop: int, cost: TrialCost | None = None) -> float:
+    """The training FLOPs of optimiser steps first..stop-1 of `config` (of `cost`, its
+    trial_cost, when given): under train.batch_ramp an early step trains one micro-batch
+    and a late one sixteen, so the trial's FLOPs over its steps is not any one step's."""
+    train = config.train
+    micro = train.batch_size
+    trained = micro_range(train.batch_ramp, micro, train.steps, train.steps - 1).stop
+    in_steps = micro_range(train.batch_ramp, micro, train.steps, stop - 1).stop - \
+        micro_range(train.batch_ramp, micro, train.steps, first).start
+    return (cost or trial_cost(config)).flops * in_steps / trained
+
+
 def study_cost_words(trials: list[TrialConfig], rates: dict[str, dict[str, MeasuredRate]] | None = None) -> str:
     """'15 trials of 50,000 steps, 25.3 M parameters: 2.1e+17 training FLOPs, about 0.6
     GPU-hours at a sustained 100 TFLOP/s (an estimate; ...)'; with `rates` ({GPU model:
