@@ -7,6 +7,7 @@
 #   probe:S tools/gpu_probe.py section S (syncs, profile, seeds, flex)    -> probe_S.json
 #   rates   every trial shape of RATE_STUDIES in its study's own mode     -> rates.log
 #   studies the paper-scale rows of STUDIES in the four modes              -> bench.log
+#   small   the small-trial rows of `lg-study bench --only gpu` and `--only seeds` (needs ray) -> bench.log
 # and results/gpu_rates.json (the rates recorded) copied to $OUT after every phase.
 # Needs the packages the GPU machine lacks, carried as .dev/*.tar.xz (wheel_bundle.sh;
 # the rates, studies and probe phases need only pydantic, pyyaml and optuna's import).
@@ -34,10 +35,16 @@ for phase in ${PHASES-pytest probe:syncs rates studies probe:seeds probe:profile
   case $phase in
     pytest) bounded "${PYTEST_S:-150}" pytest python3 -m pytest -m gpu -n 8 -q -rs -p no:cacheprovider ${PYTEST_ARGS:-} > "$OUT/pytest.log" 2>&1
             grep -E "FAILED|ERROR|[0-9]+ (passed|failed)" "$OUT/pytest.log" | tail -20 ;;
-    probe:*) section=${phase#probe:}
-             bounded "${PROBE_S:-90}" "$phase" python3 tools/gpu_probe.py "$OUT/probe_$section" "$section" > "$OUT/probe_$section.log" 2>&1
-             cp "$OUT/probe_$section/probe.json" "$OUT/probe_$section.json" 2>/dev/null
-             grep -v Warning "$OUT/probe_$section.log" | cut -c1-300 | head -40 ;;
+    probe:*) section=${phase#probe:}  # the run's files come back only when few: one probe.log, one json a section
+             bounded "${PROBE_S:-90}" "$phase" python3 tools/gpu_probe.py "/tmp/probe_$section" "$section" > "/tmp/probe_$section.log" 2>&1
+             cp "/tmp/probe_$section/probe.json" "$OUT/probe_$section.json" 2>/dev/null
+             grep -v Warning "/tmp/probe_$section.log" | tee -a "$OUT/probe.log" | cut -c1-300 | head -40 ;;
+    small) bounded "${SMALL_S:-180}" small python3 -c "
+from orchestrator.benchmarks.bench_gpu import gpu
+from orchestrator.benchmarks.bench_seed_batch import seed_batch_rows
+for row in [*gpu(), *seed_batch_rows(cpu_steps=2)]:
+    print(f'{row.name} | {row.ratio} | {row.detail}', flush=True)" >> "$OUT/bench.log" 2>&1
+           grep -v Warning "$OUT/bench.log" | tail -14 ;;
     rates) for study in ${RATE_STUDIES-seed_robustness sota_coupling sota_comparison pe_comparison cascade_distribution model_size format_ablation}; do
              bounded "${RATE_S:-90}" "rates $study" python3 -c "
 from orchestrator.benchmarks.bench_gpu_studies import own_mode_rows
