@@ -384,6 +384,11 @@ class TrialConfig:
         sampler.check(self, task)
         if self.model.abacus:
             Abacus.check(self, task)
+        if self.train.state_noise_draw != "host" and not STATE_INITS[self.model.state_init]:
+            raise ValueError(
+                f"train.state_noise_draw {self.train.state_noise_draw} says where model.state_init noise is "
+                f"drawn; model.state_init is {self.model.state_init}, which draws none: remove train.state_noise_draw"
+            )
         if self.train.progressive_loss_alpha and self.model.loops < 2:
             raise ValueError(
                 f"train.progressive_loss_alpha trains looped models at random loop counts; model.loops is "

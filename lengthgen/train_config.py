@@ -9,9 +9,11 @@ from typing import Literal
 
 from lengthgen.batch_ramp import BatchRamp
 from lengthgen.eval_config import STRICT
+from lengthgen.model.recurrence import STATE_NOISE_DRAWS
 from lengthgen.precision import PRECISIONS
 
 PrecisionName = Literal[tuple(PRECISIONS)]
+StateNoiseDrawName = Literal[tuple(STATE_NOISE_DRAWS)]
 
 _STRICT = STRICT
 
@@ -69,6 +71,12 @@ class TrainConfig:
     #: first r of the steps, by gradient accumulation, as McLeish et al. 2024's code
     #: (lengthgen.batch_ramp); B a multiple of batch_size
     batch_ramp: BatchRamp | None = None
+    #: model.state_init noise only: where the training steps' noise is drawn. host: from a
+    #: CPU generator and copied, the same noise on every device; device: from the trial's
+    #: device's generator with the same seed, other values on a GPU than on the host and
+    #: no host draw (lengthgen.model.recurrence.STATE_NOISE_DRAWS). On a CPU both are one
+    #: draw. Evaluation draws on the host either way
+    state_noise_draw: StateNoiseDrawName = "host"
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "log_every", "length_buckets"):

@@ -18,7 +18,7 @@ from lengthgen.compiled_step import CompiledForward
 from lengthgen.config import TrainConfig, TrialConfig
 from lengthgen.model.base import Architecture, Batch, Positions
 from lengthgen.model.position.samplers import build_position_sampler
-from lengthgen.model.recurrence import progressive_terms
+from lengthgen.model.recurrence import STATE_NOISE_DRAWS, progressive_terms
 from lengthgen.precision import autocast
 
 #: where a step's batch and positions are prepared before the copy to its device
@@ -201,7 +201,9 @@ class TrainingStep:
         among them, which is no Architecture)."""
         if not getattr(self.model, "stochastic", False):
             return contextlib.nullcontext()
-        return self.model.noise_from(_step_generator(self.config, step, stream=3))
+        seed = _step_generator(self.config, step, stream=3).initial_seed()
+        draw = STATE_NOISE_DRAWS[self.config.train.state_noise_draw]
+        return self.model.noise_from(draw(seed, self.device))
 
     def gradients(self, step: int, parts: list[tuple[Batch, Positions]] | MicroBatches) -> torch.Tensor:
         """Accumulate the gradient of the step's loss; the loss (detached). With

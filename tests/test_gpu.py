@@ -282,3 +282,27 @@ def test_a_study_packs_four_trials_on_one_gpu(tmp_path):
     runs = client.search_runs([client.get_experiment_by_name("gpu_packing").experiment_id])
     assert len(runs) == 4 and {r.info.status for r in runs} == {"FINISHED"}
     assert {r.data.tags["trial_id"] for r in runs} == {t["trial_id"] for t in trials}
+
+
+def test_state_noise_drawn_on_the_device_is_there_and_repeatable():
+    """train.state_noise_draw device: the noise comes from the GPU's own generator (no host
+    draw, no copy), and the same seed gives the same training twice."""
+    from pathlib import Path
+
+    from lengthgen.config import derive
+    from lengthgen.model.recurrence import STATE_NOISE_DRAWS, state_noise
+    from lengthgen.training_step import TrainingStep
+    from orchestrator.studies.study import load_study
+
+    noise = state_noise((2, 3, 4), 0.02, STATE_NOISE_DRAWS["device"](7, DEVICE))
+    assert noise.device.type == DEVICE.type
+    config = load_study(Path(__file__).resolve().parents[1] / "studies" / "sota_abacus.yaml", "cpu").trials[0]
+    config = replace(config, train=replace(config.train, state_noise_draw="device", batch_size=8, batch_ramp=None))
+    task, distribution, _, layout = derive(config)
+
+    def losses() -> list[float]:
+        model = build_model(config.model, len(tokenizer), config.seeds.weight, layout).to(DEVICE)
+        step = TrainingStep(config, model, DEVICE)
+        return [step(s, training_batch(config, task, distribution, tokenizer, s)).item() for s in range(2)]
+
+    assert losses() == losses()

@@ -89,7 +89,24 @@ def state_noise(shape: tuple[int, ...], std: float, generator: torch.Generator |
             "model.state_init noise draws the first recurrent state from the trial's noise stream, and "
             "this forward pass has none: run it inside Architecture.noise_from(generator)"
         )
-    return torch.randn(shape, generator=generator) * std
+    return torch.randn(shape, generator=generator, device=generator.device) * std
+
+
+def _host_stream(seed: int, device: torch.device) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _device_stream(seed: int, device: torch.device) -> torch.Generator:
+    return torch.Generator(device=device).manual_seed(seed)
+
+
+#: train.state_noise_draw -> (the stream's seed, the trial's device) -> the generator the
+#: noise of model.state_init noise is drawn from. `host`: the CPU's, so a seed gives the
+#: same noise on every device, copied to it (on a GPU that draw can take as long as the
+#: step: 32 M values a micro-batch of sota_abacus); `device`: the trial's device's own
+#: generator from the same seed (on a CUDA device its Philox stream: other values than
+#: the host's, repeatable on that device, no host draw and no copy)
+STATE_NOISE_DRAWS = {"host": _host_stream, "device": _device_stream}
 
 
 def progressive_terms(alpha: float, loops: int, generator: torch.Generator) -> list[tuple[float, tuple[int, int]]]:
