@@ -31,7 +31,7 @@ bounded() {
   cp results/gpu_rates.json "$OUT/" 2>/dev/null; return 0
 }
 
-for phase in ${PHASES-pytest probe:syncs rates studies probe:seeds probe:profile}; do
+for phase in ${PHASES-probe:noise small probe:syncs studies probe:seeds probe:profile rates pytest}; do
   case $phase in
     pytest) bounded "${PYTEST_S:-150}" pytest python3 -m pytest -m gpu -n 8 -q -rs -p no:cacheprovider ${PYTEST_ARGS:-} > "$OUT/pytest.log" 2>&1
             grep -E "FAILED|ERROR|[0-9]+ (passed|failed)" "$OUT/pytest.log" | tail -20 ;;

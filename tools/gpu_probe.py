@@ -4,7 +4,7 @@ the host (torch's sync debug mode, each site counted), the top kernels of a prof
 step with the share that is matrix products, 16 seeds of the 2m decoder as one seed
 batch against one trial alone, and FlexAttention beside SDPA for a biased study.
 
-    python tools/gpu_probe.py OUT_DIR [section ...]   (sections: syncs profile seeds flex)
+    python tools/gpu_probe.py OUT_DIR [section ...]   (sections: syncs profile seeds flex noise)
 
 Every section's numbers go to OUT_DIR/probe.json (rewritten after each) and a summary
 is printed; a section that fails records its traceback and the others still run."""
@@ -142,6 +142,18 @@ def flex_vs_sdpa(name: str = "seed_robustness", precision: str = "bf16") -> dict
     return out
 
 
+def noise_draws(name: str = "sota_abacus", precision: str = "bf16") -> dict:
+    """A noise-started study's step with its noise drawn on the host (copied) and on the GPU
+    (train.state_noise_draw), each the best of 2 runs of 6 steps after 2."""
+    config = mode_config(study_trial(name), precision, False)
+    out = {}
+    for draw in ("host", "device"):
+        drawn = replace(config, train=replace(config.train, state_noise_draw=draw))
+        seconds, tokens = time_steps(drawn, CUDA, steps=6, warmup=2, runs=2)
+        out[draw] = {"ms_per_step": min(seconds) * 1e3, "tokens_per_s": tokens / min(seconds)}
+    return out
+
+
 SECTIONS = {
     "syncs": lambda: {"seed_robustness_bf16": sync_sites(mode_config(study_trial("seed_robustness"), "bf16", False)),
                       "small_2m_fp32": sync_sites(small_trial("2m", 100, 10))},
@@ -149,6 +161,7 @@ SECTIONS = {
         mode_config(study_trial("seed_robustness"), p, c)) for p, c in (("bf16", True), ("bf16", False))},
     "seeds": seed_batch_rate,
     "flex": flex_vs_sdpa,
+    "noise": noise_draws,
 }
 
 
