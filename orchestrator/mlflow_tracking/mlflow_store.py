@@ -10,8 +10,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +24,7 @@ from orchestrator.mlflow_tracking.moved_store import (
     sqlite_database,
 )
 from orchestrator.mlflow_tracking.sqlite_journal import use_write_ahead_log
+from orchestrator.mlflow_tracking.store_template import copy_empty_store
 
 __all__ = ["HTTP_BOUNDS", "SerializedClient", "artifact_location", "bound_http_calls", "create_sqlite_store",
            "sqlite_database"]
@@ -137,26 +136,19 @@ class SerializedClient:
 
 
 def create_sqlite_store(database: Path) -> None:
-    """Set a new SQLite store up in memory (/dev/shm) and move the file into place.
-
-    MLflow sets a store up by running its schema migrations one by one, each committed
-    with an fsync: 3-5 s on this machine's disk for 1.2-1.8 s of CPU, which the first
-    study in every results folder waited for. The finished file is copied beside
-    `database` and hard-linked to its name, so that a store another process made
-    meanwhile (`mlflow ui` takes no lock of ours) is kept, never overwritten.
+    """Set a new SQLite store up beside `database` and hard-link it to its name, so that
+    a store another process made meanwhile (`mlflow ui` takes no lock of ours) is kept,
+    never overwritten. The store is a copy of an empty one built once per MLflow version
+    (orchestrator.mlflow_tracking.store_template), not a new run of MLflow's migrations.
     """
-    memory = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
-    with tempfile.TemporaryDirectory(dir=memory) as folder:
-        built = Path(folder) / database.name
-        MlflowClient(f"sqlite:///{built}").search_experiments(max_results=1)  # runs the migrations
-        database.parent.mkdir(parents=True, exist_ok=True)
-        staged = database.with_name(f".{database.name}.{os.getpid()}.tmp")
-        try:
-            shutil.copyfile(built, staged)
-            with open(staged, "rb") as file:
-                os.fsync(file.fileno())
-            os.link(staged, database)
-        except OSError:
-            pass  # made meanwhile (kept), or no hard links here: MLflow sets it up in place
-        finally:
-            staged.unlink(missing_ok=True)
+    database.parent.mkdir(parents=True, exist_ok=True)
+    staged = database.with_name(f".{database.name}.{os.getpid()}.tmp")
+    try:
+        copy_empty_store(staged)
+        with open(staged, "rb") as file:
+            os.fsync(file.fileno())
+        os.link(staged, database)
+    except OSError:
+        pass  # made meanwhile (kept), or no hard links here: MLflow sets it up in place
+    finally:
+        staged.unlink(missing_ok=True)
