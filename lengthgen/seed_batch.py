@@ -32,7 +32,6 @@ What cannot be batched yet is refused, naming the field (`UNBATCHABLE`)."""
 from __future__ import annotations
 
 import copy
-import math
 import warnings
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -259,13 +258,17 @@ class SeedBatchStep:
             group["lr"] = learning_rate(self.config, step)
         self.optimizer.zero_grad(set_to_none=True)
         losses = self.stacked.forward_losses(seeds_parts, self.device, self.config.train.precision, rows_shared)
-        values = torch.stack([loss.detach() for loss in losses]).tolist()  # the step's one host synchronisation
-        trained = [on and math.isfinite(v) for on, v in zip(active, values)]
-        if any(trained):
-            sum(loss for loss, on in zip(losses, trained) if on).backward()
-            self._mask_and_clip(to_device(torch.tensor(trained), self.device))
+        detached = torch.stack([loss.detach() for loss in losses])
+        if any(active):
+            # which seeds train is decided on the device, and the losses are read once the
+            # step is queued: the host launches the backward while the forward still runs
+            # on a GPU, rather than waiting for the losses in between. An untrained seed's
+            # loss enters as 0 (no gradient); its slices are zeroed in any case
+            trained = torch.isfinite(detached) & to_device(torch.tensor(active), self.device)
+            sum(torch.where(trained[at], loss, 0.0) for at, loss in enumerate(losses)).backward()
+            self._mask_and_clip(trained)
             self.optimizer.step()
-        return values
+        return detached.tolist()  # the step's one host synchronisation
 
     @torch.no_grad()
     def _mask_and_clip(self, trained: torch.Tensor) -> None:
