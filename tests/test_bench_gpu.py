@@ -166,3 +166,35 @@ def test_own_mode_rows_time_and_record_every_shape_once(tmp_path):
     assert all("(2 steps after 1, fp32)" in r.detail for r in rows)
     (shapes,) = read_rates(tmp_path)["cpu device"].values()
     assert set(shapes) == {shape_id(tiny), shape_id(longer)}
+
+
+def test_a_profile_training_a_timed_mode_of_the_same_shape_gets_that_modes_rate(tmp_path, monkeypatch):
+    """seed_robustness's `bf16` profile trains its first trial's shape in bf16 + compile,
+    a mode the rows time: its rate is recorded for the profile, so `validate --profile
+    bf16` quotes it; a profile of another shape (`small`) gets none."""
+    from orchestrator.benchmarks import bench_gpu_studies
+    from orchestrator.studies.study import load_study
+    from orchestrator.studies.study_scale import read_rates, study_size_words
+
+    (tmp_path / "tiny.yaml").write_text("""\
+name: tiny
+base:
+  task: {name: addition, train_digits: [1, 3]}
+  model: {arch: decoder, size: tiny, pe: rope}
+  train: {steps: 100, batch_size: 8, warmup: 1}
+  eval: {digits: [2], samples: 4}
+axes:
+  seeds.weight: [0, 1]
+profiles:
+  bf16: {train.precision: bf16}
+  small: {train.batch_size: 4}
+""")
+    monkeypatch.setattr(bench_gpu_studies, "STUDIES", tmp_path)
+    bench_gpu_studies.paper_scale(("tiny",), steps=1, warmup=1, runs=1, device="cpu", results_root=tmp_path / "results",
+                                  compile_backend="eager")
+    rates = read_rates(tmp_path / "results")["cpu device"]
+    assert set(rates) == {"tiny", "tiny/bf16"}
+    ((_, bf16),) = rates["tiny/bf16"].items()
+    assert (bf16.precision, bf16.compile) == ("bf16", False)
+    words = study_size_words(load_study(tmp_path / "tiny.yaml", "bf16"), tmp_path / "results")
+    assert "measured there (bf16" in words and "estimate" not in words

@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
+import yaml
 
 from lengthgen import TrialConfig
 from lengthgen.batches import training_batch
@@ -107,6 +108,9 @@ def study_rows(name: str, config: TrialConfig, device: torch.device, steps: int,
     timed = {label: time_steps(mode_config(config, precision, compile_), device, steps, warmup, runs, compile_backend)
              for label, precision, compile_ in MODES}
     baseline = statistics.median(timed["fp32"][0])
+    if results_root is not None:
+        record_profiles(results_root, gpu, name, config, flops_per_step,
+                        {(precision, compile_): statistics.median(timed[label][0]) for label, precision, compile_ in MODES})
     rows = []
     for label, precision, compile_ in MODES:
         seconds, tokens = timed[label]
@@ -123,11 +127,27 @@ def study_rows(name: str, config: TrialConfig, device: torch.device, steps: int,
     return rows, own
 
 
+def record_profiles(results_root: Path, gpu: str, name: str, config: TrialConfig, flops_per_step: float,
+                    seconds: dict[tuple[str, bool], float]) -> None:
+    """The rates of study `name`'s profiles that train `config`'s shape in a mode timed
+    here (`seconds` per step of each (precision, compile)), e.g. seed_robustness's `bf16`
+    profile: so `lg-study validate --profile` quotes a measured rate too."""
+    path = STUDIES / f"{name}.yaml"
+    if not path.exists():
+        return
+    for profile in (yaml.safe_load(path.read_text()) or {}).get("profiles") or {}:
+        first = load_study(path, profile).trials[0]
+        mode = (first.train.precision, first.train.compile)
+        if shape_id(first) == shape_id(config) and mode in seconds:
+            record(results_root, gpu, name, first, seconds[mode], flops_per_step, profile)
+
+
 def record(results_root: Path, gpu: str, name: str, config: TrialConfig, seconds_per_step: float,
-           flops_per_step: float) -> None:
-    """The rate of `config`'s shape, in the mode it sets, recorded for study `name`
-    (`flops_per_step`: of the steps timed, whose micro-batches a batch ramp sets)."""
-    record_rate(results_root, gpu, rate_key(name, None), shape_id(config), MeasuredRate(
+           flops_per_step: float, profile: str | None = None) -> None:
+    """The rate of `config`'s shape, in the mode it sets, recorded for study `name` (or
+    its `profile`; `flops_per_step`: of the steps timed, whose micro-batches a batch ramp
+    sets)."""
+    record_rate(results_root, gpu, rate_key(name, profile), shape_id(config), MeasuredRate(
         flops_per_s=flops_per_step / seconds_per_step, ms_per_step=seconds_per_step * 1e3,
         precision=config.train.precision, compile=config.train.compile,
         measured_at=datetime.now(timezone.utc).strftime("%Y-%m-%d"), torch_version=str(torch.__version__)))
