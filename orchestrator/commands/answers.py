@@ -12,6 +12,7 @@ from orchestrator.cli_support import (
     OutputFormat,
     bad_input,
     err,
+    load_study_file,
     out,
     parse_params,
     results_warnings,
@@ -153,3 +154,75 @@ def serve_ui(study: str | None, profile: str | None, port: int, results: Path, t
         out.print(f"experiment {experiment}: {server.experiment_url}", highlight=False, soft_wrap=True)
     sys.stdout.flush()
     raise typer.Exit(serve(server))
+
+
+def replay_pruner(study_file: Path, profile: str | None, pruner: str | None, resamples: int, seed: int,
+                  simulate: str | None, results: Path) -> None:
+    """`lg-study replay`: a pruner replayed over a finished search (or a simulated one), as a table."""
+    import pyarrow as pa
+
+    from orchestrator.console.render import arrow_table
+
+    study = load_study_file(study_file, profile)
+    search = study.spec.search
+    if search is None:
+        raise bad_input(f"{study_file} has no search block: a pruner stops a search's points")
+    spec = _pruner_option(pruner) if pruner is not None else search.pruner
+    if not spec.prunes:
+        raise bad_input(f"{study_file}: search.pruner is none; name one with --pruner (e.g. --pruner median)")
+    try:
+        summary, what = _replays(study, spec, resamples, seed, simulate, results)
+    except LookupError as error:
+        raise bad_input(str(error)) from None
+    low, high = summary.kept_interval()
+    first = summary.replays[0]
+    row = {"pruner": str(spec), "search": what, "resamples": len(summary.replays),
+           "compute_saved": round(summary.saved, 2), "best_kept": f"{summary.kept}/{len(summary.replays)}",
+           "best_kept_95ci": f"{low:.3f}-{high:.3f}", "points_pruned_first": len(first.pruned)}
+    out.print(arrow_table(pa.Table.from_pylist([row]), f"Pruner replayed over {what}: full seed-steps / "
+                          "seed-steps with pruning, and the resamples that kept the best point (docs/search.md)"))
+
+
+def _pruner_option(text: str):
+    """--pruner: a name (median) or a YAML mapping ({name: median, n_warmup_steps: 1000})."""
+    import pydantic
+    import yaml
+
+    from orchestrator.studies.config_paths import reason
+    from orchestrator.studies.pruners import PrunerSpec
+
+    try:
+        return PrunerSpec.model_validate(yaml.safe_load(text))
+    except (yaml.YAMLError, pydantic.ValidationError) as error:
+        why = reason(error.errors()[0], PrunerSpec) if isinstance(error, pydantic.ValidationError) else str(error)
+        raise bad_input(f"--pruner {text!r}: {why}") from None
+
+
+def _replays(study, spec, resamples: int, seed: int, simulate: str | None, results: Path):
+    """The replays over the stored search's bootstraps, or over a simulated search's seed draws."""
+    from analysis.pruner_replay import (
+        PointCurves,
+        SimulatedSearch,
+        replay_over,
+        simulated_resamples,
+        stored_resamples,
+    )
+    from orchestrator.store.search_curves import stored_curves
+    from orchestrator.store.search_store import search_name
+    from results_contract.layout import profile_root
+
+    config = study.config_with({})
+    if simulate is not None:
+        points, _, seeds = simulate.partition("x")
+        if not (points.isdigit() and seeds.isdigit() and int(points) >= 2 and int(seeds) >= 1):
+            raise bad_input(f"--simulate {simulate!r}: expected POINTSxSEEDS, e.g. 100x3")
+        every, last = config.eval.every, config.train.steps
+        steps = sorted({*range(every, last + 1, every), last}) if every else [last]
+        simulated = SimulatedSearch(points=int(points), seeds=int(seeds))
+        what = f"a simulated search of {points} points x {seeds} seeds, evaluated at {len(steps)} steps"
+        return replay_over(simulated_resamples(simulated, steps, resamples, seed), spec.make), what
+    stored = stored_curves(profile_root(results, study.profile), study.name, search_name(study),
+                           study.spec.search.metric)
+    points = [PointCurves(number, curves) for number, curves in stored]
+    what = f"search {search_name(study)} ({len(points)} scored points, their seeds bootstrapped)"
+    return replay_over(stored_resamples(points, resamples, seed), spec.make), what
