@@ -2,10 +2,12 @@
 replay`, which replays one over a stored or simulated search: compute saved, and
 whether the best point survived, over resamples of the seeds."""
 
+import json
 import random
 from datetime import datetime, timezone
 from pathlib import Path
 
+import mlflow
 import optuna
 import pytest
 from optuna.trial import TrialState
@@ -147,3 +149,117 @@ def test_replay_command_refuses_what_it_cannot_replay(tmp_path):
     simulated = runner.invoke(app, ["replay", str(STUDY), "--pruner", "median", "--simulate", "12x2",
                                     "--resamples", "2"])
     assert simulated.exit_code == 0 and "simulated search of 12 points x 2 seeds" in " ".join(simulated.output.split())
+
+
+def optuna_points(results: Path) -> list:
+    storage = f"sqlite:///{results.resolve()}/tiny_search/optuna.db"
+    return optuna.load_study(study_name="tiny_search", storage=storage).get_trials()
+
+
+@pytest.fixture(scope="module")
+def pruned_search(tmp_path_factory):
+    """Two points of two seeds, evaluated at steps 4, 8 and 12, under a median pruner made
+    to prune point 1 (and never point 0) whenever it is asked: the decision is Optuna's
+    pruner's to make, this only makes it known in advance."""
+    folder = tmp_path_factory.mktemp("pruned")
+    results, study_file = folder / "results", folder / "pruned_search.yaml"
+    study_file.write_text(STUDY.read_text()
+                          .replace("eval: {digits: [1, 2, 3], samples: 16}",
+                                   "eval: {digits: [1, 2, 3], samples: 16, every: 4}")
+                          .replace("  repeat:", "  pruner: {name: median, n_startup_trials: 0}\n  repeat:"))
+    asked = []
+
+    def prune(self, study, trial):
+        asked.append((trial.number, max(trial.intermediate_values)))
+        return trial.number == 1
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(optuna.pruners.MedianPruner, "prune", prune)
+        first = runner.invoke(app, ["run", str(study_file), "--results", str(results)])
+    again = runner.invoke(app, ["run", str(study_file), "--results", str(results)])
+    return {"results": results, "first": first, "again": again, "asked": asked, "file": study_file}
+
+
+def test_a_pruned_point_stops_all_its_seeds_at_the_step_and_keeps_their_rows(pruned_search):
+    from analysis.query import open_results, run_query
+
+    results, first = pruned_search["results"], pruned_search["first"]
+    assert first.exit_code == 0, first.output
+    assert "1 pruned" in " ".join(first.output.split())
+    points = optuna_points(results)
+    assert [t.state for t in points] == [TrialState.COMPLETE, TrialState.PRUNED]
+    pruned = points[1]
+    # asked once, at the first evaluation both of its seeds had reached, with their mean
+    assert (1, 4) in pruned_search["asked"] and not any(n == 1 and s > 4 for n, s in pruned_search["asked"])
+    assert list(pruned.intermediate_values) == [4] and pruned.user_attrs["pruned_at"] == 4
+    with open_results(results, "tiny_search") as con:
+        trials = {r["trial_id"]: r for r in run_query(con, "select trial_id, status, pruned_at from trials").to_pylist()}
+        evals = run_query(con, "select trial_id, step, accuracy from eval where digits = 1").to_pylist()
+    seeds = pruned.user_attrs[TRIAL_IDS]
+    assert {trials[t]["status"] for t in seeds} == {"pruned"} and {trials[t]["pruned_at"] for t in seeds} == {4}
+    assert {trials[t]["status"] for t in points[0].user_attrs[TRIAL_IDS]} == {"done"}
+    # the seed whose evaluation completed step 4 was stopped there, short of the last step
+    # (Tune's own record of what each reported); the other may have finished before the
+    # decision (two CPUs run the four seeds in any order) and is cut back to the step below
+    reported = {}
+    for path in (results / "tiny_search" / "_tune").rglob("result.json"):
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        reported[lines[0]["lg_trial_id"]] = max(line["step"] for line in lines)
+    assert min(reported[t] for t in seeds) < 12 and {reported[t] for t in points[0].user_attrs[TRIAL_IDS]} == {12}
+    # the rows up to the step stand, and the pruner saw their mean
+    assert {e["step"] for e in evals if e["trial_id"] in seeds} == {4}
+    assert pruned.intermediate_values[4] == pytest.approx(
+        sum(e["accuracy"] for e in evals if e["trial_id"] in seeds) / 2)
+    assert not list((results / "tiny_search").glob("_checkpoints/*.pt"))
+    runs = mlflow.MlflowClient(f"sqlite:///{results.resolve()}/mlflow.db").search_runs(
+        [mlflow.MlflowClient(f"sqlite:///{results.resolve()}/mlflow.db").get_experiment_by_name("tiny_search").experiment_id])
+    ends = {r.data.tags["trial_id"]: (r.info.status, r.data.tags.get("status")) for r in runs}
+    assert {ends[t] for t in seeds} == {("KILLED", "pruned")}
+    # run again: the pruned point is not run again, nor asked for
+    again = pruned_search["again"]
+    assert again.exit_code == 0, again.output
+    assert "ran " not in again.output and len(optuna_points(results)) == 2
+
+
+@pytest.mark.slow  # two more searches under Ray: stopped after the decision, then resumed
+def test_a_search_stopped_after_a_pruning_decision_resumes_with_that_decision(tmp_path):
+    from orchestrator.running import point_pruning
+
+    results = tmp_path / "results"
+    study_file = tmp_path / "pruned_search.yaml"
+    study_file.write_text(STUDY.read_text()
+                          .replace("eval: {digits: [1, 2, 3], samples: 16}",
+                                   "eval: {digits: [1, 2, 3], samples: 16, every: 4}")
+                          .replace("  repeat:", "  pruner: {name: median, n_startup_trials: 0}\n  repeat:"))
+    asked = []
+
+    def prune(self, study, trial):
+        asked.append(trial.number)
+        return trial.number == 1
+
+    def stop(self, results_root, study):
+        raise KeyboardInterrupt  # the driver stops after the decision, before the seeds are marked
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(optuna.pruners.MedianPruner, "prune", prune)
+        patch.setattr(point_pruning.PointPruner, "settle", stop)
+        stopped = runner.invoke(app, ["run", str(study_file), "--results", str(results)])
+    assert stopped.exit_code == 130, stopped.output
+    point = optuna_points(results)[1]
+    assert point.state == TrialState.RUNNING and point.user_attrs["pruned_at"] == 4
+    asked.clear()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(optuna.pruners.MedianPruner, "prune", prune)
+        resumed = runner.invoke(app, ["run", str(study_file), "--results", str(results)])
+    assert resumed.exit_code == 0, resumed.output
+    # the stored decision stands: no seed trains again and the pruner is not asked again
+    assert asked == [] and "ran " not in resumed.output
+    assert [t.state for t in optuna_points(results)] == [TrialState.COMPLETE, TrialState.PRUNED]
+    from analysis.query import open_results, run_query
+
+    with open_results(results, "tiny_search") as con:
+        rows = run_query(con, "select trial_id, status, pruned_at from trials").to_pylist()
+        steps = run_query(con, "select trial_id, max(step) as last from eval group by trial_id").to_pylist()
+    seeds = point.user_attrs[TRIAL_IDS]
+    assert {(r["status"], r["pruned_at"]) for r in rows if r["trial_id"] in seeds} == {("pruned", 4)}
+    assert {s["last"] for s in steps if s["trial_id"] in seeds} == {4}

@@ -106,7 +106,8 @@ def search_points(state, top: int, total: int | None = None) -> Table:
     of each point and its metric's mean, spread and range over its seed-trials."""
     names = sorted({key for point in state.points for key in point.params})
     scored = f"{len(state.points)}{f' of {total}' if total else ''} points scored"
-    others = ", ".join(f"{n} {what}" for n, what in ((state.open, "open"), (state.refused, "refused")) if n)
+    others = ", ".join(f"{n} {what}" for n, what in ((state.open, "open"), (state.pruned, "pruned"),
+                                                           (state.refused, "refused")) if n)
     out = Table(title=f"search {state.name}: best points by mean {state.metric} over seeds",
                 caption=f"{scored}{'; ' + others if others else ''}; sd = sample standard deviation over seeds")
     for name in ("rank", "point", *names, "mean", "sd", "min", "max", "seeds"):
