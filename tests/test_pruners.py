@@ -263,3 +263,60 @@ def test_a_search_stopped_after_a_pruning_decision_resumes_with_that_decision(tm
     seeds = point.user_attrs[TRIAL_IDS]
     assert {(r["status"], r["pruned_at"]) for r in rows if r["trial_id"] in seeds} == {("pruned", 4)}
     assert {s["last"] for s in steps if s["trial_id"] in seeds} == {4}
+
+
+def test_the_stopper_reports_a_point_once_all_its_seeds_reached_a_step_and_stops_them_all():
+    from orchestrator.running.point_pruning import PRUNED_AT, PointPruner
+
+    study = optuna.create_study(direction="maximize", pruner=optuna.pruners.MedianPruner(n_startup_trials=1))
+    ahead = study.ask()  # point 0, scored 0.9 at step 4
+    ahead.report(0.9, 4)
+    study.tell(ahead, 0.9)
+    study.ask()  # point 1: seeds a and b
+    stopper = PointPruner(study, {1: ["a", "b"]}, "acc/digits_001", {1: 12})
+    metric = "acc/digits_001"
+    assert stopper("tune-a", {"lg_trial_id": "a", "step": 4, metric: 0.1}) is False
+    assert study.trials[1].intermediate_values == {}  # b has not reached step 4 yet
+    assert stopper("tune-x", {"lg_trial_id": "other", "step": 4, metric: 0.0}) is False  # not a point's
+    assert stopper("tune-b", {"lg_trial_id": "b", "step": 4, metric: 0.3}) is True
+    assert study.trials[1].intermediate_values == {4: pytest.approx(0.2)}  # the mean, below point 0's 0.9
+    assert study.trials[1].user_attrs[PRUNED_AT] == 4 and stopper.pruned == {1: 4}
+    # a seed ahead is stopped at its next report, whatever it reports
+    assert stopper("tune-a", {"lg_trial_id": "a", "step": 6}) is True
+
+
+def test_the_stopper_judges_a_resumed_point_on_its_stored_steps_and_never_the_last():
+    from orchestrator.running.point_pruning import PointPruner
+
+    study = optuna.create_study(direction="maximize", pruner=optuna.pruners.MedianPruner(n_startup_trials=1))
+    best = study.ask()
+    best.report(0.9, 4)
+    best.report(0.9, 8)
+    study.tell(best, 0.9)
+    study.ask()
+    stopper = PointPruner(study, {1: ["a", "b"]}, "acc/digits_001", {1: 8})
+    # both seeds had stored step 4 before a stop; b reaches step 8, the last, only now
+    stopper.values[(1, 4)].update(a=0.8, b=1.0)
+    stopper.values[(1, 8)].update(a=0.0)
+    stopper.judge_stored()
+    assert study.trials[1].intermediate_values == {4: pytest.approx(0.9)} and stopper.pruned == {}
+    assert stopper("tune-b", {"lg_trial_id": "b", "step": 8, "acc/digits_001": 0.0}) is False
+    assert 8 not in study.trials[1].intermediate_values  # the point is scored there instead
+
+
+def test_the_analysis_leaves_pruned_trials_out_and_says_how_many(pruned_search):
+    results = pruned_search["results"]
+    for question in ("variance.sql", "lucky_tickets.sql"):
+        outcome = runner.invoke(app, ["query", "--study", "tiny_search", "--file", question,
+                                      "--results", str(results), "--format", "csv"])
+        assert outcome.exit_code == 0, outcome.output
+        assert "2 trials stopped early by a search's pruner (status pruned) are left out" in " ".join(outcome.output.split())
+    variance = runner.invoke(app, ["query", "--study", "tiny_search", "--file", "variance.sql",
+                                   "--results", str(results), "--format", "json"])
+    assert {row["n_trials"] for row in json.loads(variance.stdout[variance.stdout.index("["):])} == {2}  # point 0's
+    counts = runner.invoke(app, ["query", "--study", "tiny_search", "--file", "status_counts.sql",
+                                 "--results", str(results), "--format", "csv"])
+    assert "left out" not in counts.output and "pruned,2" in counts.output
+    status = runner.invoke(app, ["status", str(pruned_search["file"]), "--results", str(results)])
+    assert status.exit_code == 0 and "2 of 4 finished, 2 pruned" in status.output
+    assert "1 pruned" in " ".join(status.output.split())  # of the points

@@ -50,8 +50,13 @@ def query_results(sql: str | None, study: str | None, profile: str | None, file:
     try:
         with results_warnings(), open_results(profile_root(results, profile), study) as con:
             table = run_query(con, text, params)
+            left_out = _pruned_left_out(con, text)
     except (QueryError, LookupError) as error:
         raise bad_input(str(error)) from None
+    if left_out:
+        err.print(f"{left_out} trials stopped early by a search's pruner (status pruned) are left out: this "
+                  "question compares finished trials, and a seed stopped early is no sample of the final "
+                  "accuracy", highlight=False)
     if output_format is OutputFormat.table:
         out.print(arrow_table(table))
         return
@@ -65,6 +70,18 @@ def query_results(sql: str | None, study: str | None, profile: str | None, file:
         out_file.write_text(text)
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def _pruned_left_out(con, text: str) -> int:
+    """How many pruned trials a query over the finished trials' views (finished_trials,
+    finished_eval, ...: variance, lucky tickets) leaves out; 0 for any other query."""
+    from analysis.query import run_sql_file
+    from analysis.sql_layers import sql_file
+
+    if "finished_" not in text:
+        return 0
+    counts = {r["status"]: r["trials"] for r in run_sql_file(con, sql_file("status_counts.sql")).to_pylist()}
+    return counts.get("pruned", 0)
 
 
 def write_report(study: str, profile: str | None, out_dir: Path | None, param: list[str] | None,
