@@ -13,7 +13,7 @@ import pytest
 from optuna.trial import TrialState
 from typer.testing import CliRunner
 
-from analysis.pruner_replay import (
+from orchestrator.studies.pruner_replay import (
     PointCurves,
     SimulatedSearch,
     bootstrap,

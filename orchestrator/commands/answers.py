@@ -217,7 +217,7 @@ def _pruner_option(text: str):
 
 def _replays(study, spec, resamples: int, seed: int, simulate: str | None, results: Path):
     """The replays over the stored search's bootstraps, or over a simulated search's seed draws."""
-    from analysis.pruner_replay import (
+    from orchestrator.studies.pruner_replay import (
         PointCurves,
         SimulatedSearch,
         replay_over,

@@ -1,6 +1,6 @@
 """A stored search's learning curves: for each scored point, each seed-trial's
 ``search.metric`` at every evaluation step, from the trials' `eval` rows, which
-`lg-study replay` replays a pruner over (analysis.pruner_replay)."""
+`lg-study replay` replays a pruner over (orchestrator.studies.pruner_replay)."""
 
 from __future__ import annotations
 

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import math
 import random
-import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import optuna
 from optuna.trial import TrialState
+
+from orchestrator.studies.pruners import point_value
 
 
 @dataclass
@@ -37,8 +38,8 @@ class PointCurves:
         return sorted(set.intersection(*(set(seed) for seed in self.seeds)))
 
     def value_at(self, step: int) -> float:
-        # the mean, as orchestrator.studies.pruners.point_value
-        return statistics.fmean(seed[step] for seed in self.seeds)
+        # the mean: what a pruner sees of a point (pruners.point_value)
+        return point_value([seed[step] for seed in self.seeds])
 
     @property
     def final(self) -> float:
