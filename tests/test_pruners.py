@@ -320,3 +320,8 @@ def test_the_analysis_leaves_pruned_trials_out_and_says_how_many(pruned_search):
     status = runner.invoke(app, ["status", str(pruned_search["file"]), "--results", str(results)])
     assert status.exit_code == 0 and "2 of 4 finished, 2 pruned" in status.output
     assert "1 pruned" in " ".join(status.output.split())  # of the points
+    report = runner.invoke(app, ["report", "tiny_search", "--results", str(results),
+                                 "--out", str(results.parent / "report")])
+    assert report.exit_code == 0, report.output
+    page = (results.parent / "report" / "index.html").read_text()
+    assert "pruned 2" in page and "The 2 pruned trials (stopped early by the search's pruner) are left out" in page
