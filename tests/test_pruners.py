@@ -13,6 +13,9 @@ import pytest
 from optuna.trial import TrialState
 from typer.testing import CliRunner
 
+from orchestrator.cli import app
+from orchestrator.store.results_store import write_trial_table
+from orchestrator.store.search_store import TRIAL_IDS
 from orchestrator.studies.pruner_replay import (
     PointCurves,
     SimulatedSearch,
@@ -21,9 +24,6 @@ from orchestrator.studies.pruner_replay import (
     replay_over,
     simulated_resamples,
 )
-from orchestrator.cli import app
-from orchestrator.store.results_store import write_trial_table
-from orchestrator.store.search_store import TRIAL_IDS
 from orchestrator.studies.pruners import PRUNERS, PrunerSpec, point_value
 from orchestrator.studies.study import load_study
 
@@ -100,7 +100,7 @@ def test_a_simulated_search_has_its_known_best_and_no_pruner_loses_it():
     steps = [1000, 2000, 3000]
     resamples = list(simulated_resamples(SimulatedSearch(points=20, seeds=3), steps, 3, seed=4))
     assert len({best for _, best in resamples}) == 1
-    points, best = resamples[0]
+    points, _ = resamples[0]
     assert len(points) == 20 and all(len(p.seeds) == 3 and p.steps == steps for p in points)
     nothing = replay_over(resamples, PrunerSpec().make)
     assert nothing.saved == 1.0 and nothing.kept == 3

@@ -217,6 +217,8 @@ def _pruner_option(text: str):
 
 def _replays(study, spec, resamples: int, seed: int, simulate: str | None, results: Path):
     """The replays over the stored search's bootstraps, or over a simulated search's seed draws."""
+    from orchestrator.store.search_curves import stored_curves
+    from orchestrator.store.search_store import search_name
     from orchestrator.studies.pruner_replay import (
         PointCurves,
         SimulatedSearch,
@@ -224,8 +226,6 @@ def _replays(study, spec, resamples: int, seed: int, simulate: str | None, resul
         simulated_resamples,
         stored_resamples,
     )
-    from orchestrator.store.search_curves import stored_curves
-    from orchestrator.store.search_store import search_name
     from results_contract.layout import profile_root
 
     config = study.config_with({})

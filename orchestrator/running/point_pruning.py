@@ -60,7 +60,8 @@ class PointPruner(tune.Stopper):
             return False
         step = result.get("step")
         # the last step is not judged: the point is scored there, and pruning it saves nothing
-        if number not in self.pruned and self.metric in result and step is not None and step < self.last_steps[number]:
+        judged = self.metric in result and step is not None and step < self.last_steps[number]
+        if number not in self.pruned and judged:
             seen = self.values[(number, step)]
             seen[seed] = float(result[self.metric])
             if len(seen) == len(self.seeds[number]):
@@ -77,14 +78,18 @@ class PointPruner(tune.Stopper):
                 self._judge(number, step, point_value(seen.values()))
 
     def _trial_id(self, number: int) -> int:
-        return self.optuna_study._storage.get_trial_id_from_study_id_trial_number(self.optuna_study._study_id, number)
+        # Optuna reopens a trial by its storage id only; the study's storage and id are
+        # private attributes, read here and nowhere else
+        study = self.optuna_study
+        return study._storage.get_trial_id_from_study_id_trial_number(study._study_id, number)
 
     def _judge(self, number: int, step: int, value: float) -> None:
         """Tell the point's Optuna trial its value at ``step`` and ask its pruner."""
         storage = self.optuna_study._storage
         trial_id = self._trial_id(number)
         trial = optuna.trial.Trial(self.optuna_study, trial_id)
-        trial.report(value, step)  # a step reported before (a resumed point) keeps its value
+        if step not in storage.get_trial(trial_id).intermediate_values:  # a resumed point's keeps its value
+            trial.report(value, step)
         if trial.should_prune():
             storage.set_trial_user_attr(trial_id, PRUNED_AT, step)
             self.pruned[number] = step
