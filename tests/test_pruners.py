@@ -136,7 +136,7 @@ def test_replay_command_over_a_stored_search(tmp_path):
     assert "3 scored points" in text
     # point 2 stopped at step 6 of 12: 3 x 2 x 12 seed-steps / (2 x 2 x 12 + 2 x 6), in every
     # resample (each point's two seeds are alike); the best, point 1, kept in all five
-    assert "│ 1.200 │ 5/5 │ 0.566-1.000 │ 1 │" in text
+    assert "│ 1.200 │ 5/5 │ 0.566-1.000 │ 1 │ 1 │ │" in text
 
 
 def test_replay_command_refuses_what_it_cannot_replay(tmp_path):
@@ -180,6 +180,7 @@ def pruned_search(tmp_path_factory):
     return {"results": results, "first": first, "again": again, "asked": asked, "file": study_file}
 
 
+@pytest.mark.slow  # a search under a real local Ray, run twice (pruned_search)
 def test_a_pruned_point_stops_all_its_seeds_at_the_step_and_keeps_their_rows(pruned_search):
     from analysis.query import open_results, run_query
 
@@ -304,6 +305,7 @@ def test_the_stopper_judges_a_resumed_point_on_its_stored_steps_and_never_the_la
     assert 8 not in study.trials[1].intermediate_values  # the point is scored there instead
 
 
+@pytest.mark.slow  # a search under a real local Ray (pruned_search), then its queries and report
 def test_the_analysis_leaves_pruned_trials_out_and_says_how_many(pruned_search):
     results = pruned_search["results"]
     for question in ("variance.sql", "lucky_tickets.sql"):

@@ -195,7 +195,10 @@ def replay_pruner(study_file: Path, profile: str | None, pruner: str | None, res
     first = summary.replays[0]
     row = {"pruner": str(spec), "search": what, "resamples": len(summary.replays),
            "compute_saved": round(summary.saved, 2), "best_kept": f"{summary.kept}/{len(summary.replays)}",
-           "best_kept_95ci": f"{low:.3f}-{high:.3f}", "points_pruned_first": len(first.pruned)}
+           "best_kept_95ci": f"{low:.3f}-{high:.3f}", "points_pruned_first": len(first.pruned),
+           # the first replay is over the seeds as stored (or the first draw of a simulation)
+           "best_point_first": first.best,
+           "best_pruned_first_at": first.pruned.get(first.best)}
     out.print(arrow_table(pa.Table.from_pylist([row]), f"Pruner replayed over {what}: full seed-steps / "
                           "seed-steps with pruning, and the resamples that kept the best point (docs/search.md)"))
 
