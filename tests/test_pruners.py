@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from orchestrator.cli import app
 from orchestrator.store.results_store import write_trial_table
-from orchestrator.store.search_store import TRIAL_IDS
+from orchestrator.store.search_store import TRIAL_IDS, SearchStore
 from orchestrator.studies.pruner_replay import (
     PointCurves,
     SimulatedSearch,
@@ -48,16 +48,18 @@ def test_each_name_makes_its_optuna_pruner_with_its_settings():
         PrunerSpec.model_validate("percentile")
 
 
-def test_a_search_prunes_nothing_unless_told_and_the_field_moves_no_trial_id():
+def test_a_search_prunes_nothing_unless_told_and_the_field_moves_no_trial_id(tmp_path):
     plain = load_study(STUDY)
     assert plain.spec.search.pruner.name == "none" and not plain.spec.search.pruner.prunes
-    pruned_file = STUDY.parent / "pruned_search.yaml"
-    try:
-        pruned_file.write_text(STUDY.read_text().replace("  repeat:", "  pruner: {name: median}\n  repeat:"))
-        pruned = load_study(pruned_file)
-    finally:
-        pruned_file.unlink()
+    assert type(SearchStore(plain, tmp_path / "plain").optuna.pruner) is optuna.pruners.NopPruner
+    pruned_file = tmp_path / "pruned_search.yaml"
+    pruned_file.write_text(STUDY.read_text().replace(
+        "  repeat:", "  pruner: {name: median, n_warmup_steps: 8}\n  repeat:"))
+    pruned = load_study(pruned_file)
     assert pruned.spec.search.pruner.name == "median"
+    # the search's Optuna study prunes with it: what `lg-study run` asks
+    made = SearchStore(pruned, tmp_path / "pruned").optuna.pruner
+    assert type(made) is optuna.pruners.MedianPruner and made._n_warmup_steps == 8
     assert pruned.config_with({"train.lr": 0.01}).trial_id == plain.config_with({"train.lr": 0.01}).trial_id
     outcome = runner.invoke(app, ["validate", str(PAPER), "--profile", "cpu"])
     assert outcome.exit_code == 0 and "pruner" not in outcome.output
