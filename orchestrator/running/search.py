@@ -12,6 +12,11 @@ Resuming needs no bookkeeping of its own. The Optuna study is stored in
 run again; a point asked but not told (its driver stopped, or one of its trials
 failed) is run again with its stored values, which give the same trial ids, so
 run_trials skips the trials already finished in `trials` and runs only the others.
+
+With `search.pruner`, a batch runs under a Tune stopper (orchestrator.running.point_pruning)
+that asks Optuna's pruner about each point as its seeds report; a pruned point is told
+PRUNED, and one whose pruning was decided before its driver stopped is settled from
+that stored decision instead of being run again.
 """
 
 from __future__ import annotations
@@ -161,7 +166,6 @@ def _run_points(study: Study, store: SearchStore, batch: list[tuple[int, dict]],
         store.optuna.tell(number, statistics.fmean(scores.values()))
         summary.scored += 1
     return still_open, bool(run.interrupted)
-
 
 
 def _point_pruner(study: Study, store: SearchStore, trials_of: dict[int, list[TrialConfig]],
