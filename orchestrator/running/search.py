@@ -106,8 +106,13 @@ def run_search(study: Study, context: RunContext) -> SearchSummary:
         seeds = len(search.repeat_settings())
         told = len(store.trials(TOLD))
         summary = SearchSummary(total=study.trial_count, skipped=min(told, search.points) * seeds)
-        reopened = [(t.number, t.params) for t in store.trials((TrialState.RUNNING,))
-                    if not _settle_decided(study, store, t, results_root, summary)]
+        running = store.trials((TrialState.RUNNING,))
+        decided = {t.number for t in running if _settle_decided(study, store, t, results_root, summary)}
+        if decided:  # run_trials trains none of their (pruned) seeds, and ends their MLflow runs as pruned
+            settled = {c.trial_id: c for t in running if t.number in decided for c in point_trials(study, t.params)}
+            run_trials(dataclasses.replace(study, trials=list(settled.values()), axis_values=[]),
+                       context.continuing())
+        reopened = [(t.number, t.params) for t in running if t.number not in decided]
         left_open: list[int] = []
         while True:
             if reopened:
