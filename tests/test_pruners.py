@@ -266,6 +266,11 @@ def test_a_search_stopped_after_a_pruning_decision_resumes_with_that_decision(tm
     seeds = point.user_attrs[TRIAL_IDS]
     assert {(r["status"], r["pruned_at"]) for r in rows if r["trial_id"] in seeds} == {("pruned", 4)}
     assert {s["last"] for s in steps if s["trial_id"] in seeds} == {4}
+    # their MLflow runs, ended as killed by the stopped run, end as pruned
+    client = mlflow.MlflowClient(f"sqlite:///{results.resolve()}/mlflow.db")
+    runs = client.search_runs([client.get_experiment_by_name("tiny_search").experiment_id])
+    assert {(r.info.status, r.data.tags.get("status")) for r in runs if r.data.tags["trial_id"] in seeds} == {
+        ("KILLED", "pruned")}
 
 
 def test_the_stopper_reports_a_point_once_all_its_seeds_reached_a_step_and_stops_them_all():
@@ -329,8 +334,3 @@ def test_the_analysis_leaves_pruned_trials_out_and_says_how_many(pruned_search):
     assert report.exit_code == 0, report.output
     page = (results.parent / "report" / "index.html").read_text()
     assert "pruned 2" in page and "The 2 pruned trials (stopped early by the search's pruner) are left out" in page
-    # their MLflow runs, ended as killed by the stopped run, end as pruned
-    client = mlflow.MlflowClient(f"sqlite:///{results.resolve()}/mlflow.db")
-    runs = client.search_runs([client.get_experiment_by_name("tiny_search").experiment_id])
-    assert {(r.info.status, r.data.tags.get("status")) for r in runs if r.data.tags["trial_id"] in seeds} == {
-        ("KILLED", "pruned")}
