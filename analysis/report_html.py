@@ -53,6 +53,10 @@ def page(study: str, root: Path, tables: dict, sections: list[str], params: dict
     """The whole page; ``nav``: (anchor, name) of the sections its contents line lists."""
     contents = " · ".join(f'<a href="#{anchor}">{html.escape(name)}</a>' for anchor, name in nav)
     counts = ", ".join(f"{r['status']} {r['trials']}" for r in tables["status_counts"])
+    pruned = sum(r["trials"] for r in tables["status_counts"] if r["status"] == "pruned")
+    # a seed a search's pruner stopped early is no sample of the final accuracy
+    left_out = (f" The {pruned} pruned trials (stopped early by the search's pruner) are left out of every "
+                "comparison below.") if pruned else ""
     n_groups = len({r["group_id"] for r in tables["final_accuracy"]})
     given = ", ".join(f"{k}={v}" for k, v in sorted(params.items())) or "none (defaults)"
     generated = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -70,7 +74,7 @@ def page(study: str, root: Path, tables: dict, sections: list[str], params: dict
 <p>Results: <code>{html.escape(str(Path(root).resolve() / study))}</code>; generated
 {generated}.<br>
 Trials: {html.escape(counts or "none")}; configuration groups with finished trials:
-{n_groups}. Parameters: {html.escape(given)}.</p>
+{n_groups}. Parameters: {html.escape(given)}.{left_out}</p>
 <p>Every number and plot comes from the SQL files in <code>analysis/</code>; run one
 yourself with <code>lg-study query --file variance.sql --study
 {html.escape(study)}{option}</code>. Accuracies are exact match at each trial's final evaluation

@@ -27,6 +27,7 @@ from orchestrator.commands.answers import (
     plan_comparison_seeds,
     plan_seeds,
     query_results,
+    replay_pruner,
     serve_ui,
     write_report,
 )
@@ -249,6 +250,26 @@ def plan(
         plan_seeds(study, metric, half_width, digits, data_seeds, threshold, profile, results)
     else:
         plan_comparison_seeds(study, compare, difference, power, level, digits, data_seeds, profile, results)
+
+
+@app.command()
+def replay(
+    study_file: Annotated[Path, typer.Argument(help="The search's study file.")],
+    pruner: Annotated[str | None, typer.Option(
+        "--pruner", help="The pruner to replay, as search.pruner is written: a name (median) or YAML "
+        "('{name: median, n_warmup_steps: 1000}'); default: the study file's.")] = None,
+    resamples: Annotated[int, typer.Option("--resamples", min=1, help="Replays: the stored seeds, then "
+                                           "bootstraps of them (or draws of a simulated search's seeds).")] = 200,
+    seed: Annotated[int, typer.Option("--seed", help="Seeds the resampling (and the simulation).")] = 0,
+    simulate: Annotated[str | None, typer.Option(
+        "--simulate", metavar="POINTSxSEEDS", help="Replay over a simulated search with a known best point "
+        "(e.g. 100x3), evaluated at the study file's evaluation steps, instead of the stored one.")] = None,
+    profile: ProfileOption = None,
+    results: ResultsOption = DEFAULT_RESULTS,
+):
+    """Replay a pruner over a finished search's stored evaluations: the compute it would have saved and
+    how often it would have pruned the point that finished best, over resamples of the seeds."""
+    replay_pruner(study_file, profile, pruner, resamples, seed, simulate, results)
 
 
 @app.command()

@@ -23,6 +23,10 @@ class TrialStatus(StrEnum):
     DIVERGED = "diverged"
     #: it raised, or its worker died with no retries left; the next run runs it again
     FAILED = "failed"
+    #: a search's pruner stopped its point at trials.pruned_at, every seed together; its
+    #: rows up to that step stand. Not run again, and not compared: a censored seed is
+    #: not a sample of the final accuracy (ENDED, not FINISHED)
+    PRUNED = "pruned"
 
     @property
     def finished(self) -> bool:
@@ -30,5 +34,7 @@ class TrialStatus(StrEnum):
         return self in FINISHED
 
 
-#: the statuses of trials that a run skips and the analysis compares
+#: the statuses of trials that the analysis compares (and a run skips)
 FINISHED = frozenset({TrialStatus.DONE, TrialStatus.DIVERGED})
+#: the statuses of trials that a run skips: finished, or stopped early by a pruner
+ENDED = FINISHED | {TrialStatus.PRUNED}

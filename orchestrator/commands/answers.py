@@ -12,6 +12,7 @@ from orchestrator.cli_support import (
     OutputFormat,
     bad_input,
     err,
+    load_study_file,
     out,
     parse_params,
     results_warnings,
@@ -49,8 +50,13 @@ def query_results(sql: str | None, study: str | None, profile: str | None, file:
     try:
         with results_warnings(), open_results(profile_root(results, profile), study) as con:
             table = run_query(con, text, params)
+            left_out = _pruned_left_out(con, text)
     except (QueryError, LookupError) as error:
         raise bad_input(str(error)) from None
+    if left_out:
+        err.print(f"{left_out} trials stopped early by a search's pruner (status pruned) are left out: this "
+                  "question compares finished trials, and a seed stopped early is no sample of the final "
+                  "accuracy", highlight=False)
     if output_format is OutputFormat.table:
         out.print(arrow_table(table))
         return
@@ -64,6 +70,18 @@ def query_results(sql: str | None, study: str | None, profile: str | None, file:
         out_file.write_text(text)
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def _pruned_left_out(con, text: str) -> int:
+    """How many pruned trials a query over the finished trials' views (finished_trials,
+    finished_eval, ...: variance, lucky tickets) leaves out; 0 for any other query."""
+    from analysis.query import run_sql_file
+    from analysis.sql_layers import sql_file
+
+    if "finished_" not in text:
+        return 0
+    counts = {r["status"]: r["trials"] for r in run_sql_file(con, sql_file("status_counts.sql")).to_pylist()}
+    return counts.get("pruned", 0)
 
 
 def write_report(study: str, profile: str | None, out_dir: Path | None, param: list[str] | None,
@@ -153,3 +171,78 @@ def serve_ui(study: str | None, profile: str | None, port: int, results: Path, t
         out.print(f"experiment {experiment}: {server.experiment_url}", highlight=False, soft_wrap=True)
     sys.stdout.flush()
     raise typer.Exit(serve(server))
+
+
+def replay_pruner(study_file: Path, profile: str | None, pruner: str | None, resamples: int, seed: int,
+                  simulate: str | None, results: Path) -> None:
+    """`lg-study replay`: a pruner replayed over a finished search (or a simulated one), as a table."""
+    import pyarrow as pa
+
+    from orchestrator.console.render import arrow_table
+
+    study = load_study_file(study_file, profile)
+    search = study.spec.search
+    if search is None:
+        raise bad_input(f"{study_file} has no search block: a pruner stops a search's points")
+    spec = _pruner_option(pruner) if pruner is not None else search.pruner
+    if not spec.prunes:
+        raise bad_input(f"{study_file}: search.pruner is none; name one with --pruner (e.g. --pruner median)")
+    try:
+        summary, what = _replays(study, spec, resamples, seed, simulate, results)
+    except LookupError as error:
+        raise bad_input(str(error)) from None
+    low, high = summary.kept_interval()
+    first = summary.replays[0]
+    row = {"pruner": str(spec), "search": what, "resamples": len(summary.replays),
+           "compute_saved": round(summary.saved, 2), "best_kept": f"{summary.kept}/{len(summary.replays)}",
+           "best_kept_95ci": f"{low:.3f}-{high:.3f}", "points_pruned_first": len(first.pruned),
+           # the first replay is over the seeds as stored (or the first draw of a simulation)
+           "best_point_first": first.best,
+           "best_pruned_first_at": first.pruned.get(first.best)}
+    out.print(arrow_table(pa.Table.from_pylist([row]), f"Pruner replayed over {what}: full seed-steps / "
+                          "seed-steps with pruning, and the resamples that kept the best point (docs/search.md)"))
+
+
+def _pruner_option(text: str):
+    """--pruner: a name (median) or a YAML mapping ({name: median, n_warmup_steps: 1000})."""
+    import pydantic
+    import yaml
+
+    from orchestrator.studies.config_paths import reason
+    from orchestrator.studies.pruners import PrunerSpec
+
+    try:
+        return PrunerSpec.model_validate(yaml.safe_load(text))
+    except (yaml.YAMLError, pydantic.ValidationError) as error:
+        why = reason(error.errors()[0], PrunerSpec) if isinstance(error, pydantic.ValidationError) else str(error)
+        raise bad_input(f"--pruner {text!r}: {why}") from None
+
+
+def _replays(study, spec, resamples: int, seed: int, simulate: str | None, results: Path):
+    """The replays over the stored search's bootstraps, or over a simulated search's seed draws."""
+    from orchestrator.store.search_curves import stored_curves
+    from orchestrator.store.search_store import search_name
+    from orchestrator.studies.pruner_replay import (
+        PointCurves,
+        SimulatedSearch,
+        replay_over,
+        simulated_resamples,
+        stored_resamples,
+    )
+    from results_contract.layout import profile_root
+
+    config = study.config_with({})
+    if simulate is not None:
+        points, _, seeds = simulate.partition("x")
+        if not (points.isdigit() and seeds.isdigit() and int(points) >= 2 and int(seeds) >= 1):
+            raise bad_input(f"--simulate {simulate!r}: expected POINTSxSEEDS, e.g. 100x3")
+        every, last = config.eval.every, config.train.steps
+        steps = sorted({*range(every, last + 1, every), last}) if every else [last]
+        simulated = SimulatedSearch(points=int(points), seeds=int(seeds))
+        what = f"a simulated search of {points} points x {seeds} seeds, evaluated at {len(steps)} steps"
+        return replay_over(simulated_resamples(simulated, steps, resamples, seed), spec.make), what
+    stored = stored_curves(profile_root(results, study.profile), study.name, search_name(study),
+                           study.spec.search.metric)
+    points = [PointCurves(number, curves) for number, curves in stored]
+    what = f"search {search_name(study)} ({len(points)} scored points, their seeds bootstrapped)"
+    return replay_over(stored_resamples(points, resamples, seed), spec.make), what

@@ -107,7 +107,8 @@ def run_and_report(study, study_file: Path, context: RunContext, log: Path | Non
         err.print(line, highlight=False)
     if isinstance(summary, SearchSummary):
         state = summary.state
-        err.print(f"search {state.name}: {summary.scored} points scored by this run, "
+        pruned = f", {summary.points_pruned} pruned" if summary.points_pruned else ""
+        err.print(f"search {state.name}: {summary.scored} points scored by this run{pruned}, "
                   f"{len(state.points)} of {study.spec.search.points} in all")
         out.print(search_points(state, top=5, total=study.spec.search.points))
         if state.points:

@@ -7,7 +7,7 @@ import math
 import pyarrow as pa
 from rich.table import Table
 
-from results_contract.trial_status import FINISHED
+from results_contract.trial_status import FINISHED, TrialStatus
 
 
 def arrow_table(table: pa.Table, title: str | None = None, max_rows: int = 200) -> Table:
@@ -63,7 +63,8 @@ def run_summary(summary) -> list[str]:
     if repaired:  # a reused trial's run is made from its rows too, and said above
         lines.append(f"{len(repaired)} MLflow runs of finished trials were completed from the results")
     if summary.ran:
-        lines.append(f"ran {summary.ran} trials in {summary.wall_s:.0f} s, {len(summary.failed)} failed")
+        pruned = f", {len(summary.pruned)} pruned (stopped early by the search's pruner)" if summary.pruned else ""
+        lines.append(f"ran {summary.ran} trials in {summary.wall_s:.0f} s, {len(summary.failed)} failed{pruned}")
     return lines
 
 
@@ -80,7 +81,9 @@ def progress_line(statuses: dict[str, str], planned: list[str] | None, total: in
         return line + (f"; {others} trials in the folder are not in this study's design" if others else "")
     if total is not None:
         finished = sum(status in FINISHED for status in statuses.values())
-        return f"{finished} of {total} finished, {max(0, total - len(statuses))} not started"
+        pruned = sum(status == TrialStatus.PRUNED for status in statuses.values())
+        stopped = f", {pruned} pruned" if pruned else ""  # a search's pruner stopped them: not run again
+        return f"{finished} of {total} finished{stopped}, {max(0, total - len(statuses))} not started"
     return ""
 
 
@@ -106,7 +109,8 @@ def search_points(state, top: int, total: int | None = None) -> Table:
     of each point and its metric's mean, spread and range over its seed-trials."""
     names = sorted({key for point in state.points for key in point.params})
     scored = f"{len(state.points)}{f' of {total}' if total else ''} points scored"
-    others = ", ".join(f"{n} {what}" for n, what in ((state.open, "open"), (state.refused, "refused")) if n)
+    others = ", ".join(f"{n} {what}" for n, what in ((state.open, "open"), (state.pruned, "pruned"),
+                                                           (state.refused, "refused")) if n)
     out = Table(title=f"search {state.name}: best points by mean {state.metric} over seeds",
                 caption=f"{scored}{'; ' + others if others else ''}; sd = sample standard deviation over seeds")
     for name in ("rank", "point", *names, "mean", "sd", "min", "max", "seeds"):

@@ -39,6 +39,8 @@ RUN_END = {
     TrialStatus.DIVERGED: ("FAILED", "diverged"),
     TrialStatus.FAILED: ("FAILED", "failed"),
     TrialStatus.RUNNING: ("KILLED", "killed"),
+    # stopped by a search's pruner: killed on purpose, and final
+    TrialStatus.PRUNED: ("KILLED", "pruned"),
 }
 #: trials columns repeated as run tags, to filter runs by in the MLflow UI
 TAGGED_COLUMNS = ("task", "pe", "arch", "size", "distribution", "positions",

@@ -49,6 +49,8 @@ class RunSummary:
     resumed: list[str] = field(default_factory=list)
     #: trials still unfinished after this run: it was interrupted
     interrupted: list[str] = field(default_factory=list)
+    #: trials a search's pruner stopped in this run (status `pruned`)
+    pruned: list[str] = field(default_factory=list)
     #: trials whose MLflow run was left RUNNING and was ended as KILLED
     killed_runs: list[str] = field(default_factory=list)
     #: finished trials whose MLflow run was completed from the Parquet files (mlflow_sync)
@@ -67,7 +69,7 @@ class RunSummary:
         skipped are the caller's to set, since batches of one run may share trials."""
         self.ran += batch.ran
         self.wall_s += batch.wall_s
-        for name in ("failed", "resumed", "interrupted", "killed_runs", "repaired_runs"):
+        for name in ("failed", "resumed", "interrupted", "pruned", "killed_runs", "repaired_runs"):
             getattr(self, name).extend(getattr(batch, name))
         self.reused.update(batch.reused)
         self.mlflow_lag = batch.mlflow_lag  # the latest batch's word on MLflow

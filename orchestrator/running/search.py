@@ -12,6 +12,11 @@ Resuming needs no bookkeeping of its own. The Optuna study is stored in
 run again; a point asked but not told (its driver stopped, or one of its trials
 failed) is run again with its stored values, which give the same trial ids, so
 run_trials skips the trials already finished in `trials` and runs only the others.
+
+With `search.pruner`, a batch runs under a Tune stopper (orchestrator.running.point_pruning)
+that asks Optuna's pruner about each point as its seeds report; a pruned point is told
+PRUNED, and one whose pruning was decided before its driver stopped is settled from
+that stored decision instead of being run again.
 """
 
 from __future__ import annotations
@@ -27,9 +32,11 @@ import pydantic
 from optuna.trial import TrialState
 
 from lengthgen import TrialConfig
+from orchestrator.running.point_pruning import PRUNED_AT, PointPruner, settle_pruned
 from orchestrator.running.run_context import RunContext, RunSummary
 from orchestrator.running.tune_runner import check_resources, run_trials, start_ray
 from orchestrator.store.results_store import read_trial_rows, read_trial_statuses
+from orchestrator.store.search_curves import metric_curve
 from orchestrator.store.search_store import (
     SCORES,
     TOLD,
@@ -54,6 +61,8 @@ class SearchSummary(RunSummary):
 
     #: points scored by this run
     scored: int = 0
+    #: points this run pruned (search.pruner)
+    points_pruned: int = 0
     state: SearchState | None = None
 
 
@@ -97,7 +106,13 @@ def run_search(study: Study, context: RunContext) -> SearchSummary:
         seeds = len(search.repeat_settings())
         told = len(store.trials(TOLD))
         summary = SearchSummary(total=study.trial_count, skipped=min(told, search.points) * seeds)
-        reopened = [(t.number, t.params) for t in store.trials((TrialState.RUNNING,))]
+        running = store.trials((TrialState.RUNNING,))
+        decided = {t.number for t in running if _settle_decided(study, store, t, results_root, summary)}
+        if decided:  # run_trials trains none of their (pruned) seeds, and ends their MLflow runs as pruned
+            settled = {c.trial_id: c for t in running if t.number in decided for c in point_trials(study, t.params)}
+            run_trials(dataclasses.replace(study, trials=list(settled.values()), axis_values=[]),
+                       context.continuing())
+        reopened = [(t.number, t.params) for t in running if t.number not in decided]
         left_open: list[int] = []
         while True:
             if reopened:
@@ -133,13 +148,19 @@ def _run_points(study: Study, store: SearchStore, batch: list[tuple[int, dict]],
     # the trials' runs are tagged with their point once their rows are in MLflow
     tags = {t.trial_id: {SEARCH_TAG: store.name, POINT_TAG: str(number)} for number, trials in trials_of.items()
             for t in trials}
-    run = run_trials(dataclasses.replace(study, trials=list(configs.values()), axis_values=[]), context, tags)
+    pruner = _point_pruner(study, store, trials_of, context.results_root)
+    run = run_trials(dataclasses.replace(study, trials=list(configs.values()), axis_values=[]), context, tags,
+                     pruner)
     summary.skipped += run.skipped
     summary.add_batch(run)
     results_root = context.results_root
     statuses = read_trial_statuses(results_root, study.name)
     still_open = []
     for number, trials in trials_of.items():
+        if pruner is not None and number in pruner.pruned:
+            store.optuna.tell(number, state=TrialState.PRUNED)  # Optuna keeps the step's value
+            summary.points_pruned += 1
+            continue
         if any(statuses.get(t.trial_id) not in FINISHED for t in trials):
             still_open.append(number)
             continue
@@ -151,3 +172,35 @@ def _run_points(study: Study, store: SearchStore, batch: list[tuple[int, dict]],
         summary.scored += 1
     return still_open, bool(run.interrupted)
 
+
+def _point_pruner(study: Study, store: SearchStore, trials_of: dict[int, list[TrialConfig]],
+                  results_root: Path) -> PointPruner | None:
+    """The batch's Tune stopper for search.pruner (None: none), with the evaluations its
+    points' seeds stored before (a resumed point): a step that all seeds had reached
+    before an interruption is judged once the last of them reports it again."""
+    search = study.spec.search
+    if not search.pruner.prunes:
+        return None
+    points = {number: [t.trial_id for t in trials] for number, trials in trials_of.items()}
+    last_steps = {number: max(t.train.steps for t in trials) for number, trials in trials_of.items()}
+    pruner = PointPruner(store.optuna, points, search.metric, last_steps)
+    for number, trial_ids in points.items():
+        for trial_id in trial_ids:
+            for step, value in metric_curve(results_root, study.name, trial_id, search.metric).items():
+                pruner.values[(number, step)][trial_id] = value
+    pruner.judge_stored()
+    return pruner
+
+
+def _settle_decided(study: Study, store: SearchStore, point: optuna.trial.FrozenTrial, results_root: Path,
+                    summary: SearchSummary) -> bool:
+    """Settle a point whose pruning was decided before its driver stopped (PRUNED_AT):
+    its seeds marked `pruned` as the pruner left them, told PRUNED, not run again."""
+    step = point.user_attrs.get(PRUNED_AT)
+    if step is None:
+        return False
+    for trial_id in point.user_attrs.get(TRIAL_IDS, []):
+        settle_pruned(results_root, study.name, trial_id, step)
+    store.optuna.tell(point.number, state=TrialState.PRUNED)
+    summary.points_pruned += 1
+    return True

@@ -53,11 +53,14 @@ from orchestrator.store.trial_rows import history_rows, result_rows, rows_histor
 from orchestrator.studies.config_paths import TRIAL_CONFIG
 from orchestrator.studies.metric_names import LONG_LOSS, eval_metrics, train_metrics
 from results_contract.layout import artifact_folder, checkpoint_path
-from results_contract.trial_status import FINISHED, TrialStatus
+from results_contract.trial_status import ENDED, TrialStatus
 
 #: the key of a Tune result that says the worker has just written the trial's rows
 #: (read by orchestrator.running.mlflow_callback)
 ROWS_WRITTEN = "rows_written"
+#: the key of a Tune result naming the seed-trial it reports (read by
+#: orchestrator.running.point_pruning: a seed batch reports all its seeds through one Tune trial)
+TRIAL_KEY = "lg_trial_id"
 
 
 def report_metrics(report: Report) -> dict[str, Any]:
@@ -245,7 +248,7 @@ class TrialWork:
             # the rows first: the checkpoint never gets ahead of them
             write_history(self.root, self.study, self.config.trial_id, state.pop("history"))
             save_checkpoint(self.saved, state)
-        tune.report({**report_metrics(report), ROWS_WRITTEN: written})
+        tune.report({**report_metrics(report), ROWS_WRITTEN: written, TRIAL_KEY: self.config.trial_id})
 
     def failed(self, error: Exception) -> None:
         """The `failed` row after `error`, unless it was a storage fault: then the row would
@@ -284,7 +287,7 @@ def run_seed_batch(params: dict[str, Any], device: str) -> None:
     seeds = members(params)
     statuses = read_trial_statuses(Path(params["results_root"]), params["study"])
     works = [TrialWork(seed, device, (len(seeds), slot)) for slot, seed in enumerate(seeds)
-             if statuses.get(seed["trial_id"]) not in FINISHED]
+             if statuses.get(seed["trial_id"]) not in ENDED]
     for work in works:
         work.start()
     by_step: dict[int, list[TrialWork]] = {}

@@ -22,6 +22,7 @@ from typing import Any
 import ray
 from ray import tune
 from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
+from ray.tune.stopper import CombinedStopper
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -38,6 +39,7 @@ from orchestrator.mlflow_tracking.syncer import MlflowSyncer
 from orchestrator.running.auto_seeds import auto_batch_size
 from orchestrator.running.driver_memory import DriverMemoryCallback
 from orchestrator.running.mlflow_callback import MlflowTuneCallback
+from orchestrator.running.point_pruning import PointPruner
 from orchestrator.running.recovery import (
     StorageFaultStop,
     TrialFailureCallback,
@@ -64,7 +66,7 @@ from orchestrator.store.trial_rows import add_group_columns
 from orchestrator.studies.study import Study
 from results_contract.groups import run_name
 from results_contract.layout import TUNE
-from results_contract.trial_status import FINISHED, TrialStatus
+from results_contract.trial_status import ENDED, TrialStatus
 
 #: trials whose finishing times set the ETA: the recent rate, not the start-up's
 ETA_WINDOW = 50
@@ -234,7 +236,8 @@ def check_resources(study: Study, results_root: Path | None = None) -> None:
         raise ResourceError(cannot_run_words(study, available, results_root))
 
 
-def run_trials(study: Study, context: RunContext, run_tags: dict[str, dict[str, str]] | None = None) -> RunSummary:
+def run_trials(study: Study, context: RunContext, run_tags: dict[str, dict[str, str]] | None = None,
+               pruner: PointPruner | None = None) -> RunSummary:
     """Run the study's unfinished trials; see docs/reliability.md for what survives what.
 
     Trials done or diverged in `trials` are skipped; the others (never started,
@@ -245,14 +248,16 @@ def run_trials(study: Study, context: RunContext, run_tags: dict[str, dict[str, 
     runs first and trains every trial. ``run_tags`` (trial id -> tags) are added to the
     trials' MLflow runs after the run. Every MLflow write goes through the driver's
     MLflow thread (orchestrator.mlflow_tracking.syncer): a tracking server that is down
-    or slow leaves the runs behind, never the training. Raises StudyBusy when another
-    driver runs the study.
+    or slow leaves the runs behind, never the training. ``pruner``: a search's
+    (orchestrator.running.point_pruning), which stops the seeds of the points it prunes
+    and marks them `pruned` once Tune is done. Raises StudyBusy when another driver runs
+    the study.
     """
     results_root, console, restart = context.results_root, context.console, context.restart
     check_not_busy(results_root, study.name)
     statuses = {} if restart else read_trial_statuses(results_root, study.name)
     stale = _stale_or_refused(results_root, study, statuses)
-    pending = [t for t in study.trials if statuses.get(t.trial_id) not in FINISHED or t.trial_id in stale]
+    pending = [t for t in study.trials if statuses.get(t.trial_id) not in ENDED or t.trial_id in stale]
     reuse = study.reuse and not restart  # --restart trains every trial again
     reusable = finished_elsewhere(results_root, study.name, pending) if reuse else {}
     if len(pending) > len(reusable):
@@ -273,13 +278,14 @@ def run_trials(study: Study, context: RunContext, run_tags: dict[str, dict[str, 
         if restart:
             syncer.job("delete_runs")
         try:
-            summary = _run_locked(study, context, syncer, reusable, run_tags or {})
+            summary = _run_locked(study, context, syncer, reusable, run_tags or {}, pruner)
         finally:
             lag = syncer.close()  # waits while MLflow answers; what it still owes is left for later
         if syncer.fault is not None:
             raise syncer.fault  # a local MLflow store on a full disk
         # a finished trial's run left RUNNING (MLflow went down first) is repaired, not killed
-        summary.killed_runs = [t for t in syncer.results["end_running_runs"] if t not in summary.finished_before]
+        summary.killed_runs = [t for t in syncer.results["end_running_runs"]
+                               if t not in summary.finished_before and t not in summary.pruned]
         summary.repaired_runs = [t for t in syncer.results["sync_study"] if t in summary.finished_before]
         summary.mlflow_lag = lag if lag.behind else None
         # the finished trials' files merged into a few per table, while the lock is held
@@ -289,7 +295,7 @@ def run_trials(study: Study, context: RunContext, run_tags: dict[str, dict[str, 
 
 
 def _run_locked(study: Study, context: RunContext, syncer: MlflowSyncer, reusable: dict[str, str],
-                run_tags: dict[str, dict[str, str]]) -> RunSummary:
+                run_tags: dict[str, dict[str, str]], pruner: PointPruner | None) -> RunSummary:
     """run_trials under the study lock: the stale trials set aside, the reusable reused,
     the MLflow runs' repairs queued, then the pending trials run."""
     results_root, console = context.results_root, context.console
@@ -303,15 +309,15 @@ def _run_locked(study: Study, context: RunContext, syncer: MlflowSyncer, reusabl
                                       for trial_id, columns in regrouped.items()})
     # re-read under the lock: the statuses a previous driver left are final now
     statuses = read_trial_statuses(results_root, study.name)
-    unfinished = [t.trial_id for t in study.trials if statuses.get(t.trial_id) not in FINISHED]
+    unfinished = [t.trial_id for t in study.trials if statuses.get(t.trial_id) not in ENDED]
     reused = reuse_trials(results_root, study, {k: v for k, v in reusable.items() if k in unfinished})
     for trial_id, source in reused.items():
         console.print(f"trial {trial_id} reused: finished in {source} (--no-reuse trains it again)",
                       highlight=False)
     statuses = read_trial_statuses(results_root, study.name)
-    pending = [t for t in study.trials if statuses.get(t.trial_id) not in FINISHED]
+    pending = [t for t in study.trials if statuses.get(t.trial_id) not in ENDED]
     summary = RunSummary(total=len(study.trials), skipped=len(study.trials) - len(pending) - len(reused),
-                         reused=reused, finished_before={t for t, s in statuses.items() if s in FINISHED})
+                         reused=reused, finished_before={t for t, s in statuses.items() if s in ENDED})
     params = {c.trial_id: trial_params(c, study, results_root) for c in study.trials}
     syncer.run_names.update({trial_id: p["run_name"] for trial_id, p in params.items()})
     syncer.job("end_running_runs")  # left by a killed driver
@@ -324,7 +330,9 @@ def _run_locked(study: Study, context: RunContext, syncer: MlflowSyncer, reusabl
     try:
         if pending:
             summary.resumed = [t.trial_id for t in pending if statuses.get(t.trial_id) is not None]
-            _fit(study, [params[t.trial_id] for t in pending], results_root, syncer, console, summary)
+            _fit(study, [params[t.trial_id] for t in pending], results_root, syncer, console, summary, pruner)
+            if pruner is not None:  # every worker of the batch has stopped: no row is written after
+                summary.pruned = pruner.settle(results_root, study.name)
     finally:
         if pending:
             # trials stopped by an interruption keep `running` in `trials` (the next run
@@ -332,9 +340,11 @@ def _run_locked(study: Study, context: RunContext, syncer: MlflowSyncer, reusabl
             syncer.job("end_running_runs", after=True)
         if run_tags:
             syncer.job("tag_trial_runs", run_tags, after=True)
+        if summary.pruned:  # their runs end as pruned (KILLED), whatever end_running_runs made of them
+            syncer.job("sync_study", summary.pruned, after=True)
     if pending:
         after = read_trial_statuses(results_root, study.name)
-        summary.interrupted = [t.trial_id for t in pending if after.get(t.trial_id) not in (*FINISHED, TrialStatus.FAILED)]
+        summary.interrupted = [t.trial_id for t in pending if after.get(t.trial_id) not in (*ENDED, TrialStatus.FAILED)]
         summary.ran = len(pending) - len(summary.interrupted)
     return summary
 
@@ -417,7 +427,7 @@ def _tune_file_loggers() -> list[tune.Callback]:
 
 
 def _fit(study: Study, trials: list[dict[str, Any]], results_root: Path, syncer: MlflowSyncer,
-         console: Console, summary: RunSummary) -> None:
+         console: Console, summary: RunSummary, pruner: PointPruner | None = None) -> None:
     resources = study.spec.resources
     run_name = f"{study.name}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}"
     started = time.perf_counter()
@@ -446,7 +456,7 @@ def _fit(study: Study, trials: list[dict[str, Any]], results_root: Path, syncer:
             run_config=tune.RunConfig(
                 name=run_name,
                 storage_path=str(results_root / study.name / TUNE),
-                stop=stop,
+                stop=stop if pruner is None else CombinedStopper(stop, pruner),
                 callbacks=[
                     TrialFailureCallback(results_root, study.name, stop),
                     MlflowTuneCallback(syncer),

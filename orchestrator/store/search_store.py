@@ -34,8 +34,8 @@ STORAGE_FILE = "optuna.db"
 MEANING = "lg_study_meaning"
 #: Optuna trial attributes: the point's trial ids, and the score of each
 TRIAL_IDS, SCORES = "trial_ids", "scores"
-#: points that are not run again: scored, or refused (values no trial accepts)
-TOLD = (TrialState.COMPLETE, TrialState.FAIL)
+#: points that are not run again: scored, pruned (search.pruner), or refused (values no trial accepts)
+TOLD = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
 
 class SearchChanged(ValueError):
@@ -72,6 +72,8 @@ class SearchState:
     open: int
     #: values that no trial accepts; not run again
     refused: int
+    #: stopped early by search.pruner; not run again
+    pruned: int = 0
 
 
 def search_name(study: Study) -> str:
@@ -113,7 +115,7 @@ class SearchStore:
         # when a search is resumed: its seed is offset by the points the search already has.
         self.optuna = optuna.create_study(
             storage=self.storage, study_name=self.name, sampler=SAMPLERS[search.sampler](search.seed + asked),
-            direction="maximize", load_if_exists=True,
+            pruner=search.pruner.make(), direction="maximize", load_if_exists=True,
         )
         self.distributions = {key: distribution(key, param) for key, param in search.params.items()}
         meaning = _meaning(study)
@@ -181,4 +183,5 @@ def _state(optuna_study: optuna.Study) -> SearchState:
         points=points,
         open=sum(t.state == TrialState.RUNNING for t in trials),
         refused=sum(t.state == TrialState.FAIL for t in trials),
+        pruned=sum(t.state == TrialState.PRUNED for t in trials),
     )

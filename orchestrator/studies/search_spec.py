@@ -28,6 +28,7 @@ from orchestrator.studies.config_paths import (
     with_settings,
 )
 from orchestrator.studies.metric_names import metric_names
+from orchestrator.studies.pruners import PrunerSpec
 
 if TYPE_CHECKING:
     from orchestrator.studies.study import StudyFile
@@ -110,6 +111,9 @@ class SearchSpec(BaseModel):
     params: dict[str, SearchParam] = Field(min_length=1)
     #: dotted config path -> values; every point runs every combination (its seeds)
     repeat: dict[str, list[Any]] = {}
+    #: stops poor points early, all their seeds together: one of Optuna's pruners
+    #: (orchestrator.studies.pruners.PRUNERS) with its settings; none: every point trains to the end
+    pruner: PrunerSpec = PrunerSpec()
 
     def repeat_settings(self) -> list[dict[str, Any]]:
         """One dict of repeated-field values per seed-trial of a point."""

@@ -26,10 +26,11 @@ SHARED_TRIALS_COLUMNS = (*TRIALS_CORE_SCHEMA.names, "group_id", "group_label", "
                          *KEY_COLUMNS.values(), *identity.seed_columns().values(),
                          "train_min_digits", "train_max_digits")
 #: the columns a worker adds for the attempt that wrote the row (orchestrator.running.trainable,
-#: orchestrator.store.reuse), beside the provenance columns; tests/test_doc_examples.py
+#: orchestrator.store.reuse), beside the provenance columns, and the step a search's pruner
+#: stopped the trial at (orchestrator.running.point_pruning); tests/test_doc_examples.py
 #: checks the columns of a real run against this page
 ATTEMPT_COLUMNS = ("node", "pid", "resumed_from_step", "diverged_at", "last_finite_loss",
-                   "seeds_per_trial", "seed_slot", "reused_from")
+                   "seeds_per_trial", "seed_slot", "reused_from", "pruned_at")
 
 
 def one_trial_store(root: Path, study: str = STUDY) -> None:

@@ -1,7 +1,8 @@
 -- reads: trials
 -- one row per: status
 -- parameters: none
--- How many trials of the study are in each status (done, failed, diverged, running)?
+-- How many trials of the study are in each status (done, failed, diverged, running,
+-- pruned: stopped early by a search's pruner)?
 
 with
 

@@ -3,7 +3,8 @@
 -- compare. A trial is finished when it is done, or diverged: a diverged trial keeps what
 -- it measured before its loss went non-finite, and dropping it would flatter its group
 -- (results_contract/trial_status.py, FINISHED; `lg-study run` skips the same trials).
--- Running (or interrupted) and failed trials are not.
+-- Running (or interrupted), failed and pruned trials are not: a pruned trial's seed
+-- was stopped early by a search's pruner, and is no sample of the final accuracy.
 
 create or replace view finished_trials as
 select *
