@@ -21,6 +21,7 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any
 
+from orchestrator.mlflow_tracking.group_runs import PARENT_TAG
 from orchestrator.mlflow_tracking.run_artifacts import run_artifacts
 from orchestrator.mlflow_tracking.tracking import RUN_NAME_TAG, StudyTracker
 from orchestrator.store.provenance import PROVENANCE_COLUMNS
@@ -69,7 +70,7 @@ def up_to_date(runs: Sequence[Mapping[str, str]], status: str) -> bool:
 
 def sync_trial(
     tracker: StudyTracker, root: Path, study: str, trial_id: str, live: bool = False,
-    run_name: str | None = None,
+    run_name: str | None = None, group_names: Mapping[str, str] | None = None,
 ) -> str | None:
     """Bring the trial's MLflow run up to date with its rows; return the run's id, or
     None when the trial has no `trials` row yet (nothing to show).
@@ -79,12 +80,17 @@ def sync_trial(
     killed. ``live``: a driver runs the trial now, so a `running` trial's run stays
     RUNNING rather than ending as killed. ``run_name``: the name the driver gives the run
     (its group's short label and seeds, results_contract.groups.run_name); without it a new run is
-    named from its row alone and an existing run keeps its name.
+    named from its row alone and an existing run keeps its name. The run is nested under
+    its group's parent run (group_runs), made now for the group's first trial and named
+    as ``group_names`` (group id -> short label) says, else by the group's label.
     """
     row = read_trial_row(root, study, trial_id)
     if row is None:
         return None
     trial_id, tags, params = describe(row)
+    if "group" in tags:
+        name = (group_names or {}).get(tags["group"])
+        tags[PARENT_TAG] = tracker.groups.parent(tags["group"], tags.get("group_label", ""), name, params)
     run_id = tracker.run_for_trial(trial_id, tags, params, run_name)
     eval_rows = read_trial_rows(root, study, "eval", trial_id)
     tracker.log_steps(run_id, _steps(read_trial_rows(root, study, "train", trial_id), eval_rows))

@@ -37,6 +37,7 @@ from lengthgen import TrialConfig
 from orchestrator.mlflow_tracking.syncer import MlflowSyncer
 from orchestrator.running.auto_seeds import auto_batch_size
 from orchestrator.running.driver_memory import DriverMemoryCallback
+from orchestrator.running.group_answers import answerer, short_names
 from orchestrator.running.mlflow_callback import MlflowTuneCallback
 from orchestrator.running.recovery import (
     StorageFaultStop,
@@ -269,7 +270,8 @@ def run_trials(study: Study, context: RunContext, run_tags: dict[str, dict[str, 
         if restart:
             wipe_study(results_root, study.name)
         syncer = MlflowSyncer(context.tracking_uri, study.experiment, results_root, study.name,
-                              say=lambda words: console.print(f"[yellow]warning:[/yellow] {words}", highlight=False))
+                              say=lambda words: console.print(f"[yellow]warning:[/yellow] {words}", highlight=False),
+                              answers=answerer(study, results_root), group_names=short_names(study))
         if restart:
             syncer.job("delete_runs")
         try:

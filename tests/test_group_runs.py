@@ -1,0 +1,173 @@
+"""One MLflow parent run per configuration group, every trial run nested under it, its
+numbers those of the SQL questions: made by `lg-study sync`'s path (syncer.sync_runs)
+from rows written as a worker writes them, on a SQLite store and on a real `mlflow
+server`; kept exactly one per group through re-syncs, added seeds, a study whose runs
+predate parents, a duplicate parent, and `--restart`'s deletion."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+from mlflow_servers import MlflowServer
+
+from analysis.query import open_results, run_sql_file, sql_file
+from orchestrator.commands.running import run_names_of
+from orchestrator.mlflow_tracking.group_runs import GROUP_KIND, KIND_TAG, PARENT_TAG
+from orchestrator.mlflow_tracking.syncer import sync_runs
+from orchestrator.mlflow_tracking.tracking import StudyTracker
+from orchestrator.running.group_answers import answerer, short_names
+from orchestrator.studies.study import load_study
+from results_contract import groups
+from results_contract.experiments import default_store_uri
+
+STUDY = """\
+name: parents
+base:
+  task: {name: successor, train_digits: [1, 2]}
+  model: {arch: decoder, size: tiny, pe: alibi}
+  train: {steps: 10, batch_size: 8, lr: 3.0e-3, warmup: 2, log_every: 5}
+  eval: {digits: [2, 3], samples: 4}
+axes:
+  train.lr: [3.0e-3, 1.0e-3]
+  seeds.weight: [0, 1]
+  seeds.data: [0, 1]
+resources: {cpus_per_trial: 1}
+"""
+#: accuracy of (lr, weight seed, data seed): the weight seed matters most
+ACCURACY = {(w, d): 0.25 * (1 + 2 * w) + 0.25 * d * 0.5 for w in range(3) for d in range(2)}
+
+
+@pytest.fixture
+def study(tmp_path: Path):
+    path = tmp_path / "parents.yaml"
+    path.write_text(STUDY)
+    return load_study(path)
+
+
+def write_trials(root: Path, study, write_finished_trial, configs) -> None:
+    for config in configs:
+        write_finished_trial(root, study, config, ACCURACY[(config.seeds.weight, config.seeds.data)])
+
+
+def sync(uri: str, root: Path, study) -> list[str]:
+    synced, lag, fault = sync_runs(uri, study.experiment, root, study.name, run_names_of(study),
+                                   answerer(study, root), short_names(study))
+    assert not lag.behind and fault is None
+    return synced
+
+
+def runs(uri: str, study) -> tuple[dict[str, object], list[object]]:
+    """(group id -> its parent run, the trial runs) of the study's experiment."""
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name(study.experiment)
+    found = client.search_runs([experiment.experiment_id], max_results=1000)
+    parents = [run for run in found if run.data.tags.get(KIND_TAG) == GROUP_KIND]
+    by_group = {run.data.tags["group"]: run for run in parents}
+    assert len(by_group) == len(parents), "two parents of one group"
+    return by_group, [run for run in found if KIND_TAG not in run.data.tags]
+
+
+def check_nested(uri: str, study, expected_groups: int) -> dict[str, object]:
+    parents, children = runs(uri, study)
+    assert len(parents) == expected_groups
+    for child in children:
+        assert child.data.tags[PARENT_TAG] == parents[child.data.tags["group"]].info.run_id
+    return parents
+
+
+def answers(root: Path, study, question: str, params: dict[str, str] | None = None) -> dict:
+    with open_results(root, study.name) as con:
+        rows = run_sql_file(con, sql_file(question), params).to_pylist()
+    return {(row["group_id"], row.get("digits")): row for row in rows}
+
+
+def check_numbers(uri: str, root: Path, study) -> None:
+    """Each parent shows variance.sql's, success.sql's and lucky_tickets.sql's numbers."""
+    parents = check_nested(uri, study, 2)
+    variance = answers(root, study, "variance.sql", {"resamples": "0"})
+    success = answers(root, study, "success.sql")
+    lucky = answers(root, study, "lucky_tickets.sql", {"resamples": "0"})
+    for (group_id, digits), row in variance.items():
+        metrics = parents[group_id].data.metrics
+        assert metrics[f"mean/digits_{digits:03d}"] == row["mean"]
+        assert metrics[f"mean_low/digits_{digits:03d}"] == row["mean_low"]
+        assert metrics[f"mean_high/digits_{digits:03d}"] == row["mean_high"]
+        assert metrics[f"trials/digits_{digits:03d}"] == row["n_trials"]
+        assert metrics[f"p_success/digits_{digits:03d}"] == success[(group_id, digits)]["p_success"]
+        assert metrics[f"p_success_high/digits_{digits:03d}"] == success[(group_id, digits)]["p_success_high"]
+    for (group_id, _), row in lucky.items():
+        [at_3] = [entry for entry in row["by_length"] if entry["digits"] == 3]
+        share = parents[group_id].data.metrics["share_weight/digits_003"]
+        assert share == at_3["component_share_weight"] and not math.isnan(share)
+
+
+def test_parents_hold_the_sql_answers_and_stay_one_per_group(tmp_path: Path, study, write_finished_trial) -> None:
+    root, uri = tmp_path / "results", default_store_uri(tmp_path / "results")
+    write_trials(root, study, write_finished_trial, study.trials)
+    assert len(sync(uri, root, study)) == 8
+    parents = check_nested(uri, study, 2)
+    names = short_names(study)
+    for group_id, parent in parents.items():
+        assert parent.info.run_name == names[group_id]
+        assert parent.data.tags["group_label"] == study.group_label(
+            next(c for c in study.trials if groups.group_id(c) == group_id))
+        assert {"weight_seeds": "2", "data_seeds": "2", "trials": "4", "finished_trials": "4"}.items() \
+            <= parent.data.tags.items()
+        assert "train.lr" in parent.data.params
+        assert not {"seeds.weight", "seeds.data", "seeds.perturb"} & parent.data.params.keys()
+        assert parent.info.status == "FINISHED"
+    check_numbers(uri, root, study)
+
+    # a second sync changes nothing: no new parent, no metric point twice
+    assert sync(uri, root, study) == []
+    client = MlflowClient(uri)
+    for parent in check_nested(uri, study, 2).values():
+        assert [m.step for m in client.get_metric_history(parent.info.run_id, "mean/digits_003")] == [4]
+
+
+def test_added_seeds_runs_before_parents_and_a_duplicate(tmp_path: Path, study, write_finished_trial) -> None:
+    root, uri = tmp_path / "results", default_store_uri(tmp_path / "results")
+    write_trials(root, study, write_finished_trial, study.trials)
+    sync(uri, root, study)
+    client = MlflowClient(uri)
+    tracker = StudyTracker(uri, study.experiment)
+    parents, _ = runs(uri, study)
+    # a duplicate that a call failing after its commit left behind: the older one stays
+    group_id, kept = next(iter(parents.items()))
+    client.create_run(tracker.experiment_id, tags={"group": group_id, KIND_TAG: GROUP_KIND})
+    sync(uri, root, study)
+    assert check_nested(uri, study, 2)[group_id].info.run_id == kept.info.run_id
+    # runs from before parents existed: no parent, children that name none that exists
+    for parent in parents.values():
+        client.delete_run(parent.info.run_id)
+    sync(uri, root, study)
+    check_numbers(uri, root, study)
+    # seeds: until adds a weight seed to each group
+    added = [c for c in study.trials if c.seeds.weight == 1]
+    more = [dataclasses.replace(c, seeds=dataclasses.replace(c.seeds, weight=2)) for c in added]
+    write_trials(root, study, write_finished_trial, more)
+    sync(uri, root, study)
+    parents = check_nested(uri, study, 2)
+    for parent in parents.values():
+        history = client.get_metric_history(parent.info.run_id, "mean/digits_003")
+        assert [m.step for m in history] == [4, 6]
+        assert parent.data.tags["weight_seeds"] == "3"
+    check_numbers(uri, root, study)
+    # `run --restart` deletes the parents with the trial runs
+    assert StudyTracker(uri, study.experiment).delete_runs() == 12
+    assert runs(uri, study) == ({}, [])
+
+
+@pytest.mark.slow  # a real `mlflow server`: about 10 s to start
+def test_parents_on_a_tracking_server(tmp_path: Path, study, write_finished_trial) -> None:
+    root = tmp_path / "results"
+    write_trials(root, study, write_finished_trial, study.trials)
+    with MlflowServer(tmp_path / "server") as server:
+        sync(server.url, root, study)
+        check_numbers(server.url, root, study)
+        sync(server.url, root, study)
+        check_nested(server.url, study, 2)
