@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from analysis.query import MigrationNeeded, open_results, run_query
 from lengthgen.config import EvalConfig, SeedConfig, TaskConfig, TrainConfig, TrialConfig
 from orchestrator.cli import app
+from orchestrator.mlflow_tracking.group_runs import TRIAL_RUNS
 from orchestrator.mlflow_tracking.mlflow_sync import describe
 from orchestrator.mlflow_tracking.tracking import StudyTracker
 from orchestrator.running.dispatch import run_study
@@ -312,7 +313,7 @@ def test_a_run_regroups_legacy_rows_and_retags_their_mlflow_runs(
     summary = run_study(study, RunContext(tmp_path, uri))
     assert (summary.ran, summary.skipped) == (0, 4)
     client = mlflow.MlflowClient(uri)
-    runs = client.search_runs([client.get_experiment_by_name(study.name).experiment_id])
+    runs = client.search_runs([client.get_experiment_by_name(study.name).experiment_id], filter_string=TRIAL_RUNS)
     assert len(runs) == 4
     by_trial = {c.trial_id: c for c in study.trials}
     for run in runs:
@@ -347,7 +348,7 @@ def test_a_real_study_writes_the_columns_its_mlflow_tags_repeat(
         c.trial_id: (groups.group_id(c), study.group_label(c)) for c in study.trials
     }
     client = mlflow.MlflowClient(f"sqlite:///{results.resolve()}/mlflow.db")
-    runs = client.search_runs([client.get_experiment_by_name(study.name).experiment_id])
+    runs = client.search_runs([client.get_experiment_by_name(study.name).experiment_id], filter_string=TRIAL_RUNS)
     columns = {r["trial_id"]: r for r in rows}
     assert len(runs) == len(rows) == 2
     for run in runs:

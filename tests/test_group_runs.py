@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from mlflow_servers import MlflowServer
 
 from analysis.query import open_results, run_sql_file, sql_file
 from orchestrator.commands.running import run_names_of
+from orchestrator.mlflow_tracking import syncer as syncer_module
 from orchestrator.mlflow_tracking.group_runs import GROUP_KIND, KIND_TAG, PARENT_TAG
 from orchestrator.mlflow_tracking.syncer import sync_runs
 from orchestrator.mlflow_tracking.tracking import StudyTracker
@@ -64,7 +66,7 @@ def runs(uri: str, study) -> tuple[dict[str, object], list[object]]:
     """(group id -> its parent run, the trial runs) of the study's experiment."""
     client = MlflowClient(uri)
     experiment = client.get_experiment_by_name(study.experiment)
-    found = client.search_runs([experiment.experiment_id], max_results=1000)
+    found = client.search_runs([experiment.experiment_id], max_results=1000) if experiment else []
     parents = [run for run in found if run.data.tags.get(KIND_TAG) == GROUP_KIND]
     by_group = {run.data.tags["group"]: run for run in parents}
     assert len(by_group) == len(parents), "two parents of one group"
@@ -77,6 +79,12 @@ def check_nested(uri: str, study, expected_groups: int) -> dict[str, object]:
     for child in children:
         assert child.data.tags[PARENT_TAG] == parents[child.data.tags["group"]].info.run_id
     return parents
+
+
+def shown(uri: str, study, group_id: str) -> str | None:
+    """How many finished trials the group's parent shows numbers of (None: no parent)."""
+    parent = runs(uri, study)[0].get(group_id)
+    return parent.data.tags.get("finished_trials") if parent else None
 
 
 def answers(root: Path, study, question: str, params: dict[str, str] | None = None) -> dict:
@@ -162,6 +170,43 @@ def test_added_seeds_runs_before_parents_and_a_duplicate(tmp_path: Path, study, 
     assert runs(uri, study) == ({}, [])
 
 
+def test_numbers_are_rewritten_as_each_trial_finishes(tmp_path: Path, study, write_finished_trial,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The MLflow thread rewrites a group's numbers once a trial of it finished, at the
+    step of its finished trials: the UI's chart of the mean has one point per seed."""
+    monkeypatch.setattr(syncer_module, "GROUP_REFRESH_S", 0.0)
+    monkeypatch.setattr(syncer_module, "GROUP_SHARE_INVERSE", 0)
+    root, uri = tmp_path / "results", default_store_uri(tmp_path / "results")
+    configs = [c for c in study.trials if c.train.lr == study.trials[0].train.lr]
+    syncer = syncer_module.MlflowSyncer(uri, study.experiment, root, study.name, say=print,
+                                        answers=answerer(study, root), group_names=short_names(study))
+    for count, config in enumerate(configs, 1):
+        write_trials(root, study, write_finished_trial, [config])
+        syncer.trial({"results_root": str(root), "study": study.name, "trial_id": config.trial_id}, live=False)
+        deadline = time.monotonic() + 60
+        while shown(uri, study, groups.group_id(config)) != str(count):
+            assert time.monotonic() < deadline, f"no numbers at {count} finished trials"
+            time.sleep(0.2)
+    assert not syncer.close().behind
+    [parent] = runs(uri, study)[0].values()
+    history = MlflowClient(uri).get_metric_history(parent.info.run_id, "mean/digits_003")
+    assert [m.step for m in history] == [1, 2, 3, 4]
+    assert history[-1].value == answers(root, study, "variance.sql", {"resamples": "0"})[
+        (groups.group_id(configs[0]), 3)]["mean"]
+
+
+def test_an_experiment_made_without_its_kind_opens_in_the_model_training_view(tmp_path: Path) -> None:
+    """MLflow 3's UI opens an experiment without `mlflow.experimentKind` in its GenAI
+    views: a study's experiment made before lg-study tagged it gets the tag."""
+    uri = default_store_uri(tmp_path)
+    StudyTracker(uri, "tagged")  # makes the store
+    client = MlflowClient(uri)
+    client.create_experiment("older")
+    StudyTracker(uri, "older")
+    for name in ("tagged", "older"):
+        assert client.get_experiment_by_name(name).tags["mlflow.experimentKind"] == "custom_model_development"
+
+
 @pytest.mark.slow  # a real `mlflow server`: about 10 s to start
 def test_parents_on_a_tracking_server(tmp_path: Path, study, write_finished_trial) -> None:
     root = tmp_path / "results"
@@ -171,3 +216,47 @@ def test_parents_on_a_tracking_server(tmp_path: Path, study, write_finished_tria
         check_numbers(server.url, root, study)
         sync(server.url, root, study)
         check_nested(server.url, study, 2)
+
+
+# --- real runs ------------------------------------------------------------------------------
+
+REAL_STUDY = """\
+name: {name}
+base:
+  task: {{name: successor, train_digits: [1, 2]}}
+  model: {{arch: decoder, size: tiny, pe: alibi}}
+  train: {{steps: 4, batch_size: 8, lr: 3.0e-3, warmup: 1, log_every: 2}}
+  eval: {{digits: [2, 3], samples: 4}}
+axes:
+  train.lr: [3.0e-3, 1.0e-3]
+  seeds.weight: [0, 1]
+resources: {{cpus_per_trial: 1}}
+"""
+
+
+@pytest.mark.slow  # three `lg-study run`s of a 4-trial study on a local Ray: about a minute
+def test_a_run_a_restart_and_a_reuse_leave_one_parent_per_group(tmp_path: Path) -> None:
+    from orchestrator.running.dispatch import run_study
+    from orchestrator.running.run_context import RunContext
+
+    def study_named(name: str):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(REAL_STUDY.format(name=name))
+        return load_study(path)
+
+    uri = default_store_uri(tmp_path)
+    first = study_named("parents")
+    summary = run_study(first, RunContext(tmp_path, uri))
+    assert summary.ran == 4
+    parents = check_nested(uri, first, 2)
+    for parent in parents.values():
+        assert parent.data.tags["finished_trials"] == "2"
+        assert parent.data.metrics["trials/digits_003"] == 2
+    run_study(first, RunContext(tmp_path, uri, restart=True))
+    again = check_nested(uri, first, 2)
+    assert not {p.info.run_id for p in again.values()} & {p.info.run_id for p in parents.values()}
+    reused = study_named("parents_again")
+    summary = run_study(reused, RunContext(tmp_path, uri))
+    assert len(summary.reused) == 4
+    check_nested(uri, reused, 2)
+    assert len(runs(uri, reused)[1]) == 4

@@ -18,6 +18,7 @@ import pytest
 from mlflow_servers import DelayProxy, MlflowServer
 from ray_studies import LG_STUDY, study_command, tiny_study, trial_rows, watch
 
+from orchestrator.mlflow_tracking.group_runs import TRIAL_RUNS
 from orchestrator.mlflow_tracking.mlflow_store import bound_http_calls
 
 pytestmark = pytest.mark.slow  # four `lg-study run`s, a sync, four servers: about 5.5 minutes here
@@ -61,7 +62,7 @@ def runs_match_rows(url: str, results: Path) -> None:
     from mlflow import MlflowClient
 
     client = MlflowClient(url)
-    runs = client.search_runs([client.get_experiment_by_name("srv").experiment_id])
+    runs = client.search_runs([client.get_experiment_by_name("srv").experiment_id], filter_string=TRIAL_RUNS)
     assert sorted(r.data.tags["trial_id"] for r in runs) == sorted(trial_rows(results, "srv"))
     assert {r.info.status for r in runs} == {"FINISHED"}
     for found in runs:

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from analysis.query import open_results, run_query, run_sql_file, sql_file
 from orchestrator.cli import app
+from orchestrator.mlflow_tracking.group_runs import TRIAL_RUNS
 from orchestrator.running import seed_target
 from orchestrator.running.dispatch import run_study
 from orchestrator.running.run_context import RunContext
@@ -264,7 +265,7 @@ def assert_trained_once_and_tracked(results: Path, after_first: dict[str, list[d
         kept = {r["trial_id"]: r["started_at"] for r in final[name]}
         assert all(kept[r["trial_id"]] == r["started_at"] for r in rows)
     client = mlflow.MlflowClient(default_store_uri(results))
-    runs = client.search_runs([client.get_experiment_by_name("until").experiment_id])
+    runs = client.search_runs([client.get_experiment_by_name("until").experiment_id], filter_string=TRIAL_RUNS)
     assert len(runs) == 8 and len({r.data.tags["trial_id"] for r in runs}) == 8
     assert {r.info.status for r in runs} == {"FINISHED"}
     ids = {r["trial_id"]: r for rows in final.values() for r in rows}

@@ -39,6 +39,8 @@ GROUP_KIND = "group"
 PARENT_TAG = "mlflow.parentRunId"
 #: the parent's tag holding the step its numbers were last logged at
 STEP_TAG = "finished_trials"
+#: the search filter that lists a study's trial runs alone, without their parents
+TRIAL_RUNS = "tags.trial_id LIKE '%'"
 _SEED_PARAMS = tuple(f"seeds.{name}" for name in seeds_apart())
 
 

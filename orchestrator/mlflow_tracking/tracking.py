@@ -58,6 +58,9 @@ class StudyTracker:
             if experiment.lifecycle_stage == "deleted":
                 # Deleted in the UI: its name stays taken, and it refuses new runs.
                 self.client.restore_experiment(self.experiment_id)
+            for key, value in EXPERIMENT_TAGS.items():
+                if key not in experiment.tags:  # made before lg-study tagged its kind
+                    self.client.set_experiment_tag(self.experiment_id, key, value)
         else:
             self.experiment_id = self.client.create_experiment(
                 study,
