@@ -225,7 +225,7 @@ def sync_study_file(study_file: Path, profile: str | None, results: Path, tracki
     next `run` would before training; exit 1 when MLflow does not answer."""
     from orchestrator.console.render import mlflow_lag_line
     from orchestrator.mlflow_tracking.syncer import sync_runs
-    from orchestrator.running.group_answers import answerer, short_names
+    from orchestrator.running.group_answers import handed
     from orchestrator.store.study_locks import StudyBusy, study_lock
     from results_contract.experiments import default_store_uri
 
@@ -238,7 +238,7 @@ def sync_study_file(study_file: Path, profile: str | None, results: Path, tracki
     try:
         with study_lock(root, study.name):
             synced, lag, fault = sync_runs(uri, study.experiment, root, study.name, run_names_of(study),
-                                           answerer(study, root), short_names(study))
+                                           handed(study, root))
     except StudyBusy as error:
         raise bad_input(str(error)) from None
     if fault is not None:

@@ -25,7 +25,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from orchestrator.mlflow_tracking.group_runs import GroupNumbers, nest_runs
+from orchestrator.mlflow_tracking.group_runs import nest_runs
+from orchestrator.mlflow_tracking.handed import Handed
 from orchestrator.mlflow_tracking.lag_ledger import Lag, read_lag, write_lag
 from orchestrator.mlflow_tracking.mlflow_store import sqlite_database
 from orchestrator.mlflow_tracking.mlflow_sync import behind, sync_trial
@@ -114,19 +115,15 @@ class MlflowSyncer:
 
     def __init__(self, tracking_uri: str, experiment: str, root: Path, study: str,
                  say: Callable[[str], None], on_fault: Callable[[StorageFault], None] | None = None,
-                 run_names: dict[str, str] | None = None,
-                 answers: Callable[[], list[GroupNumbers]] | None = None,
-                 group_names: dict[str, str] | None = None) -> None:
+                 run_names: dict[str, str] | None = None, handed: Handed | None = None) -> None:
         self.uri, self.experiment, self.root, self.study = tracking_uri, experiment, Path(root), study
         self.say, self.on_fault = say, on_fault
         #: trial id -> the name the driver gives its run (results_contract.groups.run_name),
         #: for the trials the start-up finds behind
         self.run_names = run_names or {}
-        #: the groups' numbers over their seeds, as the code that runs the study asks
-        #: the analysis for them (orchestrator.running.group_answers); None: no numbers
-        self.answers = answers
-        #: group id -> its parent run's name, the group's short label among the study's
-        self.group_names = group_names if group_names is not None else {}
+        #: the groups' numbers and names and the accuracy plot, as the code that runs
+        #: the study asks the analysis for them (orchestrator.running.group_answers)
+        self.handed = handed or Handed()
         #: the parents' numbers are behind (a trial finished); every trial run is to be
         #: nested again (the start-up's sync_study: runs made before parents existed)
         self._groups_owed = self._nest_owed = False
@@ -220,7 +217,7 @@ class MlflowSyncer:
     # --- the threads --------------------------------------------------------------------
 
     def _owed(self) -> bool:
-        groups = (self._groups_owed or self._nest_owed) and self._closing and self.answers is not None
+        groups = (self._groups_owed or self._nest_owed) and self._closing and self.handed.group_numbers is not None
         return bool(self._before or self._trials or ((self._after or groups) and self._closing) or self._busy)
 
     def _work(self) -> None:
@@ -266,7 +263,7 @@ class MlflowSyncer:
     def _groups_due(self) -> bool:
         """Whether the parents' numbers are rewritten now: owed, none in flight, and their
         time has come (at the end: once no trial is left to sync)."""
-        if not (self._groups_owed or self._nest_owed) or self.answers is None:
+        if not (self._groups_owed or self._nest_owed) or self.handed.group_numbers is None:
             return False
         if any(kind == "groups" for kind, _, _ in self._busy.values()):
             return False
@@ -295,7 +292,7 @@ class MlflowSyncer:
         trial_id, trial = work
         params = trial.params
         run_id = sync_trial(self.tracker, Path(params["results_root"]), params["study"], trial_id, trial.live,
-                            params.get("run_name"), self.group_names)
+                            params.get("run_name"), self.handed)
         if run_id is not None and trial.tags:
             self.tracker.set_tags(run_id, trial.tags)
         if run_id is not None and not trial.live:
@@ -307,8 +304,8 @@ class MlflowSyncer:
         numbers as the analysis answers them now."""
         started = time.monotonic()
         if nest:
-            nest_runs(self.tracker, self.group_names)
-        for numbers in self.answers():
+            nest_runs(self.tracker, self.handed.group_names)
+        for numbers in self.handed.group_numbers():
             self.tracker.groups.write(numbers)
         with self._cond:
             spent = time.monotonic() - started
@@ -370,18 +367,17 @@ def down_words(uri: str, since: datetime, why: str, network: bool, folder: Path)
 
 
 def sync_runs(tracking_uri: str, experiment: str, root: Path, study: str, run_names: dict[str, str],
-              answers: Callable[[], list[GroupNumbers]] | None = None,
-              group_names: dict[str, str] | None = None) -> tuple[list[str], Lag, StorageFault | None]:
+              handed: Handed | None = None) -> tuple[list[str], Lag, StorageFault | None]:
     """What a run's start-up does to the study's MLflow runs, alone (`lg-study sync`):
     writes an earlier run left owed, runs left RUNNING ended as KILLED, then every run
     behind its trial's rows brought up to date. Hold the study lock. Returns the trial
     ids synced, what is still owed (the server is down) and a local store's storage fault.
-    ``run_names``: trial id -> its run's name, as a run of the study names it; ``answers``
-    and ``group_names``: the groups' parents' numbers and names (MlflowSyncer)."""
+    ``run_names``: trial id -> its run's name, as a run of the study names it; ``handed``:
+    the groups' numbers and names and the accuracy plot (MlflowSyncer)."""
     from orchestrator.store.results_store import read_trial_statuses
 
     syncer = MlflowSyncer(tracking_uri, experiment, root, study, say=lambda words: None, run_names=run_names,
-                          answers=answers, group_names=group_names)
+                          handed=handed)
     syncer.job("end_running_runs")
     syncer.job("sync_study", sorted(read_trial_statuses(root, study)))
     lag = syncer.close()

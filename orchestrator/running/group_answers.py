@@ -12,12 +12,14 @@ shown, so they are not drawn (resamples 0).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from analysis.query import open_results, read_once, run_sql_file, sql_file
 from orchestrator.mlflow_tracking.group_runs import GroupNumbers
+from orchestrator.mlflow_tracking.handed import Handed
+from orchestrator.running.trial_plots import accuracy_plot
 from orchestrator.studies.metric_names import length_metric
 from results_contract import groups
 
@@ -99,10 +101,11 @@ def short_names(study: Study) -> dict[str, str]:
     return {groups.group_id(config): study.short_label(config) for config in study.trials}
 
 
-def answerer(study: Study, root: Path) -> Callable[[], list[GroupNumbers]]:
-    """group_numbers of the study as it stands when called (the MLflow thread's
-    `answers`), successes counted at the threshold of a `seeds: until` target."""
+def handed(study: Study, root: Path) -> Handed:
+    """What the study's MLflow thread is handed: group_numbers of the study as it
+    stands when called (successes counted at the threshold of a `seeds: until` target),
+    the groups' short labels, the accuracy plot."""
     until = study.spec.seeds.until
     threshold = until.threshold if until is not None else None
     names = short_names(study)
-    return lambda: group_numbers(root, study.name, names, threshold)
+    return Handed(lambda: group_numbers(root, study.name, names, threshold), names, accuracy_plot)
