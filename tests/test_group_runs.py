@@ -211,15 +211,30 @@ def test_an_experiment_made_without_its_kind_opens_in_the_model_training_view(tm
         assert client.get_experiment_by_name(name).tags["mlflow.experimentKind"] == "custom_model_development"
 
 
-@pytest.mark.slow  # a real `mlflow server`: about 10 s to start
-def test_parents_on_a_tracking_server(tmp_path: Path, study, write_finished_trial) -> None:
+@pytest.mark.slow  # a real `mlflow server`, started three times: about 40 s
+def test_parents_on_a_tracking_server_that_goes_away(tmp_path: Path, study, write_finished_trial) -> None:
+    """A server down at a sync leaves the parents owed (the sync says MLflow is behind);
+    the next sync once it is back makes them, one per group, with current numbers."""
     root = tmp_path / "results"
     write_trials(root, study, write_finished_trial, study.trials)
-    with MlflowServer(tmp_path / "server") as server:
+    server = MlflowServer(tmp_path / "server")
+    _, lag, _ = sync_runs(server.url, study.experiment, root, study.name, run_names_of(study), handed(study, root))
+    assert lag.behind  # nothing listens yet
+    with server:
         sync(server.url, root, study)
         check_numbers(server.url, root, study)
+    # gone mid-study: a weight seed more finishes while it is down
+    more = [dataclasses.replace(c, seeds=dataclasses.replace(c.seeds, weight=2)) for c in study.trials
+            if c.seeds.weight == 1]
+    write_trials(root, study, write_finished_trial, more)
+    _, lag, _ = sync_runs(server.url, study.experiment, root, study.name, run_names_of(study), handed(study, root))
+    assert lag.behind
+    with MlflowServer(tmp_path / "server", server.port):
         sync(server.url, root, study)
-        check_nested(server.url, study, 2)
+        check_numbers(server.url, root, study)
+        for parent in check_nested(server.url, study, 2).values():
+            assert parent.data.tags["finished_trials"] == "6"
+        assert len(runs(server.url, study)[1]) == 12
 
 
 # --- real runs ------------------------------------------------------------------------------
