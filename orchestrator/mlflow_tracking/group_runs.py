@@ -97,10 +97,10 @@ class GroupParents:
             if group_id not in runs:
                 tags = {"group": group_id, "group_label": label, KIND_TAG: GROUP_KIND, "study": self.tracker.study}
                 run = self.tracker.client.create_run(self.tracker.experiment_id, tags=tags, run_name=name or label)
+                runs[group_id] = _Parent(run.info.run_id)  # made: a failure below must not make another
                 # a parent holds numbers, not a process: it is never left RUNNING for a
                 # killed driver's repairs to end
                 self.tracker.client.set_terminated(run.info.run_id, "FINISHED")
-                runs[group_id] = _Parent(run.info.run_id)
             parent = runs[group_id]
             if not parent.has_params:
                 batch = [Param(k, str(v)[:MAX_PARAM_VAL_LENGTH]) for k, v in group_params(params).items()]
@@ -108,10 +108,6 @@ class GroupParents:
                     self.tracker.client.log_batch(parent.run_id, params=chunk)
                 parent.has_params = True
             return parent.run_id
-
-    def has(self, group_id: str) -> bool:
-        with self._lock:
-            return group_id in self._read()
 
     def write(self, numbers: GroupNumbers) -> bool:
         """Log a group's numbers on its parent (renamed to ``numbers.name``); False when it
@@ -133,17 +129,19 @@ class GroupParents:
 
     def _read(self) -> dict[str, _Parent]:
         if self._runs is None:
-            self._runs = {}
+            # kept only once every page is read: a group missed would get a second parent
+            found: dict[str, _Parent] = {}
             extra = []
             for run in self.tracker.search_all(f"tags.`{KIND_TAG}` = '{GROUP_KIND}'"):
                 group_id = run.data.tags.get("group", "")
-                if group_id in self._runs:
+                if group_id in found:
                     extra.append(run.info.run_id)  # the oldest is kept: search_all is oldest first
                     continue
                 step = int(run.data.tags.get(STEP_TAG, "-1") or -1)
-                self._runs[group_id] = _Parent(run.info.run_id, step, dict(run.data.metrics), bool(run.data.params))
+                found[group_id] = _Parent(run.info.run_id, step, dict(run.data.metrics), bool(run.data.params))
             for run_id in extra:
                 self.tracker.client.delete_run(run_id)
+            self._runs = found
         return self._runs
 
 
