@@ -47,7 +47,7 @@ ANSWERING = {
     "orchestrator.running.seed_target": "a seeds-until round: the report's interval, the seed planner",
     "orchestrator.running.group_answers": "a group's MLflow parent run: the report's numbers over its seeds",
     "orchestrator.running.trial_plots": "the accuracy plot a run's MLflow page shows",
-    "orchestrator.store.seed_plan": "where a seeds-until group stands: the report's interval",
+    "orchestrator.running.seed_answers": "where a seeds-until group stands: the report's interval",
 }
 #: what no module of results_contract loads: it is read and written without any of them
 CONTRACT_FREE = ("lengthgen", "orchestrator", "analysis", "torch", "ray", "mlflow", "duckdb", "pyarrow")
