@@ -24,6 +24,7 @@ from analysis.query import open_results, run_sql_file, sql_file
 from orchestrator.commands.running import run_names_of
 from orchestrator.mlflow_tracking import syncer as syncer_module
 from orchestrator.mlflow_tracking.group_runs import GROUP_KIND, KIND_TAG, PARENT_TAG
+from orchestrator.mlflow_tracking.handed import Handed
 from orchestrator.mlflow_tracking.syncer import sync_runs
 from orchestrator.mlflow_tracking.tracking import StudyTracker
 from orchestrator.running.group_answers import handed, short_names
@@ -209,6 +210,25 @@ def test_numbers_are_rewritten_as_each_trial_finishes(tmp_path: Path, study, wri
     assert [m.step for m in history] == [1, 2, 3, 4]
     assert history[-1].value == answers(root, study, "variance.sql", {"resamples": "0"})[
         (groups.group_id(configs[0]), 3)]["mean"]
+
+
+def test_an_analysis_that_fails_stops_no_trial_run(tmp_path: Path, study, write_finished_trial) -> None:
+    """The groups' numbers failing (the SQL refused) is said once and is no MLflow
+    outage: the trials' runs are made and nested, and nothing is left owed."""
+    root, uri = tmp_path / "results", default_store_uri(tmp_path / "results")
+    write_trials(root, study, write_finished_trial, study.trials[:2])
+
+    def refused() -> list:
+        raise ValueError("no such column")
+
+    said: list[str] = []
+    syncer = syncer_module.MlflowSyncer(uri, study.experiment, root, study.name, say=said.append,
+                                        handed=Handed(refused, short_names(study)))
+    syncer.job("sync_study", [c.trial_id for c in study.trials[:2]])
+    assert not syncer.close().behind and syncer.down_since is None
+    assert len(said) == 1 and "no such column" in said[0]
+    assert len(check_nested(uri, study, len({groups.group_id(c) for c in study.trials[:2]}))) >= 1
+    assert len(runs(uri, study)[1]) == 2
 
 
 def test_an_experiment_made_without_its_kind_opens_in_the_model_training_view(tmp_path: Path) -> None:

@@ -128,6 +128,8 @@ class MlflowSyncer:
         #: nested again (the start-up's sync_study: runs made before parents existed)
         self._groups_owed = self._nest_owed = False
         self._groups_next = 0.0
+        #: the analysis failed to answer the groups' numbers (said once)
+        self._unanswered = False
         self.tracker: StudyTracker | None = None
         self._cond = threading.Condition()
         self._connecting = threading.Lock()
@@ -305,7 +307,16 @@ class MlflowSyncer:
         started = time.monotonic()
         if nest:
             nest_runs(self.tracker, self.handed.group_names)
-        for numbers in self.handed.group_numbers():
+        try:
+            answered = self.handed.group_numbers()
+        except Exception as error:  # noqa: BLE001 (the analysis failing is no MLflow outage: said, skipped)
+            if not self._unanswered:
+                self.say(f"the configuration groups' numbers for MLflow could not be worked out "
+                         f"({type(error).__name__}: {str(error).strip()[:200]}); their parent runs keep "
+                         "the numbers they had, and the trials' runs are kept up to date")
+            self._unanswered = True
+            answered = []
+        for numbers in answered:
             self.tracker.groups.write(numbers)
         with self._cond:
             spent = time.monotonic() - started
