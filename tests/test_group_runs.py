@@ -231,6 +231,27 @@ def test_an_analysis_that_fails_stops_no_trial_run(tmp_path: Path, study, write_
     assert len(runs(uri, study)[1]) == 2
 
 
+def test_a_profiles_parents_live_in_its_experiment_and_a_moved_store_keeps_them(
+        tmp_path: Path, write_finished_trial) -> None:
+    """A profile's groups get their parents in the profile's experiment `<study>/<profile>`,
+    the default experiment none; the results folder moved, the next sync finds them again."""
+    path = tmp_path / "parents.yaml"
+    path.write_text(STUDY + "profiles:\n  smoke: {train.steps: 2}\n")
+    study = load_study(path, "smoke")
+    results = tmp_path / "results"
+    write_trials(study.results_root(results), study, write_finished_trial, study.trials)
+    sync(default_store_uri(results), study.results_root(results), study)
+    assert study.experiment == "parents/smoke"
+    before = check_nested(default_store_uri(results), study, 2)
+    assert runs(default_store_uri(results), load_study(path)) == ({}, [])
+    moved = tmp_path / "elsewhere"
+    results.rename(moved)
+    sync(default_store_uri(moved), study.results_root(moved), study)
+    after = check_nested(default_store_uri(moved), study, 2)
+    assert {g: p.info.run_id for g, p in after.items()} == {g: p.info.run_id for g, p in before.items()}
+    check_numbers(default_store_uri(moved), study.results_root(moved), study)
+
+
 def test_an_experiment_made_without_its_kind_opens_in_the_model_training_view(tmp_path: Path) -> None:
     """MLflow 3's UI opens an experiment without `mlflow.experimentKind` in its GenAI
     views: a study's experiment made before lg-study tagged it gets the tag."""
