@@ -316,10 +316,15 @@ def test_a_run_regroups_legacy_rows_and_retags_their_mlflow_runs(
     runs = client.search_runs([client.get_experiment_by_name(study.name).experiment_id], filter_string=TRIAL_RUNS)
     assert len(runs) == 4
     by_trial = {c.trial_id: c for c in study.trials}
+    # runs made before parents existed: the run nests them under one parent per group
+    parents = {run.data.tags["group"]: run.info.run_id for run in client.search_runs(
+        [client.get_experiment_by_name(study.name).experiment_id], filter_string="tags.`lg_study.kind` = 'group'")}
+    assert set(parents) == {groups.group_id(c) for c in study.trials} and len(parents) == 2
     for run in runs:
         config = by_trial[run.data.tags["trial_id"]]
         assert run.data.tags["group"] == groups.group_id(config)
         assert run.data.tags["group_label"] == study.group_label(config)
+        assert run.data.tags["mlflow.parentRunId"] == parents[groups.group_id(config)]
     with open_results(tmp_path, study.name) as con:
         rows = run_query(con, "select trial_id, group_id from trials").to_pylist()
     assert {r["trial_id"]: r["group_id"] for r in rows} == {
