@@ -120,6 +120,10 @@ def serve(server: UiServer) -> int:
         signal.signal(signal.SIGTERM, previous)
 
 
+#: the query that opens MLflow 3's UI in its model-training view (runs, metrics)
+TRAINING_VIEW = "workflowType=machine_learning"
+
+
 def experiment_id(base_url: str, name: str) -> str | None:
     """The id of the experiment called ``name``, or None when there is none."""
     query = urllib.parse.urlencode({"experiment_name": name})
@@ -144,7 +148,10 @@ def _experiment_url(base_url: str, study: str | None) -> str | None:
     if found is None:
         known = ", ".join(experiment_names(base_url)) or "none"
         raise UiError(f"no MLflow experiment named {study!r} in this store; experiments: {known}")
-    return f"{base_url}/#/experiments/{found}/runs"
+    # MLflow 3's UI opens an experiment in its GenAI views (traces, token usage) unless the
+    # address or the browser's last choice says otherwise, whatever the experiment's
+    # mlflow.experimentKind tag: the address picks the model-training view
+    return f"{base_url}/#/experiments/{found}/runs?{TRAINING_VIEW}"
 
 
 def _server_env() -> dict[str, str]:

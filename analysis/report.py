@@ -50,7 +50,7 @@ def build_report(
 ) -> Report:
     """Run the analysis files over ``study`` and write ``index.html`` plus PNGs to
     ``out_dir`` (default ``<results_root>/<study>/report``). ``seeds``: a `seeds.until`
-    study's target in words and where each group stands (orchestrator.store.seed_plan).
+    study's target in words and where each group stands (orchestrator.running.seed_answers).
     ``results_root`` is the profile's when the study ran under one (analysis.query.
     profile_root); ``profile`` names it on the page.
 

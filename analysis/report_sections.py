@@ -122,5 +122,5 @@ def seeds_section(target: str, rows: list[dict[str, Any]]) -> str:
         f"The study adds {target}. Per group: its weight seeds, the trials measured, the "
         "estimate, its interval and half width, and whether it stopped because the target "
         "held, because it reached the most seeds, or is still adding seeds "
-        "(orchestrator/store/seed_plan.py over the SQL file named).",
+        "(orchestrator/running/seed_answers.py over the SQL file named).",
     ))

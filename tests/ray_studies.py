@@ -27,6 +27,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from orchestrator.mlflow_tracking.group_runs import TRIAL_RUNS
 from results_contract.layout import checkpoint_path, table_path
 
 BIN = Path(sys.executable).parent
@@ -112,7 +113,7 @@ def mlflow_runs(results: Path, experiment: str) -> list:
     """The runs of the study's experiment (none before the driver made it)."""
     client = mlflow_client(results)
     found = client.get_experiment_by_name(experiment)
-    return client.search_runs([found.experiment_id]) if found else []
+    return client.search_runs([found.experiment_id], filter_string=TRIAL_RUNS) if found else []
 
 
 def one_finished_run_each(results: Path, experiment: str, trial_ids: list[str]) -> list:

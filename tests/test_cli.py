@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from orchestrator.cli import Benchmark, OutputFormat, app
 from orchestrator.console.render import progress_line
+from orchestrator.mlflow_tracking.group_runs import TRIAL_RUNS
 from orchestrator.studies.study import StudyError, load_study, load_trial
 
 runner = CliRunner()
@@ -120,7 +121,7 @@ def test_migrate_moves_a_profiles_trials_out_of_the_unprofiled_folder(tmp_path: 
     assert read_trial_statuses(results, "two_trials") == {default.trial_id: "done"}
     assert read_trial_statuses(moved, "two_trials") == {smoke.trial_id: "running"}
     assert checkpoint_path(moved, "two_trials", smoke.trial_id).read_bytes() == b"state"
-    runs = client.search_runs([experiment])
+    runs = client.search_runs([experiment], filter_string=TRIAL_RUNS)
     assert [r.data.tags["trial_id"] for r in runs] == [default.trial_id]
     status = runner.invoke(app, ["status", str(STUDY), "--profile", "longer", "--results", str(results)])
     assert "0 of 2 finished, 1 not started" in status.output

@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 
 from analysis.query import open_results
 from orchestrator.cli import app
+from orchestrator.mlflow_tracking.group_runs import TRIAL_RUNS
 from orchestrator.store.compaction import compact_study, compaction_plan, extract_trials
 from orchestrator.store.results_store import (
     read_table_rows,
@@ -183,7 +184,7 @@ def _study_rows(root: Path, study: str) -> dict[str, list[str]]:
 
 def _histories(client, experiment: str) -> dict[str, dict[str, list]]:
     """trial_id -> metric -> its (step, value) history, of an experiment's runs."""
-    runs = client.search_runs([client.get_experiment_by_name(experiment).experiment_id])
+    runs = client.search_runs([client.get_experiment_by_name(experiment).experiment_id], filter_string=TRIAL_RUNS)
     return {run.data.tags["trial_id"]: {name: [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, name)]
                                         for name in run.data.metrics} for run in runs}
 

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 from mlflow.tracking import MlflowClient
 
+from orchestrator.mlflow_tracking.group_runs import TRIAL_RUNS
 from orchestrator.mlflow_tracking.mlflow_store import create_sqlite_store
 from orchestrator.store.storage_faults import EXIT_CODE
 
@@ -149,7 +150,7 @@ def test_the_rerun_on_the_grown_disk_gives_the_rows_of_an_undisturbed_run(full_d
 def test_the_rerun_leaves_one_finished_mlflow_run_per_trial(full_disk) -> None:
     client = MlflowClient(f"sqlite:///{full_disk['results']}/mlflow.db")
     experiment = client.get_experiment_by_name("disk")
-    runs = client.search_runs([experiment.experiment_id])
+    runs = client.search_runs([experiment.experiment_id], filter_string=TRIAL_RUNS)
     assert sorted(run.info.status for run in runs) == ["FINISHED", "FINISHED"]
     assert len({run.data.tags["trial_id"] for run in runs}) == 2
     for run in runs:

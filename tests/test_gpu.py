@@ -37,6 +37,7 @@ from lengthgen.precision import PRECISIONS
 from lengthgen.tasks import build_task
 from lengthgen.tokenizer import CharTokenizer
 from lengthgen.training_step import accumulate_gradients
+from orchestrator.mlflow_tracking.group_runs import TRIAL_RUNS
 from orchestrator.running.trainable import load_checkpoint, save_checkpoint
 
 DEVICE = torch.device(os.environ.get("LG_GPU_TESTS_DEVICE", "cuda"))
@@ -279,7 +280,8 @@ def test_a_study_packs_four_trials_on_one_gpu(tmp_path):
     # all four trained at once: the last to start started before the first to finish finished
     assert max(t["started_at"] for t in trials) < min(t["finished_at"] for t in trials), trials
     client = mlflow.MlflowClient(f"sqlite:///{results.resolve()}/mlflow.db")
-    runs = client.search_runs([client.get_experiment_by_name("gpu_packing").experiment_id])
+    runs = client.search_runs([client.get_experiment_by_name("gpu_packing").experiment_id],
+                              filter_string=TRIAL_RUNS)
     assert len(runs) == 4 and {r.info.status for r in runs} == {"FINISHED"}
     assert {r.data.tags["trial_id"] for r in runs} == {t["trial_id"] for t in trials}
 

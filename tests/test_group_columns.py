@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from analysis.query import MigrationNeeded, open_results, run_query
 from lengthgen.config import EvalConfig, SeedConfig, TaskConfig, TrainConfig, TrialConfig
 from orchestrator.cli import app
+from orchestrator.mlflow_tracking.group_runs import TRIAL_RUNS
 from orchestrator.mlflow_tracking.mlflow_sync import describe
 from orchestrator.mlflow_tracking.tracking import StudyTracker
 from orchestrator.running.dispatch import run_study
@@ -312,13 +313,18 @@ def test_a_run_regroups_legacy_rows_and_retags_their_mlflow_runs(
     summary = run_study(study, RunContext(tmp_path, uri))
     assert (summary.ran, summary.skipped) == (0, 4)
     client = mlflow.MlflowClient(uri)
-    runs = client.search_runs([client.get_experiment_by_name(study.name).experiment_id])
+    runs = client.search_runs([client.get_experiment_by_name(study.name).experiment_id], filter_string=TRIAL_RUNS)
     assert len(runs) == 4
     by_trial = {c.trial_id: c for c in study.trials}
+    # runs made before parents existed: the run nests them under one parent per group
+    parents = {run.data.tags["group"]: run.info.run_id for run in client.search_runs(
+        [client.get_experiment_by_name(study.name).experiment_id], filter_string="tags.`lg_study.kind` = 'group'")}
+    assert set(parents) == {groups.group_id(c) for c in study.trials} and len(parents) == 2
     for run in runs:
         config = by_trial[run.data.tags["trial_id"]]
         assert run.data.tags["group"] == groups.group_id(config)
         assert run.data.tags["group_label"] == study.group_label(config)
+        assert run.data.tags["mlflow.parentRunId"] == parents[groups.group_id(config)]
     with open_results(tmp_path, study.name) as con:
         rows = run_query(con, "select trial_id, group_id from trials").to_pylist()
     assert {r["trial_id"]: r["group_id"] for r in rows} == {
@@ -347,7 +353,7 @@ def test_a_real_study_writes_the_columns_its_mlflow_tags_repeat(
         c.trial_id: (groups.group_id(c), study.group_label(c)) for c in study.trials
     }
     client = mlflow.MlflowClient(f"sqlite:///{results.resolve()}/mlflow.db")
-    runs = client.search_runs([client.get_experiment_by_name(study.name).experiment_id])
+    runs = client.search_runs([client.get_experiment_by_name(study.name).experiment_id], filter_string=TRIAL_RUNS)
     columns = {r["trial_id"]: r for r in rows}
     assert len(runs) == len(rows) == 2
     for run in runs:

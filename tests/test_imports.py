@@ -44,9 +44,10 @@ ANSWERING = {
     "orchestrator.benchmarks.bench": "the report a benchmark times",
     "orchestrator.benchmarks.bench_scale": "the queries and the report a benchmark times",
     "orchestrator.benchmarks.bench_study_run": "the analysis files a benchmark reads back",
-    "orchestrator.mlflow_tracking.run_artifacts": "the accuracy plot a run's MLflow page shows",
     "orchestrator.running.seed_target": "a seeds-until round: the report's interval, the seed planner",
-    "orchestrator.store.seed_plan": "where a seeds-until group stands: the report's interval",
+    "orchestrator.running.group_answers": "a group's MLflow parent run: the report's numbers over its seeds",
+    "orchestrator.running.trial_plots": "the accuracy plot a run's MLflow page shows",
+    "orchestrator.running.seed_answers": "where a seeds-until group stands: the report's interval",
 }
 #: what no module of results_contract loads: it is read and written without any of them
 CONTRACT_FREE = ("lengthgen", "orchestrator", "analysis", "torch", "ray", "mlflow", "duckdb", "pyarrow")

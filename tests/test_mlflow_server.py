@@ -18,6 +18,7 @@ import pytest
 from mlflow_servers import DelayProxy, MlflowServer
 from ray_studies import LG_STUDY, study_command, tiny_study, trial_rows, watch
 
+from orchestrator.mlflow_tracking.group_runs import TRIAL_RUNS
 from orchestrator.mlflow_tracking.mlflow_store import bound_http_calls
 
 pytestmark = pytest.mark.slow  # four `lg-study run`s, a sync, four servers: about 5.5 minutes here
@@ -57,13 +58,18 @@ def first_training(rows: dict, running: dict) -> bool:
 
 
 def runs_match_rows(url: str, results: Path) -> None:
-    """One FINISHED run per trial, each metric at exactly its rows' steps, once each."""
+    """One FINISHED run per trial, each metric at exactly its rows' steps, once each,
+    nested under the one parent of the study's one group, which shows every trial."""
     from mlflow import MlflowClient
 
     client = MlflowClient(url)
-    runs = client.search_runs([client.get_experiment_by_name("srv").experiment_id])
+    experiment = client.get_experiment_by_name("srv").experiment_id
+    runs = client.search_runs([experiment], filter_string=TRIAL_RUNS)
     assert sorted(r.data.tags["trial_id"] for r in runs) == sorted(trial_rows(results, "srv"))
     assert {r.info.status for r in runs} == {"FINISHED"}
+    [parent] = client.search_runs([experiment], filter_string="tags.`lg_study.kind` = 'group'")
+    assert {r.data.tags["mlflow.parentRunId"] for r in runs} == {parent.info.run_id}
+    assert parent.data.tags["finished_trials"] == str(len(runs))
     for found in runs:
         trial_id = found.data.tags["trial_id"]
         steps = pq.read_table(results / "srv" / "train" / f"trial_id={trial_id}" / "part-0.parquet",

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from analysis.query import open_results, run_query
 from orchestrator.cli import app
+from orchestrator.mlflow_tracking.group_runs import TRIAL_RUNS
 from orchestrator.studies.study import load_study
 from results_contract.layout import profile_root
 
@@ -80,7 +81,8 @@ def test_a_profile_run_leaves_the_default_run_untouched(runs) -> None:
     with open_results(results, "apart") as con:
         assert run_query(con, "select max(step) as s from train").to_pylist() == [{"s": 6}]
     client = runs["client"]
-    smoke = client.search_runs([client.get_experiment_by_name("apart/smoke").experiment_id])
+    smoke = client.search_runs([client.get_experiment_by_name("apart/smoke").experiment_id],
+                               filter_string=TRIAL_RUNS)
     assert len(smoke) == 1 and smoke[0].info.status == "FINISHED"
     assert smoke[0].data.tags["trial_id"] == load_study(runs["first"], "smoke").trials[0].trial_id
 
@@ -116,8 +118,10 @@ def test_a_study_whose_trials_finished_elsewhere_trains_nothing(runs) -> None:
         steps = run_query(con, "select count(*) as n from train").to_pylist()
     assert rows == [{"study": "elsewhere", "status": "done", "reused_from": "apart"}]
     assert steps == [{"n": 2}]  # steps 3 and 6, as the trial logged them in `apart`
-    reused = client.search_runs([client.get_experiment_by_name("elsewhere").experiment_id])
-    original = client.search_runs([client.get_experiment_by_name("apart").experiment_id])
+    reused = client.search_runs([client.get_experiment_by_name("elsewhere").experiment_id],
+                                filter_string=TRIAL_RUNS)
+    original = client.search_runs([client.get_experiment_by_name("apart").experiment_id],
+                                  filter_string=TRIAL_RUNS)
     assert len(reused) == 1 and reused[0].info.status == "FINISHED"
     assert reused[0].data.tags["reused_from"] == "apart" and reused[0].data.tags["trial_id"] == trial_id
     assert reused[0].data.metrics == original[0].data.metrics

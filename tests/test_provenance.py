@@ -18,6 +18,7 @@ from analysis.query import open_results, run_query, run_sql_file
 from analysis.report import sql_path
 from lengthgen.science import SCIENCE_VERSION
 from orchestrator.cli import app
+from orchestrator.mlflow_tracking.group_runs import TRIAL_RUNS
 from orchestrator.store.provenance import PROVENANCE_COLUMNS, cpu_model, environment_label
 from orchestrator.store.results_store import read_trial_row, write_trial_table
 from orchestrator.store.reuse import finished_elsewhere
@@ -56,7 +57,8 @@ def trials_rows(results: Path) -> list[dict]:
 
 def runs(results: Path) -> list:
     client = mlflow.MlflowClient(f"sqlite:///{results.resolve()}/mlflow.db")
-    return client.search_runs([client.get_experiment_by_name("replicas").experiment_id])
+    return client.search_runs([client.get_experiment_by_name("replicas").experiment_id],
+                              filter_string=TRIAL_RUNS)
 
 
 def test_every_row_names_its_environment_and_code(ran):

@@ -362,19 +362,17 @@ def test_abc_bias_matrices_are_saved_for_the_run(tmp_path):
 
 
 def test_the_workers_accuracy_plot_is_attached_and_the_driver_draws_only_without_it(tmp_path):
-    from orchestrator.mlflow_tracking.run_artifacts import (
-        PLOT_FILE,
-        leave_accuracy_plot,
-        run_artifacts,
-    )
+    from orchestrator.mlflow_tracking.run_artifacts import PLOT_FILE, run_artifacts
+    from orchestrator.running.trial_plots import accuracy_plot, leave_accuracy_plot
     from results_contract.layout import artifact_folder
 
     config = {"task": {"train_digits": [1, 2]}}
     rows = [{"step": 5, "digits": d, "accuracy": a} for d, a in ((1, 1.0), (2, 0.9), (4, 0.1))]
     drawn_here = tmp_path / "driver"
     drawn_here.mkdir()
-    without = run_artifacts(tmp_path, "s", "t0", config, rows, drawn_here)
+    without = run_artifacts(tmp_path, "s", "t0", config, rows, drawn_here, accuracy_plot)
     assert without[PLOT_FILE] == drawn_here / PLOT_FILE  # no worker plot: the driver draws one
+    assert PLOT_FILE not in run_artifacts(tmp_path, "s", "t0", config, rows, drawn_here)  # no drawer handed
 
     left = leave_accuracy_plot(tmp_path, "s", "t1", config, rows)
     folder = artifact_folder(tmp_path, "s", "t1")
@@ -383,7 +381,7 @@ def test_the_workers_accuracy_plot_is_attached_and_the_driver_draws_only_without
     (folder / f".tmp-1-{PLOT_FILE}").write_bytes(b"half")  # a worker killed while drawing
     drawn_there = tmp_path / "driver2"
     drawn_there.mkdir()
-    with_plot = run_artifacts(tmp_path, "s", "t1", config, rows, drawn_there)
+    with_plot = run_artifacts(tmp_path, "s", "t1", config, rows, drawn_there, accuracy_plot)
     assert with_plot == {"config.yaml": drawn_there / "config.yaml", PLOT_FILE: left}
     assert leave_accuracy_plot(tmp_path, "s", "t2", config, []) is None
     assert not (artifact_folder(tmp_path, "s", "t2") / PLOT_FILE).exists()

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from analysis.query import open_results, run_query
 from orchestrator.cli import app
+from orchestrator.mlflow_tracking.group_runs import TRIAL_RUNS
 from orchestrator.studies.study import load_study
 from results_contract import groups
 
@@ -48,7 +49,7 @@ def test_mlflow_holds_one_finished_run_per_trial(finished_study):
     results, _ = finished_study
     client = mlflow.MlflowClient(f"sqlite:///{results.resolve()}/mlflow.db")
     experiment = client.get_experiment_by_name("two_trials")
-    runs = client.search_runs([experiment.experiment_id])
+    runs = client.search_runs([experiment.experiment_id], filter_string=TRIAL_RUNS)
     study = load_study(STUDY)
     assert len(runs) == 2
     assert {r.info.status for r in runs} == {"FINISHED"}
@@ -91,7 +92,8 @@ def test_rerun_runs_only_unfinished_trials(finished_study):
     assert resumed.exit_code == 0, resumed.output
     assert "1 of 2 trials had already finished" in " ".join(resumed.output.split())
     client = mlflow.MlflowClient(f"sqlite:///{results.resolve()}/mlflow.db")
-    runs = client.search_runs([client.get_experiment_by_name("two_trials").experiment_id])
+    runs = client.search_runs([client.get_experiment_by_name("two_trials").experiment_id],
+                              filter_string=TRIAL_RUNS)
     assert len(runs) == 2 and {r.info.status for r in runs} == {"FINISHED"}
     with open_results(results, "two_trials") as con:
         rows = run_query(con, "select count(*) as n from train").to_pylist()[0]["n"]

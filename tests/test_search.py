@@ -18,6 +18,7 @@ from analysis.query import open_results, run_query
 from lengthgen import Report
 from lengthgen.evaluation import LengthResult, summarize
 from orchestrator.cli import app
+from orchestrator.mlflow_tracking.group_runs import TRIAL_RUNS
 from orchestrator.running import search
 from orchestrator.running.trainable import report_metrics
 from orchestrator.store.results_store import write_trial_table
@@ -72,7 +73,8 @@ def optuna_trials(results: Path, name: str = "tiny_search") -> list:
 
 def mlflow_runs(results: Path) -> list:
     client = mlflow.MlflowClient(f"sqlite:///{results.resolve()}/mlflow.db")
-    return client.search_runs([client.get_experiment_by_name("tiny_search").experiment_id])
+    return client.search_runs([client.get_experiment_by_name("tiny_search").experiment_id],
+                              filter_string=TRIAL_RUNS)
 
 
 def final_accuracy(results: Path, digits: int) -> dict[str, float]:

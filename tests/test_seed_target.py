@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 
 from analysis.query import open_results, run_query, run_sql_file, sql_file
 from orchestrator.cli import app
-from orchestrator.running import seed_target
+from orchestrator.mlflow_tracking.group_runs import TRIAL_RUNS
+from orchestrator.running import seed_answers, seed_target
 from orchestrator.running.dispatch import run_study
 from orchestrator.running.run_context import RunContext
 from orchestrator.store import seed_plan
@@ -192,7 +193,7 @@ def test_states_read_the_interval_of_the_reports_sql_file(study_file: Path, tmp_
             dataclasses.replace(alibi, seeds=dataclasses.replace(alibi.seeds, weight=weight)),
             accuracy,
         )
-    target, states = seed_plan.seed_states(tmp_path, study.name, study)
+    target, states = seed_answers.seed_states(tmp_path, study.name, study)
     by_pe = {s.group_label.split("/")[1]: s for s in states}
     # no spread to estimate a variance from: Wilson's interval over the five seeds, not [0.5, 0.5]
     tied = Z2 ** 0.5 / (1 + Z2 / 5) * (0.25 / 5 + Z2 / 100) ** 0.5
@@ -227,7 +228,7 @@ def test_a_comparison_target_reads_each_groups_widest_comparison(
         write_finished_trial(
             tmp_path, study, dataclasses.replace(alibi, seeds=dataclasses.replace(alibi.seeds, weight=weight)), accuracy
         )
-    target, states = seed_plan.seed_states(tmp_path, study.name, study)
+    target, states = seed_answers.seed_states(tmp_path, study.name, study)
     with open_results(tmp_path, study.name) as con:
         (row,) = [r for r in run_sql_file(con, Path(sql_file("compare.sql"))).to_pylist() if r["digits"] == 3]
     half = (row["accuracy_diff_high"] - row["accuracy_diff_low"]) / 2
@@ -264,7 +265,7 @@ def assert_trained_once_and_tracked(results: Path, after_first: dict[str, list[d
         kept = {r["trial_id"]: r["started_at"] for r in final[name]}
         assert all(kept[r["trial_id"]] == r["started_at"] for r in rows)
     client = mlflow.MlflowClient(default_store_uri(results))
-    runs = client.search_runs([client.get_experiment_by_name("until").experiment_id])
+    runs = client.search_runs([client.get_experiment_by_name("until").experiment_id], filter_string=TRIAL_RUNS)
     assert len(runs) == 8 and len({r.data.tags["trial_id"] for r in runs}) == 8
     assert {r.info.status for r in runs} == {"FINISHED"}
     ids = {r["trial_id"]: r for rows in final.values() for r in rows}
@@ -319,7 +320,7 @@ def test_a_real_study_stops_adding_seeds_and_resumes_without_training_twice(
         ray.shutdown()
 
     assert_trained_once_and_tracked(results, after_first)
-    target, states = seed_plan.seed_states(results, "until")  # what the run left
+    target, states = seed_answers.seed_states(results, "until")  # what the run left
     by_pe = {s.group_label.split("/")[1]: s for s in states}
     assert (by_pe["nope"].state, by_pe["nope"].seeds, by_pe["nope"].trials) == (TARGET_HELD, 1, 5)
     assert by_pe["nope"].half_width == pytest.approx(wilson_half_width(5))
@@ -367,7 +368,7 @@ def test_with_plan_a_fitted_group_jumps_to_the_round_seed_planning_asks_for(
             moved = dataclasses.replace(config, seeds=dataclasses.replace(config.seeds, weight=weight))
             write_finished_trial(tmp_path, study, moved, float(np.clip(0.5 + effect + rng.normal(0, 0.05), 0, 1)))
     designs = seed_plan.design_groups(study.trials)
-    target, states = seed_plan.seed_states(tmp_path, study.name, study)
+    target, states = seed_answers.seed_states(tmp_path, study.name, study)
     wanted = seed_target.planned_seeds(tmp_path, study.name, target, designs, states)
     (nope_id,) = [s.group_id for s in states if "/nope/" in s.group_label]
     assert set(wanted) == {nope_id}
@@ -396,7 +397,7 @@ def test_with_plan_a_group_of_one_data_seed_is_planned_as_a_one_way_pilot(
         moved = dataclasses.replace(alibi, seeds=dataclasses.replace(alibi.seeds, weight=weight))
         write_finished_trial(tmp_path, study, moved, value)
     designs = seed_plan.design_groups(study.trials)
-    target, states = seed_plan.seed_states(tmp_path, study.name, study)
+    target, states = seed_answers.seed_states(tmp_path, study.name, study)
     wanted = seed_target.planned_seeds(tmp_path, study.name, target, designs, states)
     (alibi_id,) = [s.group_id for s in states if "/alibi/" in s.group_label]
     with open_results(tmp_path, study.name) as con:

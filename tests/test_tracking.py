@@ -14,11 +14,13 @@ from typing import Any
 import pytest
 
 from analysis.plots import accuracy_vs_length
+from orchestrator.mlflow_tracking.handed import Handed
 from orchestrator.mlflow_tracking.mlflow_store import create_sqlite_store
 from orchestrator.mlflow_tracking.mlflow_sync import sync_trial
 from orchestrator.mlflow_tracking.syncer import MlflowSyncer
 from orchestrator.mlflow_tracking.tracking import StudyTracker
 from orchestrator.running.mlflow_callback import MlflowTuneCallback
+from orchestrator.running.trial_plots import accuracy_plot
 from orchestrator.store.results_store import write_trial_table
 from orchestrator.store.trial_rows import flatten_config, trials_row
 from orchestrator.studies.config_paths import TRIAL_CONFIG
@@ -160,7 +162,8 @@ def test_a_run_is_made_from_the_rows_as_they_are_written(tracker: StudyTracker, 
     """The callback marks a trial's run for the driver's MLflow thread when its worker
     reports rows written (and at its first report), which syncs it from the rows and
     ends it as the trials row says."""
-    syncer = MlflowSyncer(tracker.client.tracking_uri, tracker.study, tmp_path, "cb", say=print)
+    syncer = MlflowSyncer(tracker.client.tracking_uri, tracker.study, tmp_path, "cb", say=print,
+                          handed=Handed(accuracy_plot=accuracy_plot))
     callback = MlflowTuneCallback(syncer)
     # Tune pickles RunConfig callbacks into tuner.pkl: the copy pickles, without the thread
     assert pickle.loads(pickle.dumps(callback)).syncer is None
@@ -234,7 +237,8 @@ def test_tune_run_with_callback(ray_local: Any, tracker: StudyTracker, tmp_path:
 
     rows = [trial_row(weight, "running") for weight in (0, 1)]
     trials = [{"results_root": str(tmp_path), "study": "cb", "trial_id": r["trial_id"], "row": r} for r in rows]
-    syncer = MlflowSyncer(tracker.client.tracking_uri, tracker.study, tmp_path, "cb", say=print)
+    syncer = MlflowSyncer(tracker.client.tracking_uri, tracker.study, tmp_path, "cb", say=print,
+                          handed=Handed(accuracy_plot=accuracy_plot))
     tuner = tune.Tuner(
         _trainable,
         param_space={"trial": tune.grid_search(trials)},

@@ -142,7 +142,7 @@ def post(url: str, body: dict) -> dict:
 def test_ui_prints_the_address_and_the_experiment_url(ui) -> None:
     base, experiment = ui
     assert base.startswith("http://127.0.0.1:")
-    assert re.fullmatch(re.escape(base) + r"/#/experiments/\d+/runs", experiment)
+    assert re.fullmatch(re.escape(base) + r"/#/experiments/\d+/runs\?workflowType=machine_learning", experiment)
 
 
 def test_rest_api_serves_the_runs_with_names_and_tags(ui, store) -> None:

@@ -90,7 +90,8 @@ def write_report(study: str, profile: str | None, out_dir: Path | None, param: l
     params = parse_params(param)
     from analysis.query import QueryError
     from analysis.report import build_report
-    from orchestrator.store.seed_plan import seed_states, state_rows
+    from orchestrator.running.seed_answers import seed_states
+    from orchestrator.store.seed_plan import state_rows
     from results_contract.layout import profile_root
 
     root = profile_root(results, profile)

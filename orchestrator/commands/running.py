@@ -226,6 +226,7 @@ def sync_study_file(study_file: Path, profile: str | None, results: Path, tracki
     next `run` would before training; exit 1 when MLflow does not answer."""
     from orchestrator.console.render import mlflow_lag_line
     from orchestrator.mlflow_tracking.syncer import sync_runs
+    from orchestrator.running.group_answers import handed
     from orchestrator.store.study_locks import StudyBusy, study_lock
     from results_contract.experiments import default_store_uri
 
@@ -237,7 +238,8 @@ def sync_study_file(study_file: Path, profile: str | None, results: Path, tracki
     say_if_moved(uri)
     try:
         with study_lock(root, study.name):
-            synced, lag, fault = sync_runs(uri, study.experiment, root, study.name, run_names_of(study))
+            synced, lag, fault = sync_runs(uri, study.experiment, root, study.name, run_names_of(study),
+                                           handed(study, root))
     except StudyBusy as error:
         raise bad_input(str(error)) from None
     if fault is not None:

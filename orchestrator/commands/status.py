@@ -28,8 +28,8 @@ def study_status(study: str, profile: str | None, results: Path, top: int, show_
     a search's best points and the table (or its summary rows in ``output_format``)."""
     from analysis.query import open_results, read_once, run_sql_file, sql_file
     from orchestrator.console.render import problem_tables, progress_line, search_points
+    from orchestrator.running.seed_answers import planned_trials
     from orchestrator.store.search_store import search_name, search_states
-    from orchestrator.store.seed_plan import planned_trials
     from orchestrator.store.study_locks import driver_of, shown_status
     from results_contract.layout import profile_root
     from results_contract.trial_status import TrialStatus

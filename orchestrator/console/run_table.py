@@ -368,16 +368,17 @@ def _summary_record(layout: Layout, group: Group, digits: int, variance: dict, s
 def read_summary(results_root: Path, name: str, study=None, connection=None) -> StudySummary:
     """The summary of study ``name`` under ``results_root`` (a profile's root for a
     profile). With the loaded ``study``: the trials of its grid, or for a `seeds.until`
-    study those planned so far (orchestrator.store.seed_plan.planned_trials); by name: every
+    study those planned so far (orchestrator.running.seed_answers.planned_trials); by name: every
     trial in its folder, and the target its last `seeds.until` run left, if any. ``connection``:
     a connection open on the study already (status's), else one is opened. Raises
     LookupError when the study has no results, QueryError for SQL DuckDB refused."""
     from analysis.query import open_results, run_sql_file, sql_file
+    from orchestrator.running import seed_answers
     from orchestrator.store import seed_plan
 
     until = study is not None and study.spec.seeds.until is not None
-    targeted = seed_plan.seed_states(results_root, name, study) if until or study is None else None
-    trials = None if study is None else seed_plan.planned_trials(study, results_root) if until else study.trials
+    targeted = seed_answers.seed_states(results_root, name, study) if until or study is None else None
+    trials = None if study is None else seed_answers.planned_trials(study, results_root) if until else study.trials
     target = targeted[0] if targeted else None
     threshold = {"threshold": str(target.threshold)} if target is not None and target.threshold is not None else {}
     with contextlib.nullcontext(connection) if connection else open_results(results_root, name) as con:

@@ -21,6 +21,8 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any
 
+from orchestrator.mlflow_tracking.group_runs import PARENT_TAG
+from orchestrator.mlflow_tracking.handed import Handed
 from orchestrator.mlflow_tracking.run_artifacts import run_artifacts
 from orchestrator.mlflow_tracking.tracking import RUN_NAME_TAG, StudyTracker
 from orchestrator.store.provenance import PROVENANCE_COLUMNS
@@ -71,7 +73,7 @@ def up_to_date(runs: Sequence[Mapping[str, str]], status: str) -> bool:
 
 def sync_trial(
     tracker: StudyTracker, root: Path, study: str, trial_id: str, live: bool = False,
-    run_name: str | None = None,
+    run_name: str | None = None, handed: Handed | None = None,
 ) -> str | None:
     """Bring the trial's MLflow run up to date with its rows; return the run's id, or
     None when the trial has no `trials` row yet (nothing to show).
@@ -81,12 +83,19 @@ def sync_trial(
     killed. ``live``: a driver runs the trial now, so a `running` trial's run stays
     RUNNING rather than ending as killed. ``run_name``: the name the driver gives the run
     (its group's short label and seeds, results_contract.groups.run_name); without it a new run is
-    named from its row alone and an existing run keeps its name.
+    named from its row alone and an existing run keeps its name. The run is nested under
+    its group's parent run (group_runs), made now for the group's first trial and named
+    as ``handed.group_names`` says, else by the group's label; ``handed.accuracy_plot``
+    draws the accuracy plot its worker did not leave (none without it).
     """
     row = read_trial_row(root, study, trial_id)
     if row is None:
         return None
     trial_id, tags, params = describe(row)
+    handed = handed or Handed()
+    if "group" in tags:
+        name = handed.group_names.get(tags["group"])
+        tags[PARENT_TAG] = tracker.groups.parent(tags["group"], tags.get("group_label", ""), name, params)
     run_id = tracker.run_for_trial(trial_id, tags, params, run_name)
     eval_rows = read_trial_rows(root, study, "eval", trial_id)
     tracker.log_steps(run_id, _steps(read_trial_rows(root, study, "train", trial_id), eval_rows))
@@ -97,7 +106,8 @@ def sync_trial(
     with tempfile.TemporaryDirectory() as folder:
         artifacts = {}
         if status != TrialStatus.RUNNING:
-            artifacts = run_artifacts(root, study, trial_id, _config(row), eval_rows, Path(folder))
+            artifacts = run_artifacts(root, study, trial_id, _config(row), eval_rows, Path(folder),
+                                      handed.accuracy_plot)
         tracker.finish(run_id, run_status, {}, artifacts, outcome)
     return run_id
 
@@ -110,7 +120,8 @@ def behind(tracker: StudyTracker, root: Path, study: str, trial_ids: Iterable[st
     return [t for t in sorted(set(trial_ids) & set(statuses)) if not up_to_date(runs.get(t, []), statuses[t])]
 
 
-def sync_study(tracker: StudyTracker, root: Path, study: str, trial_ids: Iterable[str]) -> list[str]:
+def sync_study(tracker: StudyTracker, root: Path, study: str, trial_ids: Iterable[str],
+               handed: Handed | None = None) -> list[str]:
     """sync_trial for each of ``trial_ids`` that is behind; return the trial ids synced.
 
     Run at a driver's start-up (by its MLflow thread, orchestrator.mlflow_tracking.syncer,
@@ -120,7 +131,7 @@ def sync_study(tracker: StudyTracker, root: Path, study: str, trial_ids: Iterabl
     """
     synced = behind(tracker, root, study, trial_ids)
     for trial_id in synced:
-        sync_trial(tracker, root, study, trial_id)
+        sync_trial(tracker, root, study, trial_id, handed=handed)
     return synced
 
 

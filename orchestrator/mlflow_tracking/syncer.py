@@ -25,6 +25,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from orchestrator.mlflow_tracking.group_runs import nest_runs
+from orchestrator.mlflow_tracking.handed import Handed
 from orchestrator.mlflow_tracking.lag_ledger import Lag, read_lag, write_lag
 from orchestrator.mlflow_tracking.mlflow_store import sqlite_database
 from orchestrator.mlflow_tracking.mlflow_sync import behind, sync_trial
@@ -36,6 +38,11 @@ RETRY_S = 5.0
 #: trials synced side by side on a tracking server (each sync is a dozen calls, which
 #: a slow server answers one by one); a local SQLite store takes one writer at a time
 SERVER_THREADS = 4
+#: the groups' parents are rewritten at most this often while trials finish, and after
+#: a rewrite not before GROUP_SHARE_INVERSE times its duration has passed: their
+#: numbers take at most about a tenth of the MLflow thread's time at any study size
+GROUP_REFRESH_S = 5.0
+GROUP_SHARE_INVERSE = 10
 
 #: the study-wide writes, by name: (tracker, results root, study, arguments) -> the
 #: trial ids they touched. Their arguments are JSON, so that a run can leave them owed.
@@ -108,12 +115,21 @@ class MlflowSyncer:
 
     def __init__(self, tracking_uri: str, experiment: str, root: Path, study: str,
                  say: Callable[[str], None], on_fault: Callable[[StorageFault], None] | None = None,
-                 run_names: dict[str, str] | None = None) -> None:
+                 run_names: dict[str, str] | None = None, handed: Handed | None = None) -> None:
         self.uri, self.experiment, self.root, self.study = tracking_uri, experiment, Path(root), study
         self.say, self.on_fault = say, on_fault
         #: trial id -> the name the driver gives its run (results_contract.groups.run_name),
         #: for the trials the start-up finds behind
         self.run_names = run_names or {}
+        #: the groups' numbers and names and the accuracy plot, as the code that runs
+        #: the study asks the analysis for them (orchestrator.running.group_answers)
+        self.handed = handed or Handed()
+        #: the parents' numbers are behind (a trial finished); every trial run is to be
+        #: nested again (the start-up's sync_study: runs made before parents existed)
+        self._groups_owed = self._nest_owed = False
+        self._groups_next = 0.0
+        #: the analysis failed to answer the groups' numbers (said once)
+        self._unanswered = False
         self.tracker: StudyTracker | None = None
         self._cond = threading.Condition()
         self._connecting = threading.Lock()
@@ -203,7 +219,8 @@ class MlflowSyncer:
     # --- the threads --------------------------------------------------------------------
 
     def _owed(self) -> bool:
-        return bool(self._before or self._trials or (self._after and self._closing) or self._busy)
+        groups = (self._groups_owed or self._nest_owed) and self._closing and self.handed.group_numbers is not None
+        return bool(self._before or self._trials or ((self._after or groups) and self._closing) or self._busy)
 
     def _work(self) -> None:
         while (work := self._next()) is not None:
@@ -234,6 +251,9 @@ class MlflowSyncer:
             return None
         if self._before:
             return None if self._busy else ("job", self._before.popleft(), self._before)
+        if self._groups_due():
+            nest, self._groups_owed, self._nest_owed = self._nest_owed, False, False
+            return "groups", nest, None
         taken = {work[0] for kind, work, _ in self._busy.values() if kind == "trial"}
         free = next((trial_id for trial_id in self._trials if trial_id not in taken), None)
         if free is not None:
@@ -242,10 +262,24 @@ class MlflowSyncer:
             return "job", self._after.popleft(), self._after
         return None
 
+    def _groups_due(self) -> bool:
+        """Whether the parents' numbers are rewritten now: owed, none in flight, and their
+        time has come (at the end: once no trial is left to sync)."""
+        if not (self._groups_owed or self._nest_owed) or self.handed.group_numbers is None:
+            return False
+        if any(kind == "groups" for kind, _, _ in self._busy.values()):
+            return False
+        if self._closing:
+            return not self._trials and not any(kind == "trial" for kind, _, _ in self._busy.values())
+        return time.monotonic() >= self._groups_next
+
     def _do(self, kind: str, work: Any, queue: deque | None) -> None:
         with self._connecting:  # never the condition: Tune's loop takes that to mark trials
             if self.tracker is None:
                 self.tracker = StudyTracker(self.uri, self.experiment)
+        if kind == "groups":
+            self._write_groups(nest=work)
+            return
         if kind == "job":
             name, args = work
             touched = JOBS[name](self.tracker, self.root, self.study, args)
@@ -253,15 +287,40 @@ class MlflowSyncer:
                 self.results[name] += touched
                 if name == "sync_study":
                     self._carried.clear()
+                    self._groups_owed = self._nest_owed = True
                     for trial_id in touched:
                         self._trials.setdefault(trial_id, _Trial(self._params(trial_id), live=False))
             return
         trial_id, trial = work
         params = trial.params
         run_id = sync_trial(self.tracker, Path(params["results_root"]), params["study"], trial_id, trial.live,
-                            params.get("run_name"))
+                            params.get("run_name"), self.handed)
         if run_id is not None and trial.tags:
             self.tracker.set_tags(run_id, trial.tags)
+        if run_id is not None and not trial.live:
+            with self._cond:
+                self._groups_owed = True
+
+    def _write_groups(self, nest: bool) -> None:
+        """Nest the study's runs under their parents (``nest``), then log each group's
+        numbers as the analysis answers them now."""
+        started = time.monotonic()
+        if nest:
+            nest_runs(self.tracker, self.handed.group_names)
+        try:
+            answered = self.handed.group_numbers()
+        except Exception as error:  # noqa: BLE001 (the analysis failing is no MLflow outage: said, skipped)
+            if not self._unanswered:
+                self.say(f"the configuration groups' numbers for MLflow could not be worked out "
+                         f"({type(error).__name__}: {str(error).strip()[:200]}); their parent runs keep "
+                         "the numbers they had, and the trials' runs are kept up to date")
+            self._unanswered = True
+            answered = []
+        for numbers in answered:
+            self.tracker.groups.write(numbers)
+        with self._cond:
+            spent = time.monotonic() - started
+            self._groups_next = time.monotonic() + max(GROUP_REFRESH_S, GROUP_SHARE_INVERSE * spent)
 
     def _params(self, trial_id: str) -> dict[str, Any]:
         return {"results_root": str(self.root), "study": self.study, "trial_id": trial_id,
@@ -286,8 +345,10 @@ class MlflowSyncer:
             self._busy.pop(threading.get_ident(), None)
             if self._abandoned:  # the driver left what is owed in the study's folder already
                 return False
-            _, item, queue = work
-            if queue is not None:
+            kind, item, queue = work
+            if kind == "groups":
+                self._groups_owed, self._nest_owed = True, self._nest_owed or item
+            elif queue is not None:
                 queue.appendleft(item)
             elif item[0] not in self._trials:
                 self._trials[item[0]] = item[1]
@@ -316,16 +377,18 @@ def down_words(uri: str, since: datetime, why: str, network: bool, folder: Path)
             f"{RETRY_S:.0f} s), else at the next `lg-study run` of this study or `lg-study sync`.")
 
 
-def sync_runs(tracking_uri: str, experiment: str, root: Path, study: str,
-              run_names: dict[str, str]) -> tuple[list[str], Lag, StorageFault | None]:
+def sync_runs(tracking_uri: str, experiment: str, root: Path, study: str, run_names: dict[str, str],
+              handed: Handed | None = None) -> tuple[list[str], Lag, StorageFault | None]:
     """What a run's start-up does to the study's MLflow runs, alone (`lg-study sync`):
     writes an earlier run left owed, runs left RUNNING ended as KILLED, then every run
     behind its trial's rows brought up to date. Hold the study lock. Returns the trial
     ids synced, what is still owed (the server is down) and a local store's storage fault.
-    ``run_names``: trial id -> its run's name, as a run of the study names it."""
+    ``run_names``: trial id -> its run's name, as a run of the study names it; ``handed``:
+    the groups' numbers and names and the accuracy plot (MlflowSyncer)."""
     from orchestrator.store.results_store import read_trial_statuses
 
-    syncer = MlflowSyncer(tracking_uri, experiment, root, study, say=lambda words: None, run_names=run_names)
+    syncer = MlflowSyncer(tracking_uri, experiment, root, study, say=lambda words: None, run_names=run_names,
+                          handed=handed)
     syncer.job("end_running_runs")
     syncer.job("sync_study", sorted(read_trial_statuses(root, study)))
     lag = syncer.close()

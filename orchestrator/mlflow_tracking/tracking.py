@@ -21,6 +21,7 @@ from mlflow.utils.validation import (
     MAX_TAG_VAL_LENGTH,
 )
 
+from orchestrator.mlflow_tracking.group_runs import KIND_TAG, GroupParents
 from orchestrator.mlflow_tracking.mlflow_store import SerializedClient, artifact_location
 
 RUN_NAME_TAG = "mlflow.runName"  # MLflow's own tag for a run's name
@@ -49,12 +50,17 @@ class StudyTracker:
         self._status: dict[str, str] = {}
         #: run_id -> metric -> last step logged (metrics are never logged twice at a step)
         self._last_step: dict[str, dict[str, int]] = {}
+        #: the configuration groups' parent runs (group_runs)
+        self.groups = GroupParents(self)
         experiment = self.client.get_experiment_by_name(study)
         if experiment is not None:
             self.experiment_id = experiment.experiment_id
             if experiment.lifecycle_stage == "deleted":
                 # Deleted in the UI: its name stays taken, and it refuses new runs.
                 self.client.restore_experiment(self.experiment_id)
+            for key, value in EXPERIMENT_TAGS.items():
+                if key not in experiment.tags:  # made before lg-study tagged its kind
+                    self.client.set_experiment_tag(self.experiment_id, key, value)
         else:
             self.experiment_id = self.client.create_experiment(
                 study,
@@ -190,25 +196,34 @@ class StudyTracker:
         self.client.set_terminated(run_id, status)
         self._status[run_id] = status
 
-    def runs_by_trial(self) -> dict[str, list[dict[str, str]]]:
-        """trial_id -> its runs: run_id, status (RUNNING, FINISHED, ...) and outcome
-        (the `status` tag: done, diverged, failed, killed; "" while it has none)."""
-        runs: dict[str, list[dict[str, str]]] = {}
+    def search_all(self, filter_string: str = "") -> Iterator[Any]:
+        """Every run of the study matching ``filter_string``, oldest first, page by page."""
         page_token = None
         while True:
             page = self.client.search_runs(
-                [self.experiment_id], max_results=1000, page_token=page_token
+                [self.experiment_id], filter_string=filter_string, max_results=1000,
+                order_by=["attributes.start_time ASC"], page_token=page_token,
             )
-            for run in page:
-                trial_id = run.data.tags.get("trial_id", "")
-                runs.setdefault(trial_id, []).append({
-                    "run_id": run.info.run_id,
-                    "status": run.info.status,
-                    "outcome": run.data.tags.get("status", ""),
-                })
+            yield from page
             page_token = page.token
             if not page_token:
-                return runs
+                return
+
+    def runs_by_trial(self) -> dict[str, list[dict[str, str]]]:
+        """trial_id -> its runs: run_id, status (RUNNING, FINISHED, ...) and outcome
+        (the `status` tag: done, diverged, failed, killed; "" while it has none). A
+        group's parent run (group_runs) is no trial's."""
+        runs: dict[str, list[dict[str, str]]] = {}
+        for run in self.search_all():
+            if KIND_TAG in run.data.tags:
+                continue
+            trial_id = run.data.tags.get("trial_id", "")
+            runs.setdefault(trial_id, []).append({
+                "run_id": run.info.run_id,
+                "status": run.info.status,
+                "outcome": run.data.tags.get("status", ""),
+            })
+        return runs
 
     def tag_trial_runs(self, tags_by_trial: Mapping[str, Mapping[str, str]]) -> None:
         """Add tags to the runs of trials (e.g. the search point a trial was run for);
@@ -236,14 +251,16 @@ class StudyTracker:
         return ended
 
     def delete_runs(self) -> int:
-        """Delete every run of the study (``run --restart``); return how many."""
-        run_ids = [run["run_id"] for runs in self.runs_by_trial().values() for run in runs]
-        for run_id in run_ids:
-            self.client.delete_run(run_id)
+        """Delete every run of the study, its groups' parents too (``run --restart``);
+        return how many trial runs."""
+        runs = list(self.search_all())
+        for run in runs:
+            self.client.delete_run(run.info.run_id)
+        self.groups.forget()
         self._run_ids.clear()
         self._status.clear()
         self._last_step.clear()
-        return len(run_ids)
+        return sum(KIND_TAG not in run.data.tags for run in runs)
 
     def set_tags(self, run_id: str, tags: Mapping[str, str]) -> None:
         batch = [RunTag(k, str(v)[:MAX_TAG_VAL_LENGTH]) for k, v in tags.items()]

@@ -28,9 +28,9 @@ from pathlib import Path
 
 from orchestrator.mlflow_tracking.mlflow_store import SerializedClient
 from orchestrator.mlflow_tracking.tracking import StudyTracker
+from orchestrator.running.seed_answers import planned_trials
 from orchestrator.store.compaction import extract_trials
 from orchestrator.store.results_store import read_trial_statuses
-from orchestrator.store.seed_plan import planned_trials
 from orchestrator.store.study_locks import study_lock
 from orchestrator.store.trial_rows import add_group_columns
 from orchestrator.studies.study import Study, StudyError

@@ -21,7 +21,8 @@ seed and several weight seeds) jumps to the first round that holds the weight se
 seed planning asks for (`planned_seeds`). The same function gives `lg-study status` and
 `lg-study report` their rows.
 
-The plan and each group's state live in orchestrator.store.seed_plan (status and the report
+The plan lives in orchestrator.store.seed_plan and each group's state in
+orchestrator.running.seed_answers (status and the report
 read them without loading Ray); this module runs the rounds.
 
 Resuming: the plan is recomputed from the trials rows. A group's seeds that have a row
@@ -39,6 +40,7 @@ from analysis.one_way_planning import OneWayFit, plan_one_way
 from analysis.query import open_results, run_sql_file, sql_file
 from analysis.seed_planning import PilotFit, plan
 from orchestrator.running.run_context import RunContext, RunSummary
+from orchestrator.running.seed_answers import group_states, planned_counts
 from orchestrator.running.tune_runner import run_trials
 from orchestrator.store.results_store import read_trial_statuses
 from orchestrator.store.seed_plan import (
@@ -47,8 +49,6 @@ from orchestrator.store.seed_plan import (
     GroupState,
     design_groups,
     design_labels,
-    group_states,
-    planned_counts,
     save_target,
 )
 from orchestrator.store.study_locks import SEEDS_LOCK, check_not_busy, study_lock

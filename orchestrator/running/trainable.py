@@ -40,8 +40,8 @@ from lengthgen import Report, TrialConfig, train
 from lengthgen.science import changes_since
 from lengthgen.seed_batch import train_seed_batch
 from lengthgen.training import resolve_device
-from orchestrator.mlflow_tracking.run_artifacts import leave_accuracy_plot
 from orchestrator.running.seed_batches import BATCH, members
+from orchestrator.running.trial_plots import leave_accuracy_plot
 from orchestrator.store.provenance import provenance
 from orchestrator.store.results_store import (
     read_trial_rows,

@@ -38,6 +38,7 @@ from lengthgen import TrialConfig
 from orchestrator.mlflow_tracking.syncer import MlflowSyncer
 from orchestrator.running.auto_seeds import auto_batch_size
 from orchestrator.running.driver_memory import DriverMemoryCallback
+from orchestrator.running.group_answers import handed
 from orchestrator.running.mlflow_callback import MlflowTuneCallback
 from orchestrator.running.point_pruning import PointPruner
 from orchestrator.running.recovery import (
@@ -274,7 +275,8 @@ def run_trials(study: Study, context: RunContext, run_tags: dict[str, dict[str, 
         if restart:
             wipe_study(results_root, study.name)
         syncer = MlflowSyncer(context.tracking_uri, study.experiment, results_root, study.name,
-                              say=lambda words: console.print(f"[yellow]warning:[/yellow] {words}", highlight=False))
+                              say=lambda words: console.print(f"[yellow]warning:[/yellow] {words}", highlight=False),
+                              handed=handed(study, results_root))
         if restart:
             syncer.job("delete_runs")
         try:

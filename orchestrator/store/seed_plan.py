@@ -1,6 +1,7 @@
-"""Which trials a `seeds.until` study plans, and where each of its groups stands: what
-`lg-study status`, `lg-study report` and the run table read, without the Tune run
-that adds seeds (orchestrator.running.seed_target), so reading them loads neither Ray nor torch.
+"""A `seeds.until` study's plan: its design's groups and the seeds each can grow by, the
+stopping rule, each group's state as a row, and the target a run leaves in the study
+folder. Where the groups stand is asked of the analysis's SQL by
+orchestrator.running.seed_answers (this room only writes and reads the study folder).
 """
 
 from __future__ import annotations
@@ -13,10 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from analysis.query import open_results, run_sql_file, sql_file
-from orchestrator.studies.seed_spec import SEED_METRICS, SeedMetric, SeedTarget
+from orchestrator.studies.seed_spec import SeedMetric, SeedTarget
 from results_contract import groups
-from results_contract.layout import check_path_component, list_studies
+from results_contract.layout import check_path_component
 
 if TYPE_CHECKING:  # `lg-study status` reads plans without loading torch (lengthgen's model)
     from lengthgen import TrialConfig
@@ -91,26 +91,6 @@ def design_labels(study: Study) -> dict[str, str]:
     return {groups.group_id(t): study.group_label(t) for t in study.trials}
 
 
-def planned_counts(study: Study, results_root: Path) -> dict[str, int]:
-    """group_id -> the weight seeds a `seeds.until` study has planned for it so far: the
-    round that the group's seeds with trials rows reach (its design's, at least)."""
-    rows = seed_counts(results_root, study.name)
-    return {
-        gid: design.planned(study.spec.seeds.until, set(rows.get(gid, {}).get("weight_seeds", [])))
-        for gid, design in design_groups(study.trials).items()
-    }
-
-
-def planned_trials(study: Study, results_root: Path) -> list[TrialConfig]:
-    """The trials a `seeds.until` study has planned so far (`planned_counts`)."""
-    designs = design_groups(study.trials)
-    return [
-        t
-        for gid, count in planned_counts(study, results_root).items()
-        for t in designs[gid].configs(count)
-    ]
-
-
 # --- where each group stands -------------------------------------------------------------
 
 
@@ -138,26 +118,6 @@ def state_of(target: SeedTarget, seeds: int, half_width: float | None) -> str:
     return MAX_REACHED if seeds >= target.max else ADDING
 
 
-def seed_counts(results_root: Path, study: str) -> dict[str, dict[str, Any]]:
-    """group_id -> its row of analysis/sql/questions/seed_counts.sql; {} before the study has results."""
-    return _read(results_root, study)[0]
-
-
-def _read(results_root: Path, study: str, target: SeedTarget | None = None) -> tuple[dict, dict]:
-    """(seed_counts.sql by group, the target metric's file at its length by group)."""
-    if study not in list_studies(results_root):
-        return {}, {}
-    with open_results(results_root, study) as con:
-        counts = run_sql_file(con, sql_file("seed_counts.sql")).to_pylist()
-        if target is None:
-            return {r["group_id"]: r for r in counts}, {}
-        rows = run_sql_file(con, sql_file(SEED_METRICS[target.metric].sql), target.sql_params())
-    at_length = [r for r in rows.to_pylist() if r["digits"] == target.digits]
-    metric = SEED_METRICS[target.metric]
-    intervals = widest_comparisons(at_length, metric) if metric.per_pair else {r["group_id"]: r for r in at_length}
-    return {r["group_id"]: r for r in counts}, intervals
-
-
 def widest_comparisons(rows: list[dict[str, Any]], metric: SeedMetric) -> dict[str, dict[str, Any]]:
     """group_id -> the row of its comparison with the widest interval (one with none, too
     few seeds to compare, is the widest), as the group's own row: a group has reached a
@@ -175,36 +135,6 @@ def widest_comparisons(rows: list[dict[str, Any]], metric: SeedMetric) -> dict[s
     return widest
 
 
-def group_states(
-    results_root: Path, study: str, target: SeedTarget, labels: dict[str, str]
-) -> list[GroupState]:
-    """Where each group of ``labels`` (group_id -> group_label) stands, from the same
-    analysis file as the report."""
-    metric = SEED_METRICS[target.metric]
-    counts, intervals = _read(results_root, study, target)
-    states = []
-    for gid, label in labels.items():
-        count, interval = counts.get(gid, {}), intervals.get(gid, {})
-        low, high = interval.get(metric.low), interval.get(metric.high)
-        half = (high - low) / 2 if low is not None and high is not None else None
-        seeds = len(count.get("weight_seeds") or [])
-        states.append(
-            GroupState(
-                gid,
-                count.get("group_label") or label,
-                seeds,
-                count.get("unfinished", 0),
-                interval.get("n_trials", 0),
-                interval.get(metric.estimate),
-                low,
-                high,
-                half,
-                state_of(target, seeds, half),
-            )
-        )
-    return states
-
-
 def save_target(results_root: Path, study: str, target: SeedTarget, labels: dict[str, str]) -> None:
     """Leave the target and the design's groups (id -> label) in the study folder
     (atomically)."""
@@ -216,26 +146,14 @@ def save_target(results_root: Path, study: str, target: SeedTarget, labels: dict
     os.replace(temporary, path)
 
 
-def saved_states(results_root: Path, study: str) -> tuple[SeedTarget, list[GroupState]] | None:
-    """The target a run of ``study`` left and where its groups stand; None if none."""
+def saved_target(results_root: Path, study: str) -> tuple[SeedTarget, dict[str, str]] | None:
+    """The target a run of ``study`` left and its design's groups (id -> label); None if none."""
     try:
         check_path_component(study, "study")
         saved = json.loads((Path(results_root) / study / SAVED).read_text())
     except (OSError, ValueError):
         return None
-    target = SeedTarget.model_validate(saved["target"])
-    return target, group_states(results_root, study, target, saved["groups"])
-
-
-def seed_states(
-    results_root: Path, study: str, loaded: Study | None = None
-) -> tuple[SeedTarget, list[GroupState]] | None:
-    """Where the groups of a `seeds.until` study stand: by the ``loaded`` study's own
-    target and design when it has one, else by what its last run left; None if none."""
-    if loaded is not None and loaded.spec.seeds.until is not None:
-        target = loaded.spec.seeds.until
-        return target, group_states(results_root, study, target, design_labels(loaded))
-    return saved_states(results_root, study)
+    return SeedTarget.model_validate(saved["target"]), saved["groups"]
 
 
 def state_rows(states: list[GroupState]) -> list[dict[str, Any]]:

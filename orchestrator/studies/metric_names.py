@@ -31,6 +31,12 @@ def accuracy_name(digits: int) -> str:
     return f"{ACCURACY_PREFIX}{digits:03d}"
 
 
+def length_metric(name: str, digits: int) -> str:
+    """``mean/digits_050``: a configuration group's number ``name`` at 50 digits, on its
+    MLflow parent run (orchestrator.running.group_answers), as wide as accuracy_name."""
+    return f"{name}/digits_{digits:03d}"
+
+
 def summary_name(key: str) -> str:
     return f"{SUMMARY_PREFIX}{key}"
 

@@ -1,0 +1,111 @@
+"""What each configuration group's MLflow parent run shows, asked of the analysis by the
+code that runs the study and handed to the MLflow thread (orchestrator.mlflow_tracking:
+group_runs logs it and asks nothing itself).
+
+The numbers are the SQL questions' own, at each length the group was evaluated at: the
+mean accuracy over the seeds and its interval (variance.sql), the share of trials
+that succeed and its interval (success.sql), the finished trials measured, and, for
+a group that crosses weight and data seeds, the weight / data / residual shares of
+the variance (lucky_tickets.sql, by_length). Bootstraps kept for comparison are not
+shown, so they are not drawn (resamples 0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from analysis.query import open_results, read_once, run_sql_file, sql_file
+from orchestrator.mlflow_tracking.group_runs import GroupNumbers
+from orchestrator.mlflow_tracking.handed import Handed
+from orchestrator.running.trial_plots import accuracy_plot
+from orchestrator.studies.metric_names import length_metric
+from results_contract import groups
+
+if TYPE_CHECKING:
+    from orchestrator.studies.study import Study
+
+#: metric on a parent -> (question, its column), one point per evaluated length
+LENGTH_METRICS: dict[str, tuple[str, str]] = {
+    "mean": ("variance.sql", "mean"),
+    "mean_low": ("variance.sql", "mean_low"),
+    "mean_high": ("variance.sql", "mean_high"),
+    "trials": ("variance.sql", "n_trials"),
+    "p_success": ("success.sql", "p_success"),
+    "p_success_low": ("success.sql", "p_success_low"),
+    "p_success_high": ("success.sql", "p_success_high"),
+    "share_weight": ("lucky_tickets.sql", "component_share_weight"),
+    "share_data": ("lucky_tickets.sql", "component_share_data"),
+    "share_residual": ("lucky_tickets.sql", "component_share_residual"),
+}
+#: what no bootstrap is drawn for: the parents show none of the bootstrap columns
+QUESTION_PARAMS: dict[str, dict[str, str]] = {
+    "variance.sql": {"resamples": "0"},
+    "success.sql": {},
+    "lucky_tickets.sql": {"resamples": "0"},
+}
+
+
+def _length_rows(question: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A question's rows, one per group and length: lucky_tickets.sql repeats a group's
+    numbers on each weight seed's row, with those of each length in `by_length`."""
+    if question != "lucky_tickets.sql":
+        return rows
+    seen: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        if row.get("by_length") and row["group_id"] not in seen:
+            seen[row["group_id"]] = row["by_length"]
+    return [entry for entries in seen.values() for entry in entries]
+
+
+def group_numbers(root: Path, study: str, names: Mapping[str, str],
+                  threshold: float | None = None) -> list[GroupNumbers]:
+    """Every group of the study with a finished trial, as its parent run shows it.
+    ``names``: group id -> short label (else the group's label); ``threshold``: the
+    success threshold (success.sql's default without it)."""
+    params = {**QUESTION_PARAMS}
+    if threshold is not None:
+        params["success.sql"] = {"threshold": str(threshold)}
+    try:
+        con = open_results(root, study)
+    except LookupError:  # no results yet
+        return []
+    with con:
+        read_once(con)
+        counts = run_sql_file(con, sql_file("seed_counts.sql")).to_pylist()
+        raw = {question: run_sql_file(con, sql_file(question), given).to_pylist() for question, given in params.items()}
+    answers = {question: _length_rows(question, rows) for question, rows in raw.items()}
+    lucky = raw["lucky_tickets.sql"]
+    data_seeds = {row["group_id"]: row["grid_data_seeds"] for row in lucky if row.get("grid_data_seeds")}
+    metrics: dict[str, dict[str, float]] = {}
+    for name, (question, column) in LENGTH_METRICS.items():
+        for row in answers[question]:
+            if row.get(column) is not None:
+                metrics.setdefault(row["group_id"], {})[length_metric(name, row["digits"])] = row[column]
+    numbers = []
+    for row in counts:
+        finished = row["trials"] - row["unfinished"]
+        if not finished:
+            continue
+        tags = {"weight_seeds": str(len(row["weight_seeds"])), "trials": str(row["trials"])}
+        if row["group_id"] in data_seeds:
+            tags["data_seeds"] = str(data_seeds[row["group_id"]])
+        name = names.get(row["group_id"]) or row["group_label"]
+        numbers.append(GroupNumbers(row["group_id"], name, finished, metrics.get(row["group_id"], {}), tags))
+    return numbers
+
+
+def short_names(study: Study) -> dict[str, str]:
+    """Group id -> the group's short label among the study's groups: its parent's name."""
+    return {groups.group_id(config): study.short_label(config) for config in study.trials}
+
+
+def handed(study: Study, root: Path) -> Handed:
+    """What the study's MLflow thread is handed: group_numbers of the study as it
+    stands when called (successes counted at the threshold of a `seeds: until` target),
+    the groups' short labels, the accuracy plot."""
+    until = study.spec.seeds.until
+    threshold = until.threshold if until is not None else None
+    names = short_names(study)
+    return Handed(lambda: group_numbers(root, study.name, names, threshold), names, accuracy_plot)

@@ -1,0 +1,371 @@
+"""One MLflow parent run per configuration group, every trial run nested under it, its
+numbers those of the SQL questions: made by `lg-study sync`'s path (syncer.sync_runs)
+from rows written as a worker writes them, on a SQLite store and on a real `mlflow
+server`; kept exactly one per group through re-syncs, added seeds, a study whose runs
+predate parents, a duplicate parent, and `--restart`'s deletion."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+from mlflow_servers import MlflowServer
+
+from analysis.query import open_results, run_sql_file, sql_file
+from orchestrator.commands.running import run_names_of
+from orchestrator.mlflow_tracking import syncer as syncer_module
+from orchestrator.mlflow_tracking.group_runs import GROUP_KIND, KIND_TAG, PARENT_TAG
+from orchestrator.mlflow_tracking.handed import Handed
+from orchestrator.mlflow_tracking.syncer import sync_runs
+from orchestrator.mlflow_tracking.tracking import StudyTracker
+from orchestrator.running.group_answers import handed, short_names
+from orchestrator.studies.study import load_study
+from results_contract import groups
+from results_contract.experiments import default_store_uri
+
+STUDY = """\
+name: parents
+base:
+  task: {name: successor, train_digits: [1, 2]}
+  model: {arch: decoder, size: tiny, pe: alibi}
+  train: {steps: 10, batch_size: 8, lr: 3.0e-3, warmup: 2, log_every: 5}
+  eval: {digits: [2, 3], samples: 4}
+axes:
+  train.lr: [3.0e-3, 1.0e-3]
+  seeds.weight: [0, 1]
+  seeds.data: [0, 1]
+resources: {cpus_per_trial: 1}
+"""
+#: accuracy by weight seed and data seed (the weight seed matters most), and 0.2 more at
+#: the larger learning rate, so that the two groups rank
+ACCURACY = {(w, d): 0.2 * (1 + w) + 0.1 * d for w in range(3) for d in range(2)}
+BETTER_LR = 3.0e-3
+
+
+@pytest.fixture
+def study(tmp_path: Path):
+    path = tmp_path / "parents.yaml"
+    path.write_text(STUDY)
+    return load_study(path)
+
+
+def write_trials(root: Path, study, write_finished_trial, configs) -> None:
+    for config in configs:
+        bonus = 0.2 if config.train.lr == BETTER_LR else 0.0
+        write_finished_trial(root, study, config, ACCURACY[(config.seeds.weight, config.seeds.data)] + bonus)
+
+
+def sync(uri: str, root: Path, study) -> list[str]:
+    synced, lag, fault = sync_runs(uri, study.experiment, root, study.name, run_names_of(study), handed(study, root))
+    assert not lag.behind and fault is None
+    return synced
+
+
+def runs(uri: str, study) -> tuple[dict[str, object], list[object]]:
+    """(group id -> its parent run, the trial runs) of the study's experiment."""
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name(study.experiment)
+    found = client.search_runs([experiment.experiment_id], max_results=1000) if experiment else []
+    parents = [run for run in found if run.data.tags.get(KIND_TAG) == GROUP_KIND]
+    by_group = {run.data.tags["group"]: run for run in parents}
+    assert len(by_group) == len(parents), "two parents of one group"
+    return by_group, [run for run in found if KIND_TAG not in run.data.tags]
+
+
+def check_nested(uri: str, study, expected_groups: int) -> dict[str, object]:
+    parents, children = runs(uri, study)
+    assert len(parents) == expected_groups
+    for child in children:
+        assert child.data.tags[PARENT_TAG] == parents[child.data.tags["group"]].info.run_id
+    return parents
+
+
+def shown(uri: str, study, group_id: str) -> str | None:
+    """How many finished trials the group's parent shows numbers of (None: no parent)."""
+    parent = runs(uri, study)[0].get(group_id)
+    return parent.data.tags.get("finished_trials") if parent else None
+
+
+def answers(root: Path, study, question: str, params: dict[str, str] | None = None) -> dict:
+    with open_results(root, study.name) as con:
+        rows = run_sql_file(con, sql_file(question), params).to_pylist()
+    return {(row["group_id"], row.get("digits")): row for row in rows}
+
+
+def check_numbers(uri: str, root: Path, study) -> None:
+    """Each parent shows variance.sql's, success.sql's and lucky_tickets.sql's numbers."""
+    parents = check_nested(uri, study, 2)
+    variance = answers(root, study, "variance.sql", {"resamples": "0"})
+    success = answers(root, study, "success.sql")
+    lucky = answers(root, study, "lucky_tickets.sql", {"resamples": "0"})
+    for (group_id, digits), row in variance.items():
+        metrics = parents[group_id].data.metrics
+        assert metrics[f"mean/digits_{digits:03d}"] == row["mean"]
+        assert metrics[f"mean_low/digits_{digits:03d}"] == row["mean_low"]
+        assert metrics[f"mean_high/digits_{digits:03d}"] == row["mean_high"]
+        assert metrics[f"trials/digits_{digits:03d}"] == row["n_trials"]
+        assert metrics[f"p_success/digits_{digits:03d}"] == success[(group_id, digits)]["p_success"]
+        assert metrics[f"p_success_high/digits_{digits:03d}"] == success[(group_id, digits)]["p_success_high"]
+    for (group_id, _), row in lucky.items():
+        [at_3] = [entry for entry in row["by_length"] if entry["digits"] == 3]
+        share = parents[group_id].data.metrics["share_weight/digits_003"]
+        assert share == at_3["component_share_weight"] and not math.isnan(share)
+
+
+def test_parents_hold_the_sql_answers_and_stay_one_per_group(tmp_path: Path, study, write_finished_trial) -> None:
+    root, uri = tmp_path / "results", default_store_uri(tmp_path / "results")
+    write_trials(root, study, write_finished_trial, study.trials)
+    assert len(sync(uri, root, study)) == 8
+    parents = check_nested(uri, study, 2)
+    names = short_names(study)
+    for group_id, parent in parents.items():
+        assert parent.info.run_name == names[group_id]
+        assert parent.data.tags["group_label"] == study.group_label(
+            next(c for c in study.trials if groups.group_id(c) == group_id))
+        assert {"weight_seeds": "2", "data_seeds": "2", "trials": "4", "finished_trials": "4"}.items() \
+            <= parent.data.tags.items()
+        assert "train.lr" in parent.data.params
+        assert not {"seeds.weight", "seeds.data", "seeds.perturb"} & parent.data.params.keys()
+        assert parent.info.status == "FINISHED"
+    check_numbers(uri, root, study)
+
+    # sorted by a length's mean, the parents rank the configurations (the runs page's sort)
+    client = MlflowClient(uri)
+    ranked = client.search_runs([client.get_experiment_by_name(study.experiment).experiment_id],
+                                filter_string=f"tags.`{KIND_TAG}` = '{GROUP_KIND}'",
+                                order_by=["metrics.`mean/digits_003` DESC"])
+    variance = answers(root, study, "variance.sql", {"resamples": "0"})
+    best = max((row["mean"], group_id) for (group_id, digits), row in variance.items() if digits == 3)[1]
+    assert len(ranked) == 2 and ranked[0].data.tags["group"] == best
+    assert ranked[0].data.params["train.lr"] == str(BETTER_LR)
+
+    # a second sync changes nothing: no new parent, no metric point twice
+    assert sync(uri, root, study) == []
+    for parent in check_nested(uri, study, 2).values():
+        assert [m.step for m in client.get_metric_history(parent.info.run_id, "mean/digits_003")] == [4]
+
+
+def test_added_seeds_runs_before_parents_and_a_duplicate(tmp_path: Path, study, write_finished_trial) -> None:
+    root, uri = tmp_path / "results", default_store_uri(tmp_path / "results")
+    write_trials(root, study, write_finished_trial, study.trials)
+    sync(uri, root, study)
+    client = MlflowClient(uri)
+    tracker = StudyTracker(uri, study.experiment)
+    parents, _ = runs(uri, study)
+    # a duplicate that a call failing after its commit left behind: the older one stays
+    group_id, kept = next(iter(parents.items()))
+    client.create_run(tracker.experiment_id, tags={"group": group_id, KIND_TAG: GROUP_KIND})
+    sync(uri, root, study)
+    assert check_nested(uri, study, 2)[group_id].info.run_id == kept.info.run_id
+    # runs from before parents existed: no parent, children that name none that exists
+    for parent in parents.values():
+        client.delete_run(parent.info.run_id)
+    sync(uri, root, study)
+    check_numbers(uri, root, study)
+    # seeds: until adds a weight seed to each group
+    added = [c for c in study.trials if c.seeds.weight == 1]
+    more = [dataclasses.replace(c, seeds=dataclasses.replace(c.seeds, weight=2)) for c in added]
+    write_trials(root, study, write_finished_trial, more)
+    sync(uri, root, study)
+    parents = check_nested(uri, study, 2)
+    for parent in parents.values():
+        history = client.get_metric_history(parent.info.run_id, "mean/digits_003")
+        assert [m.step for m in history] == [4, 6]
+        assert parent.data.tags["weight_seeds"] == "3"
+    check_numbers(uri, root, study)
+    # `run --restart` deletes the parents with the trial runs
+    assert StudyTracker(uri, study.experiment).delete_runs() == 12
+    assert runs(uri, study) == ({}, [])
+
+
+def test_numbers_are_rewritten_as_each_trial_finishes(tmp_path: Path, study, write_finished_trial,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The MLflow thread rewrites a group's numbers once a trial of it finished, at the
+    step of its finished trials: the UI's chart of the mean has one point per seed."""
+    monkeypatch.setattr(syncer_module, "GROUP_REFRESH_S", 0.0)
+    monkeypatch.setattr(syncer_module, "GROUP_SHARE_INVERSE", 0)
+    root, uri = tmp_path / "results", default_store_uri(tmp_path / "results")
+    configs = [c for c in study.trials if c.train.lr == study.trials[0].train.lr]
+    syncer = syncer_module.MlflowSyncer(uri, study.experiment, root, study.name, say=print,
+                                        handed=handed(study, root))
+    for count, config in enumerate(configs, 1):
+        write_trials(root, study, write_finished_trial, [config])
+        syncer.trial({"results_root": str(root), "study": study.name, "trial_id": config.trial_id}, live=False)
+        deadline = time.monotonic() + 60
+        while shown(uri, study, groups.group_id(config)) != str(count):
+            assert time.monotonic() < deadline, f"no numbers at {count} finished trials"
+            time.sleep(0.2)
+    assert not syncer.close().behind
+    [parent] = runs(uri, study)[0].values()
+    history = MlflowClient(uri).get_metric_history(parent.info.run_id, "mean/digits_003")
+    assert [m.step for m in history] == [1, 2, 3, 4]
+    assert history[-1].value == answers(root, study, "variance.sql", {"resamples": "0"})[
+        (groups.group_id(configs[0]), 3)]["mean"]
+
+
+def test_an_analysis_that_fails_stops_no_trial_run(tmp_path: Path, study, write_finished_trial) -> None:
+    """The groups' numbers failing (the SQL refused) is said once and is no MLflow
+    outage: the trials' runs are made and nested, and nothing is left owed."""
+    root, uri = tmp_path / "results", default_store_uri(tmp_path / "results")
+    write_trials(root, study, write_finished_trial, study.trials[:2])
+
+    def refused() -> list:
+        raise ValueError("no such column")
+
+    said: list[str] = []
+    syncer = syncer_module.MlflowSyncer(uri, study.experiment, root, study.name, say=said.append,
+                                        handed=Handed(refused, short_names(study)))
+    syncer.job("sync_study", [c.trial_id for c in study.trials[:2]])
+    assert not syncer.close().behind and syncer.down_since is None
+    assert len(said) == 1 and "no such column" in said[0]
+    assert len(check_nested(uri, study, len({groups.group_id(c) for c in study.trials[:2]}))) >= 1
+    assert len(runs(uri, study)[1]) == 2
+
+
+def test_a_profiles_parents_live_in_its_experiment_and_a_moved_store_keeps_them(
+        tmp_path: Path, write_finished_trial) -> None:
+    """A profile's groups get their parents in the profile's experiment `<study>/<profile>`,
+    the default experiment none; the results folder moved, the next sync finds them again."""
+    path = tmp_path / "parents.yaml"
+    path.write_text(STUDY + "profiles:\n  smoke: {train.steps: 2}\n")
+    study = load_study(path, "smoke")
+    results = tmp_path / "results"
+    write_trials(study.results_root(results), study, write_finished_trial, study.trials)
+    sync(default_store_uri(results), study.results_root(results), study)
+    assert study.experiment == "parents/smoke"
+    before = check_nested(default_store_uri(results), study, 2)
+    assert runs(default_store_uri(results), load_study(path)) == ({}, [])
+    moved = tmp_path / "elsewhere"
+    results.rename(moved)
+    sync(default_store_uri(moved), study.results_root(moved), study)
+    after = check_nested(default_store_uri(moved), study, 2)
+    assert {g: p.info.run_id for g, p in after.items()} == {g: p.info.run_id for g, p in before.items()}
+    check_numbers(default_store_uri(moved), study.results_root(moved), study)
+
+
+def test_an_experiment_made_without_its_kind_opens_in_the_model_training_view(tmp_path: Path) -> None:
+    """MLflow 3's UI opens an experiment without `mlflow.experimentKind` in its GenAI
+    views: a study's experiment made before lg-study tagged it gets the tag."""
+    uri = default_store_uri(tmp_path)
+    StudyTracker(uri, "tagged")  # makes the store
+    client = MlflowClient(uri)
+    client.create_experiment("older")
+    StudyTracker(uri, "older")
+    for name in ("tagged", "older"):
+        assert client.get_experiment_by_name(name).tags["mlflow.experimentKind"] == "custom_model_development"
+
+
+@pytest.mark.slow  # a real `mlflow server`, started three times: about 40 s
+def test_parents_on_a_tracking_server_that_goes_away(tmp_path: Path, study, write_finished_trial) -> None:
+    """A server down at a sync leaves the parents owed (the sync says MLflow is behind);
+    the next sync once it is back makes them, one per group, with current numbers."""
+    root = tmp_path / "results"
+    write_trials(root, study, write_finished_trial, study.trials)
+    server = MlflowServer(tmp_path / "server")
+    _, lag, _ = sync_runs(server.url, study.experiment, root, study.name, run_names_of(study), handed(study, root))
+    assert lag.behind  # nothing listens yet
+    with server:
+        sync(server.url, root, study)
+        check_numbers(server.url, root, study)
+    # gone mid-study: a weight seed more finishes while it is down
+    more = [dataclasses.replace(c, seeds=dataclasses.replace(c.seeds, weight=2)) for c in study.trials
+            if c.seeds.weight == 1]
+    write_trials(root, study, write_finished_trial, more)
+    _, lag, _ = sync_runs(server.url, study.experiment, root, study.name, run_names_of(study), handed(study, root))
+    assert lag.behind
+    with MlflowServer(tmp_path / "server", server.port):
+        sync(server.url, root, study)
+        check_numbers(server.url, root, study)
+        for parent in check_nested(server.url, study, 2).values():
+            assert parent.data.tags["finished_trials"] == "6"
+        assert len(runs(server.url, study)[1]) == 12
+
+
+# --- real runs ------------------------------------------------------------------------------
+
+REAL_STUDY = """\
+name: {name}
+base:
+  task: {{name: successor, train_digits: [1, 2]}}
+  model: {{arch: decoder, size: tiny, pe: alibi}}
+  train: {{steps: 4, batch_size: 8, lr: 3.0e-3, warmup: 1, log_every: 2}}
+  eval: {{digits: [2, 3], samples: 4}}
+axes:
+  train.lr: [3.0e-3, 1.0e-3]
+  seeds.weight: [0, 1]
+resources: {{cpus_per_trial: 1}}
+"""
+
+
+@pytest.mark.slow  # three `lg-study run`s of a 4-trial study on a local Ray: about a minute
+def test_a_run_a_restart_and_a_reuse_leave_one_parent_per_group(tmp_path: Path) -> None:
+    from orchestrator.running.dispatch import run_study
+    from orchestrator.running.run_context import RunContext
+
+    def study_named(name: str):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(REAL_STUDY.format(name=name))
+        return load_study(path)
+
+    uri = default_store_uri(tmp_path)
+    first = study_named("parents")
+    summary = run_study(first, RunContext(tmp_path, uri))
+    assert summary.ran == 4
+    parents = check_nested(uri, first, 2)
+    for parent in parents.values():
+        assert parent.data.tags["finished_trials"] == "2"
+        assert parent.data.metrics["trials/digits_003"] == 2
+    run_study(first, RunContext(tmp_path, uri, restart=True))
+    again = check_nested(uri, first, 2)
+    assert not {p.info.run_id for p in again.values()} & {p.info.run_id for p in parents.values()}
+    reused = study_named("parents_again")
+    summary = run_study(reused, RunContext(tmp_path, uri))
+    assert len(summary.reused) == 4
+    check_nested(uri, reused, 2)
+    assert len(runs(uri, reused)[1]) == 4
+
+
+@pytest.mark.slow  # `lg-study ui` and a headless Chromium: about a minute
+def test_the_runs_page_lists_the_groups_with_their_trials_folded(tmp_path: Path, study,
+                                                                 write_finished_trial) -> None:
+    """`lg-study ui`'s address opens the model-training view (its menu has the model
+    registry, not the GenAI judges), listing one row per group and no trial until unfolded."""
+    from test_ui import BROWSERS, LG_STUDY, as_from_a_terminal, free_port
+
+    browser = next((path for name in BROWSERS if (path := shutil.which(name))), None)
+    if browser is None:
+        pytest.skip("no Chromium or Chrome on PATH (e.g. `apt-get install chromium`)")
+    root = tmp_path / "results"
+    write_trials(root, study, write_finished_trial, study.trials)
+    sync(default_store_uri(root), root, study)
+    with as_from_a_terminal():
+        ui = subprocess.Popen([str(LG_STUDY), "ui", "--study", study.name, "--port", str(free_port()),
+                               "--results", str(root)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              text=True, start_new_session=True)
+    try:
+        url = next(line.split(": ", 1)[1].strip() for line in ui.stdout if line.startswith("experiment "))
+        command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                   f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=30000", "--dump-dom", url]
+        groups_shown = set(short_names(study).values())
+        for _ in range(3):  # the React app fetches the runs after it loads; retry if early
+            dom = subprocess.run(command, capture_output=True, text=True, timeout=90, check=False).stdout
+            text = " ".join(re.sub(r"<[^>]+>", " ", re.sub(r"<(script|style)\b.*?</\1>", " ", dom,
+                                                            flags=re.DOTALL)).split())
+            if all(name in text for name in groups_shown):
+                break
+    finally:
+        os.killpg(ui.pid, signal.SIGINT)
+        ui.wait(60)
+    assert all(f" {name} " in text for name in groups_shown), text[:2000]
+    assert not [name for name in run_names_of(study).values() if name in text], "trials folded under their groups"
+    assert "Model registry" in text and "Judges" not in text, "the model-training view"
