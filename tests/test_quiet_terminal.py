@@ -94,11 +94,14 @@ def test_run_prints_only_lg_study_lines_and_logs_the_rest(tmp_path):
     """Two runs at once, one with a terminal and one writing to files."""
     study = few_steps_study(tmp_path)
     env = {**os.environ, "RAY_ADDRESS": "", "COLUMNS": "120"}
+    # an empty cache folder each: the run builds MLflow's empty store itself, so MLflow
+    # prints its lines (its migrations'), which must reach the log and not the terminal
+    cached = {name: {**env, "XDG_CACHE_HOME": str(tmp_path / f"cache_{name}")} for name in ("piped", "tty")}
     command = [sys.executable, "-m", "orchestrator.cli", "run", str(study), "--results"]
     with open(tmp_path / "out.txt", "w+") as out, open(tmp_path / "err.txt", "w+") as err:
         piped = subprocess.Popen([*command, str(tmp_path / "piped")], stdout=out, stderr=err,
-                                 stdin=subprocess.DEVNULL, env=env)
-        code, output = run_in_terminal([*command, str(tmp_path / "tty")], env)
+                                 stdin=subprocess.DEVNULL, env=cached["piped"])
+        code, output = run_in_terminal([*command, str(tmp_path / "tty")], cached["tty"])
         piped_code = piped.wait(timeout=600)
         out.seek(0), err.seek(0)
         piped_output = out.read() + err.read()
