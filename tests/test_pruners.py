@@ -14,6 +14,7 @@ from optuna.trial import TrialState
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
+from orchestrator.mlflow_tracking.group_runs import TRIAL_RUNS
 from orchestrator.store.results_store import write_trial_table
 from orchestrator.store.search_store import TRIAL_IDS, SearchStore
 from orchestrator.studies.pruner_replay import (
@@ -214,8 +215,8 @@ def test_a_pruned_point_stops_all_its_seeds_at_the_step_and_keeps_their_rows(pru
     assert pruned.intermediate_values[4] == pytest.approx(
         sum(e["accuracy"] for e in evals if e["trial_id"] in seeds) / 2)
     assert not list((results / "tiny_search").glob("_checkpoints/*.pt"))
-    runs = mlflow.MlflowClient(f"sqlite:///{results.resolve()}/mlflow.db").search_runs(
-        [mlflow.MlflowClient(f"sqlite:///{results.resolve()}/mlflow.db").get_experiment_by_name("tiny_search").experiment_id])
+    client = mlflow.MlflowClient(f"sqlite:///{results.resolve()}/mlflow.db")
+    runs = client.search_runs([client.get_experiment_by_name("tiny_search").experiment_id], filter_string=TRIAL_RUNS)
     ends = {r.data.tags["trial_id"]: (r.info.status, r.data.tags.get("status")) for r in runs}
     assert {ends[t] for t in seeds} == {("KILLED", "pruned")}
     # run again: the pruned point is not run again, nor asked for
@@ -268,7 +269,7 @@ def test_a_search_stopped_after_a_pruning_decision_resumes_with_that_decision(tm
     assert {s["last"] for s in steps if s["trial_id"] in seeds} == {4}
     # their MLflow runs, ended as killed by the stopped run, end as pruned
     client = mlflow.MlflowClient(f"sqlite:///{results.resolve()}/mlflow.db")
-    runs = client.search_runs([client.get_experiment_by_name("tiny_search").experiment_id])
+    runs = client.search_runs([client.get_experiment_by_name("tiny_search").experiment_id], filter_string=TRIAL_RUNS)
     assert {(r.info.status, r.data.tags.get("status")) for r in runs if r.data.tags["trial_id"] in seeds} == {
         ("KILLED", "pruned")}
 
