@@ -159,6 +159,15 @@ def optuna_points(results: Path) -> list:
     return optuna.load_study(study_name="tiny_search", storage=storage).get_trials()
 
 
+
+def write_pruned_search(study_file: Path) -> None:
+    """The tiny search, evaluated every 4 steps and judged by the median pruner from its
+    first point."""
+    study_file.write_text(STUDY.read_text()
+                          .replace("eval: {digits: [1, 2, 3], samples: 16}",
+                                   "eval: {digits: [1, 2, 3], samples: 16, every: 4}")
+                          .replace("  repeat:", "  pruner: {name: median, n_startup_trials: 0}\n  repeat:"))
+
 @pytest.fixture(scope="module")
 def pruned_search(tmp_path_factory):
     """Two points of two seeds, evaluated at steps 4, 8 and 12, under a median pruner made
@@ -166,10 +175,7 @@ def pruned_search(tmp_path_factory):
     pruner's to make, this only makes it known in advance."""
     folder = tmp_path_factory.mktemp("pruned")
     results, study_file = folder / "results", folder / "pruned_search.yaml"
-    study_file.write_text(STUDY.read_text()
-                          .replace("eval: {digits: [1, 2, 3], samples: 16}",
-                                   "eval: {digits: [1, 2, 3], samples: 16, every: 4}")
-                          .replace("  repeat:", "  pruner: {name: median, n_startup_trials: 0}\n  repeat:"))
+    write_pruned_search(study_file)
     asked = []
 
     def prune(self, study, trial):
@@ -231,10 +237,7 @@ def test_a_search_stopped_after_a_pruning_decision_resumes_with_that_decision(tm
 
     results = tmp_path / "results"
     study_file = tmp_path / "pruned_search.yaml"
-    study_file.write_text(STUDY.read_text()
-                          .replace("eval: {digits: [1, 2, 3], samples: 16}",
-                                   "eval: {digits: [1, 2, 3], samples: 16, every: 4}")
-                          .replace("  repeat:", "  pruner: {name: median, n_startup_trials: 0}\n  repeat:"))
+    write_pruned_search(study_file)
     asked = []
 
     def prune(self, study, trial):
