@@ -77,8 +77,12 @@ def _step_generator(config: TrialConfig, step: int, stream: int = 1) -> torch.Ge
     """Torch randomness of training step `step`, from the data seed only: stream 1 the
     position sampling, stream 2 the loop counts of the progressive loss, stream 3 the
     noise of model.state_init noise."""
-    seed = np.random.SeedSequence([config.seeds.data, step, stream]).generate_state(1)[0]
-    return torch.Generator().manual_seed(int(seed))
+    return torch.Generator().manual_seed(_step_seed(config, step, stream))
+
+
+def _step_seed(config: TrialConfig, step: int, stream: int) -> int:
+    """The seed of `_step_generator`'s stream, for a generator on another device."""
+    return int(np.random.SeedSequence([config.seeds.data, step, stream]).generate_state(1)[0])
 
 
 def _decay_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
@@ -201,9 +205,8 @@ class TrainingStep:
         among them, which is no Architecture)."""
         if not getattr(self.model, "stochastic", False):
             return contextlib.nullcontext()
-        seed = _step_generator(self.config, step, stream=3).initial_seed()
         draw = STATE_NOISE_DRAWS[self.config.train.state_noise_draw]
-        return self.model.noise_from(draw(seed, self.device))
+        return self.model.noise_from(draw(_step_seed(self.config, step, stream=3), self.device))
 
     def gradients(self, step: int, parts: list[tuple[Batch, Positions]] | MicroBatches) -> torch.Tensor:
         """Accumulate the gradient of the step's loss; the loss (detached). With
