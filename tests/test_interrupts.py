@@ -23,26 +23,29 @@ pytestmark = pytest.mark.slow
 STUDY = tiny_study("stops", 200, {"seeds.weight": [0, 1, 2, 3]}, "{cpus_per_trial: 1}")
 
 
-def mlflow_runs_running(results: Path) -> int:
-    """How many MLflow runs the driver has marked RUNNING (read-only: the driver writes)."""
+def mlflow_runs_running(results: Path, trial_ids) -> int:
+    """How many MLflow runs of these trials the driver has marked RUNNING (read-only:
+    the driver writes)."""
     store = results / "mlflow.db"
-    if not store.exists():
+    if not store.exists() or not trial_ids:
         return 0
+    marks = ", ".join("?" * len(trial_ids))
     try:
         with contextlib.closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=1)) as con:
-            return con.execute("select count(*) from runs where status = 'RUNNING'").fetchone()[0]
+            return con.execute("select count(*) from runs join tags using (run_uuid) where status = 'RUNNING'"
+                               f" and key = 'trial_id' and value in ({marks})", list(trial_ids)).fetchone()[0]
     except sqlite3.Error:  # the store is still being created, or locked by a write
         return 0
 
 
-def run_until(command: list[str], results: Path, stop, ready=lambda: True, **popen) -> tuple[int, str]:
+def run_until(command: list[str], results: Path, stop, ready=lambda running: True, **popen) -> tuple[int, str]:
     """Start `lg-study run`; once some trial is done, another has a checkpoint and
-    `ready()` holds, `stop` it."""
+    `ready(running)` holds for those mid-training, `stop` it."""
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
     stopped = []
 
     def act(rows, running) -> bool:
-        if any(r["status"] == "done" for r in rows.values()) and running and ready():
+        if any(r["status"] == "done" for r in rows.values()) and running and ready(running):
             stop(process)
             stopped.append(True)
         return bool(stopped)
@@ -92,8 +95,10 @@ def test_ctrl_c_in_a_terminal_then_resume(study):
 def test_driver_killed_with_sigkill_then_resume(study):
     command, results = study
     # the worker writes its checkpoint before the driver's callback has seen the report
-    # that opens the trial's MLflow run: wait for the run, or there is nothing to end
-    code, _ = run_until(command, results, lambda p: p.kill(), ready=lambda: mlflow_runs_running(results) > 0,
+    # that opens the trial's MLflow run: wait for the run of a trial mid-training, or
+    # there is nothing to end (a finished trial's run left RUNNING is completed instead)
+    code, _ = run_until(command, results, lambda p: p.kill(),
+                        ready=lambda running: mlflow_runs_running(results, list(running)) > 0,
                         start_new_session=True)
     assert code == -signal.SIGKILL
     client = mlflow_client(results)
