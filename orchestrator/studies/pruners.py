@@ -125,7 +125,9 @@ def upper_bound(seed_values: Sequence[float], confidence: float) -> float:
     n, mean = len(seed_values), statistics.fmean(seed_values)
     if n < 2:  # no spread to bound by; a search of one seed is refused (SearchSpec)
         return mean
-    return mean + _t_quantile(confidence, n - 1) * statistics.stdev(seed_values) / math.sqrt(n)
+    # floats, not statistics.stdev's exact fractions: a replay computes this a million times
+    spread = math.sqrt(sum((v - mean) ** 2 for v in seed_values) / (n - 1))
+    return mean + _t_quantile(confidence, n - 1) * spread / math.sqrt(n)
 
 
 @dataclass(frozen=True)
