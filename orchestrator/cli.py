@@ -264,12 +264,15 @@ def replay(
     simulate: Annotated[str | None, typer.Option(
         "--simulate", metavar="POINTSxSEEDS", help="Replay over a simulated search with a known best point "
         "(e.g. 100x3), evaluated at the study file's evaluation steps, instead of the stored one.")] = None,
+    draws: Annotated[int, typer.Option("--draws", min=1, help="With --simulate: replay over this many "
+                                       "simulated searches (seeds --seed, --seed + 1, ...), --resamples each, "
+                                       "and print the median and the worst of them.")] = 1,
     profile: ProfileOption = None,
     results: ResultsOption = DEFAULT_RESULTS,
 ):
     """Replay a pruner over a finished search's stored evaluations: the compute it would have saved and
     how often it would have pruned the point that finished best, over resamples of the seeds."""
-    replay_pruner(study_file, profile, pruner, resamples, seed, simulate, results)
+    replay_pruner(study_file, profile, pruner, resamples, seed, simulate, draws, results)
 
 
 @app.command()

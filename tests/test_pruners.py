@@ -1,6 +1,7 @@
-"""`search.pruner` (Optuna's pruners over the mean of a point's seeds) and `lg-study
-replay`, which replays one over a stored or simulated search: compute saved, and
-whether the best point survived, over resamples of the seeds."""
+"""`search.pruner` (Optuna's pruners over the mean of a point's seeds, or its upper
+bound) and `lg-study replay`, which replays one over a stored or simulated search:
+compute saved, and whether the best point survived, over resamples of the seeds and
+over simulated searches."""
 
 import json
 import random
@@ -22,10 +23,11 @@ from orchestrator.studies.pruner_replay import (
     SimulatedSearch,
     bootstrap,
     replay,
+    replay_draws,
     replay_over,
     simulated_resamples,
 )
-from orchestrator.studies.pruners import PRUNERS, PrunerSpec, point_value
+from orchestrator.studies.pruners import PRUNERS, PrunerSpec
 from orchestrator.studies.study import load_study
 
 FILES = Path(__file__).parent / "study_files"
@@ -66,8 +68,18 @@ def test_a_search_prunes_nothing_unless_told_and_the_field_moves_no_trial_id(tmp
     assert outcome.exit_code == 0 and "pruner" not in outcome.output
 
 
-def test_a_pruner_sees_the_mean_over_the_seeds():
-    assert point_value([0.2, 0.4, 0.9]) == pytest.approx(0.5)
+def test_a_pruner_sees_the_mean_over_the_seeds_or_its_upper_t_bound():
+    assert PrunerSpec(name="median").point_value([0.2, 0.4, 0.9]) == pytest.approx(0.5)
+    bound = PrunerSpec(name="median", value="upper_bound")
+    # mean + t(0.9, n - 1) s / sqrt(n): t is 3.078 with one degree of freedom, 1.886 with two
+    assert bound.point_value([0.2, 0.4]) == pytest.approx(0.3 + 3.0777 * 0.1, abs=1e-4)
+    assert bound.point_value([0.2, 0.4, 0.9]) == pytest.approx(0.5 + 1.8856 * 0.20817, abs=1e-4)
+    assert bound.point_value([0.3, 0.3]) == pytest.approx(0.3)  # seeds that agree: nothing to doubt
+    loose = PrunerSpec(name="median", value="upper_bound", confidence=0.8)
+    assert 0.3 < loose.point_value([0.2, 0.4]) < bound.point_value([0.2, 0.4])
+    assert "value upper_bound, confidence 0.8" in str(loose) and "80% upper t bound" in loose.sees
+    with pytest.raises(ValueError, match="confidence applies to value upper_bound only"):
+        PrunerSpec(name="median", confidence=0.8)
 
 
 def curve(*values: float) -> dict[int, float]:
@@ -90,6 +102,16 @@ def test_median_replay_prunes_a_point_below_the_earlier_ones_and_counts_seed_ste
     assert kept.best_kept and kept.pruned == {}
 
 
+def test_the_upper_bound_keeps_a_point_with_one_unlucky_seed_and_prunes_one_poor_in_both():
+    good = [PointCurves(n, [curve(0.5, 0.8, 0.9), curve(0.7, 0.8, 1.0)]) for n in range(3)]
+    unlucky = PointCurves(3, [curve(0.0, 0.1, 0.2), curve(0.9, 1.0, 1.0)])  # mean 0.45 at step 100
+    poor = PointCurves(4, [curve(0.1, 0.1, 0.1), curve(0.2, 0.2, 0.2)])
+    median = PrunerSpec.model_validate({"name": "median", "n_startup_trials": 3})
+    bound = PrunerSpec.model_validate({"name": "median", "n_startup_trials": 3, "value": "upper_bound"})
+    assert replay([*good, unlucky, poor], median.make, see=median.point_value).pruned == {3: 100, 4: 100}
+    assert replay([*good, unlucky, poor], bound.make, see=bound.point_value).pruned == {4: 100}
+
+
 def test_a_bootstrap_draws_each_points_own_seeds():
     points = [PointCurves(n, [curve(n + 0.1), curve(n + 0.2), curve(n + 0.3)]) for n in range(4)]
     drawn = bootstrap(points, random.Random(1))
@@ -109,6 +131,17 @@ def test_a_simulated_search_has_its_known_best_and_no_pruner_loses_it():
     assert nothing.saved == 1.0 and nothing.kept == 3
     eager = replay_over(resamples, PrunerSpec.model_validate({"name": "median", "n_startup_trials": 2}).make)
     assert eager.saved > 1.0
+
+
+def test_draws_are_the_simulated_searches_of_successive_seeds():
+    steps, search = [1000, 2000, 3000], SimulatedSearch(points=12, seeds=2)
+    make = PrunerSpec.model_validate({"name": "median", "n_startup_trials": 2}).make
+    draws = replay_draws(search, steps, 3, 2, 4, make)
+    assert len(draws.kept_shares) == 3 and draws.saved == sorted(draws.saved)
+    alone = replay_over(simulated_resamples(search, steps, 2, seed=5), make)  # what --seed 5 replays
+    assert [r.pruned for r in draws.draws[1].replays] == [r.pruned for r in alone.replays]
+    assert len({r.best for d in draws.draws for r in d.replays}) > 1  # each search has its own best
+    assert draws.kept_at_least(0.0) == 3 and draws.kept_at_least(0.5) == sum(k >= 0.5 for k in draws.kept_shares)
 
 
 def test_replay_command_over_a_stored_search(tmp_path):
@@ -152,6 +185,12 @@ def test_replay_command_refuses_what_it_cannot_replay(tmp_path):
     simulated = runner.invoke(app, ["replay", str(STUDY), "--pruner", "median", "--simulate", "12x2",
                                     "--resamples", "2"])
     assert simulated.exit_code == 0 and "simulated search of 12 points x 2 seeds" in " ".join(simulated.output.split())
+    stored_draws = runner.invoke(app, ["replay", str(STUDY), "--pruner", "median", "--draws", "3"])
+    assert stored_draws.exit_code == 2 and "give --simulate" in " ".join(stored_draws.output.split())
+    draws = runner.invoke(app, ["replay", str(STUDY), "--pruner", "{name: median, value: upper_bound}",
+                                "--simulate", "12x2", "--draws", "2", "--resamples", "2"], env={"COLUMNS": "300"})
+    assert draws.exit_code == 0, draws.output
+    assert "2 simulated searches of 12 points x 2 seeds" in draws.output and "draws_kept_95" in draws.output
 
 
 def optuna_points(results: Path) -> list:
@@ -285,7 +324,7 @@ def test_the_stopper_reports_a_point_once_all_its_seeds_reached_a_step_and_stops
     ahead.report(0.9, 4)
     study.tell(ahead, 0.9)
     study.ask()  # point 1: seeds a and b
-    stopper = PointPruner(study, {1: ["a", "b"]}, "acc/digits_001", {1: 12})
+    stopper = PointPruner(study, {1: ["a", "b"]}, "acc/digits_001", {1: 12}, PrunerSpec(name="median"))
     metric = "acc/digits_001"
     assert stopper("tune-a", {"lg_trial_id": "a", "step": 4, metric: 0.1}) is False
     assert study.trials[1].intermediate_values == {}  # b has not reached step 4 yet
@@ -295,6 +334,12 @@ def test_the_stopper_reports_a_point_once_all_its_seeds_reached_a_step_and_stops
     assert study.trials[1].user_attrs[PRUNED_AT] == 4 and stopper.pruned == {1: 4}
     # a seed ahead is stopped at its next report, whatever it reports
     assert stopper("tune-a", {"lg_trial_id": "a", "step": 6}) is True
+    # seeing the upper bound, a point whose seeds disagree is judged by what it could be
+    study.ask()
+    bound = PointPruner(study, {2: ["c", "d"]}, metric, {2: 12}, PrunerSpec(name="median", value="upper_bound"))
+    assert bound("tune-c", {"lg_trial_id": "c", "step": 4, metric: 0.0}) is False
+    assert bound("tune-d", {"lg_trial_id": "d", "step": 4, metric: 0.8}) is False
+    assert study.trials[2].intermediate_values == {4: pytest.approx(0.4 + 3.0777 * 0.4, abs=1e-4)}
 
 
 def test_the_stopper_judges_a_resumed_point_on_its_stored_steps_and_never_the_last():
@@ -306,7 +351,7 @@ def test_the_stopper_judges_a_resumed_point_on_its_stored_steps_and_never_the_la
     best.report(0.9, 8)
     study.tell(best, 0.9)
     study.ask()
-    stopper = PointPruner(study, {1: ["a", "b"]}, "acc/digits_001", {1: 8})
+    stopper = PointPruner(study, {1: ["a", "b"]}, "acc/digits_001", {1: 8}, PrunerSpec(name="median"))
     # both seeds had stored step 4 before a stop; b reaches step 8, the last, only now
     stopper.values[(1, 4)].update(a=0.8, b=1.0)
     stopper.values[(1, 8)].update(a=0.0)

@@ -1,8 +1,10 @@
 """The questions asked of a study's results: `lg-study query` (DuckDB SQL), `report`
-(the HTML page), `plan` (seeds for a target interval or a comparison) and `ui` (the MLflow UI)."""
+(the HTML page), `plan` (seeds for a target interval or a comparison), `replay` (a
+pruner over a finished or simulated search) and `ui` (the MLflow UI)."""
 
 from __future__ import annotations
 
+import statistics
 import sys
 from pathlib import Path
 
@@ -175,8 +177,8 @@ def serve_ui(study: str | None, profile: str | None, port: int, results: Path, t
 
 
 def replay_pruner(study_file: Path, profile: str | None, pruner: str | None, resamples: int, seed: int,
-                  simulate: str | None, results: Path) -> None:
-    """`lg-study replay`: a pruner replayed over a finished search (or a simulated one), as a table."""
+                  simulate: str | None, draws: int, results: Path) -> None:
+    """`lg-study replay`: a pruner replayed over a finished search (or simulated ones), as a table."""
     import pyarrow as pa
 
     from orchestrator.console.render import arrow_table
@@ -188,20 +190,37 @@ def replay_pruner(study_file: Path, profile: str | None, pruner: str | None, res
     spec = _pruner_option(pruner) if pruner is not None else search.pruner
     if not spec.prunes:
         raise bad_input(f"{study_file}: search.pruner is none; name one with --pruner (e.g. --pruner median)")
+    if draws > 1 and simulate is None:
+        raise bad_input(f"--draws {draws}: draws are simulated searches; give --simulate (a stored search is one)")
     try:
-        summary, what = _replays(study, spec, resamples, seed, simulate, results)
+        summaries, what = _replays(study, spec, resamples, seed, simulate, draws, results)
     except LookupError as error:
         raise bad_input(str(error)) from None
-    low, high = summary.kept_interval()
-    first = summary.replays[0]
-    row = {"pruner": str(spec), "search": what, "resamples": len(summary.replays),
-           "compute_saved": round(summary.saved, 2), "best_kept": f"{summary.kept}/{len(summary.replays)}",
-           "best_kept_95ci": f"{low:.3f}-{high:.3f}", "points_pruned_first": len(first.pruned),
-           # the first replay is over the seeds as stored (or the first draw of a simulation)
-           "best_point_first": first.best,
-           "best_pruned_first_at": first.pruned.get(first.best)}
+    row = {"pruner": str(spec), "search": what, **(_one_row(summaries.draws[0]) if draws == 1
+                                                   else _draws_row(summaries, resamples))}
     out.print(arrow_table(pa.Table.from_pylist([row]), f"Pruner replayed over {what}: full seed-steps / "
                           "seed-steps with pruning, and the resamples that kept the best point (docs/search.md)"))
+
+
+def _one_row(summary) -> dict:
+    """One search's replays: compute saved over them all, and the resamples that kept the best."""
+    low, high = summary.kept_interval()
+    first = summary.replays[0]
+    return {"resamples": len(summary.replays), "compute_saved": round(summary.saved, 2),
+            "best_kept": f"{summary.kept}/{len(summary.replays)}", "best_kept_95ci": f"{low:.3f}-{high:.3f}",
+            "points_pruned_first": len(first.pruned),
+            # the first replay is over the seeds as stored (or the first draw of a simulation)
+            "best_point_first": first.best, "best_pruned_first_at": first.pruned.get(first.best)}
+
+
+def _draws_row(summaries, resamples: int) -> dict:
+    """Several simulated searches: the median and the worst search, of the compute saved and
+    of the share of its resamples that kept the best point, and the searches that kept it in 95 %."""
+    kept, saved = summaries.kept_shares, summaries.saved
+    return {"draws": len(kept), "resamples_each": resamples,
+            "compute_saved_median": round(statistics.median(saved), 2), "compute_saved_worst": round(saved[0], 2),
+            "best_kept_median": round(statistics.median(kept), 3), "best_kept_worst": round(kept[0], 3),
+            "draws_kept_95": f"{summaries.kept_at_least(0.95)}/{len(kept)}"}
 
 
 def _pruner_option(text: str):
@@ -219,15 +238,16 @@ def _pruner_option(text: str):
         raise bad_input(f"--pruner {text!r}: {why}") from None
 
 
-def _replays(study, spec, resamples: int, seed: int, simulate: str | None, results: Path):
-    """The replays over the stored search's bootstraps, or over a simulated search's seed draws."""
+def _replays(study, spec, resamples: int, seed: int, simulate: str | None, draws: int, results: Path):
+    """The replays over the stored search's bootstraps, or over simulated searches' seed draws."""
     from orchestrator.store.search_curves import stored_curves
     from orchestrator.store.search_store import search_name
     from orchestrator.studies.pruner_replay import (
+        DrawsSummary,
         PointCurves,
         SimulatedSearch,
+        replay_draws,
         replay_over,
-        simulated_resamples,
         stored_resamples,
     )
     from results_contract.layout import profile_root
@@ -240,10 +260,11 @@ def _replays(study, spec, resamples: int, seed: int, simulate: str | None, resul
         every, last = config.eval.every, config.train.steps
         steps = sorted({*range(every, last + 1, every), last}) if every else [last]
         simulated = SimulatedSearch(points=int(points), seeds=int(seeds))
-        what = f"a simulated search of {points} points x {seeds} seeds, evaluated at {len(steps)} steps"
-        return replay_over(simulated_resamples(simulated, steps, resamples, seed), spec.make), what
+        what = (f"{'a simulated search' if draws == 1 else f'{draws} simulated searches'} of {points} points x "
+                f"{seeds} seeds, evaluated at {len(steps)} steps")
+        return replay_draws(simulated, steps, draws, resamples, seed, spec.make, spec.point_value), what
     stored = stored_curves(profile_root(results, study.profile), study.name, search_name(study),
                            study.spec.search.metric)
     points = [PointCurves(number, curves) for number, curves in stored]
     what = f"search {search_name(study)} ({len(points)} scored points, their seeds bootstrapped)"
-    return replay_over(stored_resamples(points, resamples, seed), spec.make), what
+    return DrawsSummary([replay_over(stored_resamples(points, resamples, seed), spec.make, spec.point_value)]), what

@@ -29,7 +29,7 @@ def validate_study(study_file: Path, profile: str | None, trials: bool, results:
         for key, values in search.repeat.items():
             out.print(f"  {key} (at every point): {', '.join(map(str, values))}", highlight=False)
         if search.pruner.prunes:
-            out.print(f"  pruner: {search.pruner}, on the mean over a point's seeds", highlight=False)
+            out.print(f"  pruner: {search.pruner}, on {search.pruner.sees}", highlight=False)
     if study.spec.resources.gpus_per_trial > 0:
         from orchestrator.studies.study_scale import study_size_words
 

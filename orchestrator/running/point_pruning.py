@@ -5,7 +5,7 @@ PointPruner is the Tune stopper of a batch of points. It reads the search metric
 each seed-trial's results as the worker reports them (the seed is named by TRIAL_KEY,
 since a seed batch reports all its seeds through one Tune trial), and once every seed
 of a point has reported an evaluation step, reports the point's value there
-(orchestrator.studies.pruners.point_value) to the point's Optuna trial and asks
+(`search.pruner.value`: PrunerSpec.point_value) to the point's Optuna trial and asks
 Optuna's `should_prune`. A pruned point's step is stored at once as the Optuna trial's
 PRUNED_AT attribute, so a driver stopped before it settles the point settles it on the
 next run without asking again; every seed of the point is stopped at its next report
@@ -25,7 +25,7 @@ from ray import tune
 
 from orchestrator.running.trainable import TRIAL_KEY
 from orchestrator.store.results_store import read_trial_row, read_trial_rows, write_trial_table
-from orchestrator.studies.pruners import point_value
+from orchestrator.studies.pruners import PrunerSpec
 from results_contract.layout import checkpoint_path
 from results_contract.trial_status import TrialStatus
 
@@ -37,11 +37,12 @@ STEP_TABLES = ("train", "eval")
 
 class PointPruner(tune.Stopper):
     """Stops every seed of a point that ``optuna_study``'s pruner prunes (module docstring).
-    ``points``: Optuna trial number -> the point's seed-trial ids; ``last_steps``: -> its train.steps."""
+    ``points``: Optuna trial number -> the point's seed-trial ids; ``last_steps``: -> its
+    train.steps; ``spec``: the search's pruner, which says what it sees of a point."""
 
     def __init__(self, optuna_study: optuna.Study, points: dict[int, list[str]], metric: str,
-                 last_steps: dict[int, int]):
-        self.optuna_study, self.metric, self.last_steps = optuna_study, metric, last_steps
+                 last_steps: dict[int, int], spec: PrunerSpec):
+        self.optuna_study, self.metric, self.last_steps, self.spec = optuna_study, metric, last_steps, spec
         self.seeds = points
         self.point_of = {trial_id: number for number, ids in points.items() for trial_id in ids}
         #: (point, step) -> seed-trial id -> the metric there
@@ -65,7 +66,7 @@ class PointPruner(tune.Stopper):
             seen = self.values[(number, step)]
             seen[seed] = float(result[self.metric])
             if len(seen) == len(self.seeds[number]):
-                self._judge(number, step, point_value(seen.values()))
+                self._judge(number, step, self.spec.point_value(list(seen.values())))
         return number in self.pruned
 
     def judge_stored(self) -> None:
@@ -75,7 +76,7 @@ class PointPruner(tune.Stopper):
             trial = self.optuna_study._storage.get_trial(self._trial_id(number))
             if (number not in self.pruned and len(seen) == len(self.seeds[number])
                     and step < self.last_steps[number] and step not in trial.intermediate_values):
-                self._judge(number, step, point_value(seen.values()))
+                self._judge(number, step, self.spec.point_value(list(seen.values())))
 
     def _trial_id(self, number: int) -> int:
         # Optuna reopens a trial by its storage id only; the study's storage and id are

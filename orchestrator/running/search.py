@@ -183,7 +183,7 @@ def _point_pruner(study: Study, store: SearchStore, trials_of: dict[int, list[Tr
         return None
     points = {number: [t.trial_id for t in trials] for number, trials in trials_of.items()}
     last_steps = {number: max(t.train.steps for t in trials) for number, trials in trials_of.items()}
-    pruner = PointPruner(store.optuna, points, search.metric, last_steps)
+    pruner = PointPruner(store.optuna, points, search.metric, last_steps, search.pruner)
     for number, trial_ids in points.items():
         for trial_id in trial_ids:
             for step, value in metric_curve(results_root, study.name, trial_id, search.metric).items():

@@ -3,26 +3,32 @@ loses the best point, over resamples of the seeds (`lg-study replay`, docs/searc
 
 A point is its seeds' learning curves (the search metric at each evaluation step). The
 replay asks an in-memory Optuna study with the pruner for one trial per point, in the
-points' order (as a search with parallel_points 1 would), reports the mean over the
-seeds at each step, and stops at the first step the pruner prunes. Compute is counted
+points' order (as a search with parallel_points 1 would), reports what the pruner sees
+of the point at each step (`search.pruner.value`: the mean over the seeds, or its upper
+bound), and stops at the first step the pruner prunes. Compute is counted
 in seed-steps (a seed's training steps up to where it stopped), the cost that grows
 with the model; evaluations are not counted.
 
 Resamples: a stored search's seeds drawn again with replacement within each point
 (bootstrap), or, for a simulated search with a known best point, its seeds drawn anew.
+Draws: simulated searches, each with its own truth (best point, rises, plateaus) and its
+own resamples, so that how often the best point is kept is a rate over searches, not
+the luck of one.
 """
 
 from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Iterable
+import statistics
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import optuna
 from optuna.trial import TrialState
 
-from orchestrator.studies.pruners import point_value
+#: what a pruner sees of a point at a step, from its seeds' values (PrunerSpec.point_value)
+See = Callable[[Sequence[float]], float]
 
 
 @dataclass
@@ -37,12 +43,12 @@ class PointCurves:
         """The steps every seed reached: what a pruner could see of the point."""
         return sorted(set.intersection(*(set(seed) for seed in self.seeds)))
 
-    def value_at(self, step: int) -> float:
-        # the mean: what a pruner sees of a point (pruners.point_value)
-        return point_value([seed[step] for seed in self.seeds])
+    def value_at(self, step: int, see: See = statistics.fmean) -> float:
+        return see([seed[step] for seed in self.seeds])
 
     @property
     def final(self) -> float:
+        """The point's score: the mean over its seeds at the last step, whatever the pruner sees."""
         return self.value_at(self.steps[-1])
 
 
@@ -69,9 +75,10 @@ class Replay:
 
 
 def replay(points: list[PointCurves], make_pruner: Callable[[], optuna.pruners.BasePruner],
-           best: int | None = None) -> Replay:
-    """``make_pruner``'s decisions over ``points`` (see the module's docstring); ``best``
-    defaults to the point with the highest final mean (the lowest number on a tie)."""
+           best: int | None = None, see: See = statistics.fmean) -> Replay:
+    """``make_pruner``'s decisions over ``points``, seeing ``see`` of each at each step (see
+    the module's docstring); ``best`` defaults to the point with the highest final mean
+    (the lowest number on a tie)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(direction="maximize", pruner=make_pruner(),
                                 sampler=optuna.samplers.RandomSampler(seed=0))
@@ -82,7 +89,7 @@ def replay(points: list[PointCurves], make_pruner: Callable[[], optuna.pruners.B
         steps = point.steps
         stopped = steps[-1]
         for step in steps:
-            trial.report(point.value_at(step), step)
+            trial.report(point.value_at(step, see), step)
             if step < steps[-1] and trial.should_prune():
                 pruned[point.number], stopped = step, step
                 break
@@ -126,9 +133,29 @@ class ReplaySummary:
 
 
 def replay_over(resamples: Iterable[tuple[list[PointCurves], int | None]],
-                make_pruner: Callable[[], optuna.pruners.BasePruner]) -> ReplaySummary:
+                make_pruner: Callable[[], optuna.pruners.BasePruner], see: See = statistics.fmean) -> ReplaySummary:
     """One replay per resample (its points and its best point, None: the best final mean)."""
-    return ReplaySummary([replay(points, make_pruner, best) for points, best in resamples])
+    return ReplaySummary([replay(points, make_pruner, best, see) for points, best in resamples])
+
+
+@dataclass
+class DrawsSummary:
+    """Replays over several simulated searches (draws), each over its own resamples: the
+    distribution over searches of the compute saved and of the share that kept the best."""
+
+    draws: list[ReplaySummary]
+
+    @property
+    def kept_shares(self) -> list[float]:
+        return sorted(d.kept / len(d.replays) for d in self.draws)
+
+    @property
+    def saved(self) -> list[float]:
+        return sorted(d.saved for d in self.draws)
+
+    def kept_at_least(self, share: float) -> int:
+        """The draws whose resamples kept the best point at least ``share`` of the time."""
+        return sum(kept >= share for kept in self.kept_shares)
 
 
 @dataclass(frozen=True)
@@ -182,6 +209,14 @@ def simulated_resamples(search: SimulatedSearch, steps: list[int], resamples: in
     truth, best = search.truth(rng)
     for _ in range(resamples):
         yield search.draw_seeds(truth, steps, rng), best
+
+
+def replay_draws(search: SimulatedSearch, steps: list[int], draws: int, resamples: int, seed: int,
+                 make_pruner: Callable[[], optuna.pruners.BasePruner], see: See = statistics.fmean) -> DrawsSummary:
+    """Replays over ``draws`` simulated searches, those of seeds ``seed``, ``seed + 1``, ...
+    (so draw k is the search `--seed seed+k` replays alone), ``resamples`` each."""
+    return DrawsSummary([replay_over(simulated_resamples(search, steps, resamples, seed + k), make_pruner, see)
+                         for k in range(draws)])
 
 
 def stored_resamples(points: list[PointCurves], resamples: int,

@@ -1,26 +1,31 @@
 """`search.pruner`: which of Optuna's pruners stops poor points early, with its settings
-(docs/search.md, "Stopping poor points early").
+and what it sees of a point (docs/search.md, "Stopping poor points early").
 
 A pruner sees a point, never a seed: at each evaluation step that all of the point's
-seeds have reached, the mean of ``search.metric`` over them (point_value). The mean is
-the quantity the point is finally scored by, so a pruner compares like with like at
-every step; a lower confidence bound from two or three seeds would rest on a t quantile
-with one or two degrees of freedom (12.7, 4.3) and prune any point whose seeds happen
-to disagree, which is seed luck again. How often a pruner loses the best point is
-measured, not assumed: `lg-study replay`.
+seeds have reached, one value from their values of ``search.metric`` there (POINT_VALUES,
+`search.pruner.value`). `mean` is the quantity the point is finally scored by.
+`upper_bound` is the one-sided Student t upper confidence bound of that mean from the
+point's own seeds, so a point whose seeds disagree (one unlucky) is judged by what it
+could still be. Only a point's own spread can change a decision: Optuna's pruners
+compare points at the same step, so a width common to every point there (a spread
+pooled over the points, Hoeffding's width for values in [0, 1]) moves them all alike.
+How often a pruner loses the best point is measured, not assumed: `lg-study replay`.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 import statistics
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import optuna
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
+from scipy import stats
 
 
 class _Settings(BaseModel):
@@ -108,14 +113,55 @@ PRUNERS: dict[str, PrunerKind] = {
 }
 
 
+@functools.cache
+def _t_quantile(confidence: float, df: int) -> float:
+    return float(stats.t.ppf(confidence, df))
+
+
+def upper_bound(seed_values: Sequence[float], confidence: float) -> float:
+    """The one-sided ``confidence`` upper bound of the mean of ``seed_values``: mean +
+    t(confidence, n - 1) s / sqrt(n). Not clipped to the metric's range: a pruner only
+    ranks the values, and `search.metric` may be a length (summary/longest_99)."""
+    n, mean = len(seed_values), statistics.fmean(seed_values)
+    if n < 2:  # no spread to bound by; a search of one seed is refused (SearchSpec)
+        return mean
+    # floats, not statistics.stdev's exact fractions: a replay computes this a million times
+    spread = math.sqrt(sum((v - mean) ** 2 for v in seed_values) / (n - 1))
+    return mean + _t_quantile(confidence, n - 1) * spread / math.sqrt(n)
+
+
+@dataclass(frozen=True)
+class PointValue:
+    """What a pruner may see of a point at a step: its words, and the value from the
+    seeds' values there and `search.pruner.confidence`."""
+
+    words: Callable[[float], str]
+    of: Callable[[Sequence[float], float], float]
+
+
+#: the values `search.pruner.value` may name
+POINT_VALUES: dict[str, PointValue] = {
+    "mean": PointValue(lambda confidence: "the mean over a point's seeds",
+                       lambda seed_values, confidence: statistics.fmean(seed_values)),
+    "upper_bound": PointValue(
+        lambda confidence: f"the {confidence:.0%} upper t bound of the mean over a point's seeds", upper_bound),
+}
+
+
 class PrunerSpec(BaseModel):
     """`search.pruner`: a name of PRUNERS and that pruner's settings beside it
-    (`{name: median, n_warmup_steps: 1000}`), or the name alone (`median`)."""
+    (`{name: median, n_warmup_steps: 1000}`), or the name alone (`median`); `value` and
+    `confidence` say what it sees of a point."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
     #: which of Optuna's pruners; its settings sit beside the name, each pruner's as Optuna
     #: names them (docs/search.md lists them with their defaults)
     name: Literal[tuple(PRUNERS)] = "none"
+    #: what the pruner sees of a point at a step (POINT_VALUES): the mean over its seeds, or
+    #: the upper confidence bound of that mean from their spread (docs/search.md says when)
+    value: Literal[tuple(POINT_VALUES)] = "mean"
+    #: the upper bound's one-sided confidence level (value upper_bound only)
+    confidence: float = Field(0.9, gt=0.5, lt=1)
 
     @pydantic.model_validator(mode="before")
     @classmethod
@@ -124,6 +170,8 @@ class PrunerSpec(BaseModel):
 
     @pydantic.model_validator(mode="after")
     def _settings_of_the_pruner(self) -> PrunerSpec:
+        if "confidence" in self.model_fields_set and self.value != "upper_bound":
+            raise ValueError(f"confidence applies to value upper_bound only, not {self.value}")
         kind = PRUNERS[self.name].settings
         try:
             kind.model_validate(self.model_extra or {})
@@ -147,11 +195,15 @@ class PrunerSpec(BaseModel):
     def make(self) -> optuna.pruners.BasePruner:
         return PRUNERS[self.name].make(self.settings)
 
+    def point_value(self, seed_values: Sequence[float]) -> float:
+        """What the pruner sees of a point at a step, from its seeds' values there."""
+        return POINT_VALUES[self.value].of(seed_values, self.confidence)
+
+    @property
+    def sees(self) -> str:
+        return POINT_VALUES[self.value].words(self.confidence)
+
     def __str__(self) -> str:
-        given = ", ".join(f"{k} {v}" for k, v in (self.model_extra or {}).items())
+        seen = {"value": self.value, "confidence": self.confidence} if self.value != "mean" else {}
+        given = ", ".join(f"{k} {v}" for k, v in {**(self.model_extra or {}), **seen}.items())
         return self.name + (f" ({given})" if given else "")
-
-
-def point_value(seed_values: Iterable[float]) -> float:
-    """What a pruner sees of a point at a step: the mean over its seeds (see the module's docstring)."""
-    return statistics.fmean(seed_values)

@@ -203,6 +203,10 @@ def check_search(source: StudySource, spec: StudyFile, profile: str | None, base
         check_axis(source, key, values, where)
         for value in values:
             _check_value(source, base, key, value, where)
+    if search.pruner.value == "upper_bound" and len(search.repeat_settings()) < 2:
+        where = _search_where(spec, profile, "pruner")
+        raise source.error(".".join(where) + ".value", "upper_bound needs a spread: two or more seeds at "
+                           "every point (search.repeat); with one seed use value mean", where)
     names = metric_names(base_config)
     if search.metric not in names:
         where = _search_where(spec, profile, "metric")
