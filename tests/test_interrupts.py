@@ -20,7 +20,16 @@ from ray_studies import mlflow_client, one_finished_run_each, study_command, tin
 from analysis.query import open_results, run_query
 
 pytestmark = pytest.mark.slow
-STUDY = tiny_study("stops", 200, {"seeds.weight": [0, 1, 2, 3]}, "{cpus_per_trial: 1}")
+#: trials long enough that, once one is done, another stays mid-training for seconds: at
+#: 200 steps the last pair ran 2 s, and a watcher sharing the cores with another test's
+#: study (the slow tier's two workers) saw the study end first
+STOPPED_STEPS = 600
+#: a study run whole twice (--restart) needs no such window
+RESTARTED_STEPS = 200
+
+
+def stops_study(steps: int) -> str:
+    return tiny_study("stops", steps, {"seeds.weight": [0, 1, 2, 3]}, "{cpus_per_trial: 1}")
 
 
 def mlflow_runs_running(results: Path, trial_ids) -> int:
@@ -61,23 +70,23 @@ def run_until(command: list[str], results: Path, stop, ready=lambda running: Tru
     return process.returncode, output
 
 
-def assert_complete(results: Path) -> None:
+def assert_complete(results: Path, steps: int = STOPPED_STEPS) -> None:
     with open_results(results, "stops") as con:
         trials = run_query(con, "select trial_id, status from trials").to_pylist()
         train = run_query(con, "select count(*) as n, count(distinct (trial_id, step)) as d from train").to_pylist()
     assert len(trials) == 4 and {t["status"] for t in trials} == {"done"}
-    assert train == [{"n": 4 * 10, "d": 4 * 10}]
+    assert train == [{"n": 4 * steps // 20, "d": 4 * steps // 20}]
     runs = one_finished_run_each(results, "stops", [t["trial_id"] for t in trials])
     client = mlflow_client(results)
     for run in runs:
-        steps = [m.step for m in client.get_metric_history(run.info.run_id, "loss")]
-        assert steps == list(range(20, 201, 20)), steps
+        logged = [m.step for m in client.get_metric_history(run.info.run_id, "loss")]
+        assert logged == list(range(20, steps + 1, 20)), logged
     assert not list((results / "stops" / "_checkpoints").glob("*.pt"))
 
 
 @pytest.fixture
 def study(tmp_path) -> tuple[list[str], Path]:
-    _, results, command = study_command(tmp_path, STUDY)
+    _, results, command = study_command(tmp_path, stops_study(STOPPED_STEPS))
     return command, results
 
 
@@ -111,8 +120,8 @@ def test_driver_killed_with_sigkill_then_resume(study):
     assert_complete(results)
 
 
-def test_restart_runs_everything_again(study):
-    command, results = study
+def test_restart_runs_everything_again(tmp_path):
+    _, results, command = study_command(tmp_path, stops_study(RESTARTED_STEPS))
     first = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
     assert first.returncode == 0, first.stdout + first.stderr
     before = {t: pq.read_table(p, partitioning=None).to_pylist()[0]["started_at"]
@@ -123,4 +132,4 @@ def test_restart_runs_everything_again(study):
     after = {t: pq.read_table(p, partitioning=None).to_pylist()[0]["started_at"]
              for t, p in ((p.parent.name, p) for p in (results / "stops" / "trials").glob("*/part-0.parquet"))}
     assert after.keys() == before.keys() and all(after[t] > before[t] for t in after)
-    assert_complete(results)  # the first runs are deleted: one run per trial
+    assert_complete(results, RESTARTED_STEPS)  # the first runs are deleted: one run per trial
