@@ -20,12 +20,13 @@ import statistics
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import optuna
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
-from scipy import stats
+
+if TYPE_CHECKING:
+    import optuna
 
 
 class _Settings(BaseModel):
@@ -93,9 +94,19 @@ class PrunerKind:
     make: Callable[[dict[str, Any]], optuna.pruners.BasePruner]
 
 
+def _optuna_pruners() -> Any:
+    """optuna.pruners, imported on first use: every study file's load imports this module,
+    and Optuna (with the scipy.stats it and the t bound bring) adds 0.6 s to each command."""
+    import optuna.pruners
+
+    return optuna.pruners
+
+
 def _quietly(make: Callable[..., optuna.pruners.BasePruner], settings: dict) -> optuna.pruners.BasePruner:
     """Optuna's pruner without its ExperimentalWarning: it would repeat on every replay
     of a search (docs/search.md names the pruners Optuna calls experimental)."""
+    import optuna
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         return make(**settings)
@@ -103,18 +114,20 @@ def _quietly(make: Callable[..., optuna.pruners.BasePruner], settings: dict) -> 
 
 #: the pruners `search.pruner` may name
 PRUNERS: dict[str, PrunerKind] = {
-    "none": PrunerKind(NoSettings, lambda s: optuna.pruners.NopPruner()),
-    "median": PrunerKind(MedianSettings, lambda s: optuna.pruners.MedianPruner(**s)),
-    "percentile": PrunerKind(PercentileSettings, lambda s: optuna.pruners.PercentilePruner(**s)),
+    "none": PrunerKind(NoSettings, lambda s: _optuna_pruners().NopPruner()),
+    "median": PrunerKind(MedianSettings, lambda s: _optuna_pruners().MedianPruner(**s)),
+    "percentile": PrunerKind(PercentileSettings, lambda s: _optuna_pruners().PercentilePruner(**s)),
     "successive_halving": PrunerKind(SuccessiveHalvingSettings,
-                                     lambda s: optuna.pruners.SuccessiveHalvingPruner(**s)),
-    "hyperband": PrunerKind(HyperbandSettings, lambda s: optuna.pruners.HyperbandPruner(**s)),
-    "wilcoxon": PrunerKind(WilcoxonSettings, lambda s: _quietly(optuna.pruners.WilcoxonPruner, s)),
+                                     lambda s: _optuna_pruners().SuccessiveHalvingPruner(**s)),
+    "hyperband": PrunerKind(HyperbandSettings, lambda s: _optuna_pruners().HyperbandPruner(**s)),
+    "wilcoxon": PrunerKind(WilcoxonSettings, lambda s: _quietly(_optuna_pruners().WilcoxonPruner, s)),
 }
 
 
 @functools.cache
 def _t_quantile(confidence: float, df: int) -> float:
+    from scipy import stats
+
     return float(stats.t.ppf(confidence, df))
 
 
