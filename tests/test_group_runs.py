@@ -20,13 +20,15 @@ import pytest
 from mlflow import MlflowClient
 from mlflow_servers import MlflowServer
 
+from analysis import group_figures
 from analysis.query import open_results, run_sql_file, sql_file
 from orchestrator.commands.running import run_names_of
 from orchestrator.mlflow_tracking import syncer as syncer_module
-from orchestrator.mlflow_tracking.group_runs import GROUP_KIND, KIND_TAG, PARENT_TAG
+from orchestrator.mlflow_tracking.group_runs import FIGURES_FOLDER, FIGURES_TAG, GROUP_KIND, KIND_TAG, PARENT_TAG
 from orchestrator.mlflow_tracking.handed import Handed
 from orchestrator.mlflow_tracking.syncer import sync_runs
 from orchestrator.mlflow_tracking.tracking import StudyTracker
+from orchestrator.running import group_answers
 from orchestrator.running.group_answers import handed, short_names
 from orchestrator.studies.study import load_study
 from results_contract import groups
@@ -148,8 +150,21 @@ def test_parents_hold_the_sql_answers_and_stay_one_per_group(tmp_path: Path, stu
     assert len(ranked) == 2 and ranked[0].data.tags["group"] == best
     assert ranked[0].data.params["train.lr"] == str(BETTER_LR)
 
-    # a second sync changes nothing: no new parent, no metric point twice
-    assert sync(uri, root, study) == []
+    # the group's figures of the report, drawn from the numbers it shows
+    for parent in parents.values():
+        assert parent.data.tags[FIGURES_TAG] == "4"
+        figures = {f.path for f in client.list_artifacts(parent.info.run_id, FIGURES_FOLDER)}
+        # one test length outside the training range: no shares per length to draw
+        expected = set(group_figures.FIGURES) - {"variance_shares_by_length.png"}
+        assert {f"{FIGURES_FOLDER}/{name}" for name in expected} <= figures
+        assert f"{FIGURES_FOLDER}/accuracy_by_group.svg" in figures
+
+    # a second sync changes nothing: no new parent, no metric point twice, no figure drawn
+    drawn = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(group_answers, "draw_group_figures", lambda *args: drawn.append(args) or {})
+        assert sync(uri, root, study) == []
+    assert drawn == []
     for parent in check_nested(uri, study, 2).values():
         assert [m.step for m in client.get_metric_history(parent.info.run_id, "mean/digits_003")] == [4]
 
@@ -212,13 +227,32 @@ def test_numbers_are_rewritten_as_each_trial_finishes(tmp_path: Path, study, wri
         (groups.group_id(configs[0]), 3)]["mean"]
 
 
+def test_a_groups_numbers_asked_alone_are_those_of_the_whole_study(tmp_path: Path, study,
+                                                                  write_finished_trial) -> None:
+    """Asked for the groups of a few trials, the analysis reads those groups' files alone
+    and answers what it answers over the whole study, a trial no config names (a seed
+    `seeds: until` added) included."""
+    root = tmp_path / "results"
+    added = [dataclasses.replace(c, seeds=dataclasses.replace(c.seeds, weight=2)) for c in study.trials[:2]]
+    write_trials(root, study, write_finished_trial, [*study.trials, *added])
+    answers_of = group_answers.GroupAnswers(study, root)
+    whole = {n.group_id: n for n in answers_of.numbers()}
+    one = groups.group_id(added[0])
+    [alone] = answers_of.numbers([added[0].trial_id])
+    assert alone == whole[one] and alone.step == 6
+    assert {n.group_id for n in answers_of.numbers([c.trial_id for c in study.trials])} == set(whole)
+    assert answers_of.numbers([]) == []
+    with open_results(root, study.name, [added[0].trial_id]) as con:  # that trial's files alone
+        assert con.execute("select trial_id from trials").fetchall() == [(added[0].trial_id,)]
+
+
 def test_an_analysis_that_fails_stops_no_trial_run(tmp_path: Path, study, write_finished_trial) -> None:
     """The groups' numbers failing (the SQL refused) is said once and is no MLflow
     outage: the trials' runs are made and nested, and nothing is left owed."""
     root, uri = tmp_path / "results", default_store_uri(tmp_path / "results")
     write_trials(root, study, write_finished_trial, study.trials[:2])
 
-    def refused() -> list:
+    def refused(trials=None) -> list:
         raise ValueError("no such column")
 
     said: list[str] = []

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlflow.entities import Metric, Param
@@ -39,6 +40,10 @@ GROUP_KIND = "group"
 PARENT_TAG = "mlflow.parentRunId"
 #: the parent's tag holding the step its numbers were last logged at
 STEP_TAG = "finished_trials"
+#: the parent's tag holding the step its figures were drawn at
+FIGURES_TAG = "figures_finished_trials"
+#: the folder of a parent's artifacts that holds the group's report figures
+FIGURES_FOLDER = "figures"
 #: the search filter that lists a study's trial runs alone, without their parents
 TRIAL_RUNS = "tags.trial_id LIKE '%'"
 _SEED_PARAMS = tuple(f"seeds.{name}" for name in seeds_apart())
@@ -64,6 +69,8 @@ class _Parent:
     metrics: dict[str, float] = field(default_factory=dict)
     #: whether it has its params (a failed call may have left it without them)
     has_params: bool = False
+    #: the step its figures were drawn at (-1: none)
+    figures_step: int = -1
 
 
 def group_params(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -127,6 +134,26 @@ class GroupParents:
             found.step, found.metrics = numbers.step, dict(numbers.metrics)
             return True
 
+    def stale_figures(self) -> list[str]:
+        """The groups whose parent shows numbers its figures were not drawn from."""
+        with self._lock:
+            return sorted(g for g, parent in self._read().items() if parent.step >= 0
+                          and parent.figures_step != parent.step)
+
+    def log_figures(self, group_id: str, files: Mapping[str, Path]) -> None:
+        """Log a group's figures (name -> its PNG; the SVG beside it too) on its parent,
+        in FIGURES_FOLDER, replacing those of fewer finished trials."""
+        with self._lock:
+            parent = self._read()[group_id]
+            step = parent.step
+        for png in files.values():
+            for path in (png, png.with_suffix(".svg")):
+                if path.is_file():
+                    self.tracker.client.log_artifact(parent.run_id, str(path), FIGURES_FOLDER)
+        self.tracker.set_tags(parent.run_id, {FIGURES_TAG: str(step)})
+        with self._lock:
+            parent.figures_step = step
+
     def _read(self) -> dict[str, _Parent]:
         if self._runs is None:
             # kept only once every page is read: a group missed would get a second parent
@@ -138,7 +165,9 @@ class GroupParents:
                     extra.append(run.info.run_id)  # the oldest is kept: search_all is oldest first
                     continue
                 step = int(run.data.tags.get(STEP_TAG, "-1") or -1)
-                found[group_id] = _Parent(run.info.run_id, step, dict(run.data.metrics), bool(run.data.params))
+                drawn = int(run.data.tags.get(FIGURES_TAG, "-1") or -1)
+                found[group_id] = _Parent(run.info.run_id, step, dict(run.data.metrics), bool(run.data.params),
+                                          drawn)
             for run_id in extra:
                 self.tracker.client.delete_run(run_id)
             self._runs = found
