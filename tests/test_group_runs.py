@@ -24,7 +24,13 @@ from analysis import group_figures
 from analysis.query import open_results, run_sql_file, sql_file
 from orchestrator.commands.running import run_names_of
 from orchestrator.mlflow_tracking import syncer as syncer_module
-from orchestrator.mlflow_tracking.group_runs import FIGURES_FOLDER, FIGURES_TAG, GROUP_KIND, KIND_TAG, PARENT_TAG
+from orchestrator.mlflow_tracking.group_runs import (
+    FIGURES_FOLDER,
+    FIGURES_TAG,
+    GROUP_KIND,
+    KIND_TAG,
+    PARENT_TAG,
+)
 from orchestrator.mlflow_tracking.handed import Handed
 from orchestrator.mlflow_tracking.syncer import sync_runs
 from orchestrator.mlflow_tracking.tracking import StudyTracker
@@ -219,6 +225,12 @@ def test_numbers_are_rewritten_as_each_trial_finishes(tmp_path: Path, study, wri
         while shown(uri, study, groups.group_id(config)) != str(count):
             assert time.monotonic() < deadline, f"no numbers at {count} finished trials"
             time.sleep(0.2)
+        if count < len(configs):  # figures wait for the group's last trial
+            assert FIGURES_TAG not in runs(uri, study)[0][groups.group_id(config)].data.tags
+    # the group complete, its figures are drawn while the study runs, before its end
+    while runs(uri, study)[0][groups.group_id(configs[0])].data.tags.get(FIGURES_TAG) != str(len(configs)):
+        assert time.monotonic() < deadline, "no figures once every trial of the group finished"
+        time.sleep(0.2)
     assert not syncer.close().behind
     [parent] = runs(uri, study)[0].values()
     history = MlflowClient(uri).get_metric_history(parent.info.run_id, "mean/digits_003")

@@ -59,6 +59,8 @@ class GroupNumbers:
     step: int
     metrics: dict[str, float] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
+    #: every trial planned for the group has finished: its figures may be drawn now
+    complete: bool = False
 
 
 @dataclass
@@ -71,6 +73,8 @@ class _Parent:
     has_params: bool = False
     #: the step its figures were drawn at (-1: none)
     figures_step: int = -1
+    #: its numbers were those of a group whose planned trials had all finished
+    complete: bool = False
 
 
 def group_params(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -123,6 +127,7 @@ class GroupParents:
             found = self._read().get(numbers.group_id)
             if found is None:
                 return False
+            found.complete = numbers.complete
             if found.step == numbers.step and found.metrics == numbers.metrics:
                 return False
             stamp = int(time.time() * 1000)
@@ -134,11 +139,12 @@ class GroupParents:
             found.step, found.metrics = numbers.step, dict(numbers.metrics)
             return True
 
-    def stale_figures(self) -> list[str]:
-        """The groups whose parent shows numbers its figures were not drawn from."""
+    def stale_figures(self, complete: bool = False) -> list[str]:
+        """The groups whose parent shows numbers its figures were not drawn from; with
+        ``complete``, of those the groups whose planned trials have all finished."""
         with self._lock:
             return sorted(g for g, parent in self._read().items() if parent.step >= 0
-                          and parent.figures_step != parent.step)
+                          and parent.figures_step != parent.step and (parent.complete or not complete))
 
     def log_figures(self, group_id: str, files: Mapping[str, Path]) -> None:
         """Log a group's figures (name -> its PNG; the SVG beside it too) on its parent,

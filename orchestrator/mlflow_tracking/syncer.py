@@ -317,15 +317,18 @@ class MlflowSyncer:
     def _write_groups(self, nest: bool, trials: list[str] | None) -> None:
         """Nest the study's runs under their parents (``nest``), then log the numbers of
         every group (``trials`` None) or of these trials' groups as the analysis answers
-        them now; at the end, the figures of the groups whose numbers moved since theirs."""
+        them now, and the figures of the groups whose numbers moved since theirs."""
         started = time.monotonic()
         if nest:
             nest_runs(self.tracker, self.handed.group_names)
         if trials is None or trials:  # none: only the end's figures are owed
             for numbers in self._answer(self.handed.group_numbers, trials) or []:
                 self.tracker.groups.write(numbers)
-        if self._closing and self.handed.group_figures is not None:
-            self._log_figures(self.tracker.groups.stale_figures())
+        if self.handed.group_figures is not None:
+            # while trials run, the groups whose trials are all done (their figures are
+            # final then, and drawing them spreads over the run); at the end, every
+            # group whose numbers moved
+            self._log_figures(self.tracker.groups.stale_figures(complete=not self._closing))
         with self._cond:
             spent = time.monotonic() - started
             self._groups_next = time.monotonic() + max(GROUP_REFRESH_S, GROUP_SHARE_INVERSE * spent)

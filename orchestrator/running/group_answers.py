@@ -12,6 +12,7 @@ shown, so they are not drawn (resamples 0).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -118,14 +119,20 @@ class GroupAnswers:
         self.threshold = until.threshold if until is not None else None
         self.root, self.study, self.names = root, study.name, short_names(study)
         self.group_of = {config.trial_id: groups.group_id(config) for config in study.trials}
+        #: group id -> its trials the study file plans (a `seeds: until` group: its design's)
+        self.planned = Counter(self.group_of.values())
         self._read = False  # whether the study's trials rows were read for their groups
 
     def numbers(self, trials: Collection[str] | None = None) -> list[GroupNumbers]:
         """Every group's numbers; with ``trials``, those of these trials' groups alone."""
         if trials is None:
-            return group_numbers(self.root, self.study, self.names, self.threshold)
-        return group_numbers(self.root, self.study, self.names, self.threshold,
-                             self.members({self._group(t) for t in trials} - {None}))
+            answered = group_numbers(self.root, self.study, self.names, self.threshold)
+        else:
+            answered = group_numbers(self.root, self.study, self.names, self.threshold,
+                                     self.members({self._group(t) for t in trials} - {None}))
+        for numbers in answered:
+            numbers.complete = int(numbers.tags["trials"]) == numbers.step >= self.planned.get(numbers.group_id, 0)
+        return answered
 
     def figures(self, group_ids: Collection[str], folder: Path) -> dict[str, dict[str, Path]]:
         """The groups' figures drawn into ``folder``: group id -> name -> file."""
