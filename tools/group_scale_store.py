@@ -37,8 +37,8 @@ def configs(n_groups: int) -> list:
 def write_rows(root: Path, n_groups: int, weight: int, data: int) -> None:
     from orchestrator.benchmarks import bench_scale
 
-    original = bench_scale.group_configs
-    bench_scale.group_configs = lambda n: configs(n_groups)[:n]
+    made, original = configs(n_groups), bench_scale.group_configs
+    bench_scale.group_configs = lambda n: made[:n]
     try:
         bench_scale.write_store(root, n_groups, weight, data)
     finally:

@@ -46,8 +46,9 @@ SERVER_THREADS = 4
 #: its cost is theirs, not the study's (docs/performance.md, "Group parents")
 GROUP_REFRESH_S = 5.0
 GROUP_SHARE_INVERSE = 10
-#: groups whose figures are drawn in one go, then logged (a folder of them at a time)
-FIGURE_BATCH = 20
+#: groups whose figures are drawn in one go, then logged (a folder of them at a time);
+#: while trials run, one such batch per rewrite, so that a rewrite stays short
+FIGURE_BATCH = 5
 
 #: the study-wide writes, by name: (tracker, results root, study, arguments) -> the
 #: trial ids they touched. Their arguments are JSON, so that a run can leave them owed.
@@ -325,10 +326,11 @@ class MlflowSyncer:
             for numbers in self._answer(self.handed.group_numbers, trials) or []:
                 self.tracker.groups.write(numbers)
         if self.handed.group_figures is not None:
-            # while trials run, the groups whose trials are all done (their figures are
-            # final then, and drawing them spreads over the run); at the end, every
-            # group whose numbers moved
-            self._log_figures(self.tracker.groups.stale_figures(complete=not self._closing))
+            # while trials run, a batch of the groups whose trials are all done (their
+            # figures are final then, and drawing them spreads over the run); at the
+            # end, every group whose numbers moved
+            stale = self.tracker.groups.stale_figures(complete=not self._closing)
+            self._log_figures(stale if self._closing else stale[:FIGURE_BATCH])
         with self._cond:
             spent = time.monotonic() - started
             self._groups_next = time.monotonic() + max(GROUP_REFRESH_S, GROUP_SHARE_INVERSE * spent)
