@@ -7,8 +7,8 @@ study of GROUPS configuration groups x WEIGHT x DATA seeds leaves, every trial d
 - ``DIR/compacted/results``: the same, compacted, as a finished run leaves it;
 - ``DIR/mlflow``: a SQLite MLflow store of the study's experiment with one run per trial
   as `lg-study run` makes it (mlflow_sync.describe's tags and params, the final
-  evaluation's metrics, FINISHED), each nested under its group's parent, whose numbers
-  are the SQL's (group_answers.group_numbers).
+  evaluation's metrics, FINISHED), in group order, each nested under its group's
+  parent, whose numbers are the SQL's (group_answers.group_numbers).
 
     PYTHONPATH=. python tools/group_scale_store.py DIR [GROUPS WEIGHT DATA]
 """
@@ -83,7 +83,10 @@ def write_mlflow(folder: Path, root: Path) -> None:
     evals: dict[str, list[dict]] = {}
     for row in read_table_rows(root, STUDY, "eval"):
         evals.setdefault(row["trial_id"], []).append(row)
-    for n, row in enumerate(read_table_rows(root, STUDY, "trials")):
+    # in group order, seeds innermost, as a run's trial list starts them
+    rows = sorted(read_table_rows(root, STUDY, "trials"), key=lambda r: (r["group_label"], r["weight_seed"],
+                                                                          r["data_seed"]))
+    for n, row in enumerate(rows):
         trial_id, tags, params = describe(row)
         tags.update({PARENT_TAG: tracker.groups.parent(tags["group"], tags["group_label"], None, params),
                      "status": "done"})
