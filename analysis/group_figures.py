@@ -7,7 +7,7 @@ Each figure is the report's own, drawn by the same function from the same SQL fi
 rows (analysis/questions.py names them), with the rows of one group: accuracy against
 test length with the group's mean and interval (final_accuracy.sql, variance.sql),
 its success probability (success.sql), and for a group that crosses weight and data
-seeds its seed heatmap and variance shares per length (lucky_tickets.sql). The
+seeds its seed heatmap and variance shares per length (lucky_tickets.sql), as PNG. The
 bootstraps the report keeps for comparison draw nothing here, so they are not run
 (resamples 0). A figure with nothing to draw (a group that crosses no seeds) is left
 out.
@@ -60,16 +60,18 @@ def group_rows(root: Path, study: str, group_ids: Collection[str], threshold: fl
 def draw_group_figures(root: Path, study: str, group_ids: Collection[str], folder: Path,
                        threshold: float | None = None,
                        trial_ids: Collection[str] | None = None) -> dict[str, dict[str, Path]]:
-    """Draw each group's figures into ``folder/<group id>/`` (PNG, with the SVG beside it);
+    """Draw each group's figures into ``folder/<group id>/`` as PNG (the UI shows PNG;
+    their SVG would cost a quarter more);
     return group id -> the figure's file name -> its PNG (a group without a finished
     trial has none). ``threshold``: the success threshold (success.sql's default
     without it); ``trial_ids``: every trial of the groups, whose files alone are read."""
-    from analysis import plots  # matplotlib: only when figures are drawn
+    from analysis import figures, plots  # matplotlib: only when figures are drawn
 
     drawn: dict[str, dict[str, Path]] = {}
-    for group_id, tables in group_rows(root, study, group_ids, threshold, trial_ids).items():
-        for name, (function, questions) in FIGURES.items():
-            path = getattr(plots, function)(*(tables[q] for q in questions), Path(folder) / group_id / name)
-            if path is not None:
-                drawn.setdefault(group_id, {})[name] = path
+    with figures.png_only():
+        for group_id, tables in group_rows(root, study, group_ids, threshold, trial_ids).items():
+            for name, (function, questions) in FIGURES.items():
+                path = getattr(plots, function)(*(tables[q] for q in questions), Path(folder) / group_id / name)
+                if path is not None:
+                    drawn.setdefault(group_id, {})[name] = path
     return drawn

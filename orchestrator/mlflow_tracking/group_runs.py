@@ -147,15 +147,13 @@ class GroupParents:
                           and parent.figures_step != parent.step and (parent.complete or not complete))
 
     def log_figures(self, group_id: str, files: Mapping[str, Path]) -> None:
-        """Log a group's figures (name -> its PNG; the SVG beside it too) on its parent,
-        in FIGURES_FOLDER, replacing those of fewer finished trials."""
+        """Log a group's figures (name -> its file) on its parent, in FIGURES_FOLDER,
+        replacing those of fewer finished trials."""
         with self._lock:
             parent = self._read()[group_id]
             step = parent.step
-        for png in files.values():
-            for path in (png, png.with_suffix(".svg")):
-                if path.is_file():
-                    self.tracker.client.log_artifact(parent.run_id, str(path), FIGURES_FOLDER)
+        for path in files.values():
+            self.tracker.client.log_artifact(parent.run_id, str(path), FIGURES_FOLDER)
         self.tracker.set_tags(parent.run_id, {FIGURES_TAG: str(step)})
         with self._lock:
             parent.figures_step = step
