@@ -10,7 +10,6 @@ import dataclasses
 import math
 import os
 import re
-import shutil
 import signal
 import subprocess
 import time
@@ -20,13 +19,21 @@ import pytest
 from mlflow import MlflowClient
 from mlflow_servers import MlflowServer
 
+from analysis import group_figures
 from analysis.query import open_results, run_sql_file, sql_file
 from orchestrator.commands.running import run_names_of
 from orchestrator.mlflow_tracking import syncer as syncer_module
-from orchestrator.mlflow_tracking.group_runs import GROUP_KIND, KIND_TAG, PARENT_TAG
+from orchestrator.mlflow_tracking.group_runs import (
+    FIGURES_FOLDER,
+    FIGURES_TAG,
+    GROUP_KIND,
+    KIND_TAG,
+    PARENT_TAG,
+)
 from orchestrator.mlflow_tracking.handed import Handed
 from orchestrator.mlflow_tracking.syncer import sync_runs
 from orchestrator.mlflow_tracking.tracking import StudyTracker
+from orchestrator.running import group_answers
 from orchestrator.running.group_answers import handed, short_names
 from orchestrator.studies.study import load_study
 from results_contract import groups
@@ -148,8 +155,21 @@ def test_parents_hold_the_sql_answers_and_stay_one_per_group(tmp_path: Path, stu
     assert len(ranked) == 2 and ranked[0].data.tags["group"] == best
     assert ranked[0].data.params["train.lr"] == str(BETTER_LR)
 
-    # a second sync changes nothing: no new parent, no metric point twice
-    assert sync(uri, root, study) == []
+    # the group's figures of the report, drawn from the numbers it shows
+    for parent in parents.values():
+        assert parent.data.tags[FIGURES_TAG] == "4"
+        figures = {f.path for f in client.list_artifacts(parent.info.run_id, FIGURES_FOLDER)}
+        # one test length outside the training range: no shares per length to draw
+        expected = set(group_figures.FIGURES) - {"variance_shares_by_length.png"}
+        assert {f"{FIGURES_FOLDER}/{name}" for name in expected} <= figures
+        assert not [name for name in figures if not name.endswith(".png")], "PNG alone"
+
+    # a second sync changes nothing: no new parent, no metric point twice, no figure drawn
+    drawn = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(group_answers, "draw_group_figures", lambda *args: drawn.append(args) or {})
+        assert sync(uri, root, study) == []
+    assert drawn == []
     for parent in check_nested(uri, study, 2).values():
         assert [m.step for m in client.get_metric_history(parent.info.run_id, "mean/digits_003")] == [4]
 
@@ -204,6 +224,12 @@ def test_numbers_are_rewritten_as_each_trial_finishes(tmp_path: Path, study, wri
         while shown(uri, study, groups.group_id(config)) != str(count):
             assert time.monotonic() < deadline, f"no numbers at {count} finished trials"
             time.sleep(0.2)
+        if count < len(configs):  # figures wait for the group's last trial
+            assert FIGURES_TAG not in runs(uri, study)[0][groups.group_id(config)].data.tags
+    # the group complete, its figures are drawn while the study runs, before its end
+    while runs(uri, study)[0][groups.group_id(configs[0])].data.tags.get(FIGURES_TAG) != str(len(configs)):
+        assert time.monotonic() < deadline, "no figures once every trial of the group finished"
+        time.sleep(0.2)
     assert not syncer.close().behind
     [parent] = runs(uri, study)[0].values()
     history = MlflowClient(uri).get_metric_history(parent.info.run_id, "mean/digits_003")
@@ -212,13 +238,32 @@ def test_numbers_are_rewritten_as_each_trial_finishes(tmp_path: Path, study, wri
         (groups.group_id(configs[0]), 3)]["mean"]
 
 
+def test_a_groups_numbers_asked_alone_are_those_of_the_whole_study(tmp_path: Path, study,
+                                                                  write_finished_trial) -> None:
+    """Asked for the groups of a few trials, the analysis reads those groups' files alone
+    and answers what it answers over the whole study, a trial no config names (a seed
+    `seeds: until` added) included."""
+    root = tmp_path / "results"
+    added = [dataclasses.replace(c, seeds=dataclasses.replace(c.seeds, weight=2)) for c in study.trials[:2]]
+    write_trials(root, study, write_finished_trial, [*study.trials, *added])
+    answers_of = group_answers.GroupAnswers(study, root)
+    whole = {n.group_id: n for n in answers_of.numbers()}
+    one = groups.group_id(added[0])
+    [alone] = answers_of.numbers([added[0].trial_id])
+    assert alone == whole[one] and alone.step == 6
+    assert {n.group_id for n in answers_of.numbers([c.trial_id for c in study.trials])} == set(whole)
+    assert answers_of.numbers([]) == []
+    with open_results(root, study.name, [added[0].trial_id]) as con:  # that trial's files alone
+        assert con.execute("select trial_id from trials").fetchall() == [(added[0].trial_id,)]
+
+
 def test_an_analysis_that_fails_stops_no_trial_run(tmp_path: Path, study, write_finished_trial) -> None:
     """The groups' numbers failing (the SQL refused) is said once and is no MLflow
     outage: the trials' runs are made and nested, and nothing is left owed."""
     root, uri = tmp_path / "results", default_store_uri(tmp_path / "results")
     write_trials(root, study, write_finished_trial, study.trials[:2])
 
-    def refused() -> list:
+    def refused(trials=None) -> list:
         raise ValueError("no such column")
 
     said: list[str] = []
@@ -335,13 +380,15 @@ def test_a_run_a_restart_and_a_reuse_leave_one_parent_per_group(tmp_path: Path) 
 
 
 @pytest.mark.slow  # `lg-study ui` and a headless Chromium: about a minute
-def test_the_runs_page_lists_the_groups_with_their_trials_folded(tmp_path: Path, study,
-                                                                 write_finished_trial) -> None:
+def test_the_runs_page_lists_the_groups_folded_and_compares_two(tmp_path: Path, study,
+                                                                write_finished_trial) -> None:
     """`lg-study ui`'s address opens the model-training view (its menu has the model
-    registry, not the GenAI judges), listing one row per group and no trial until unfolded."""
-    from test_ui import BROWSERS, LG_STUDY, as_from_a_terminal, free_port
+    registry, not the GenAI judges), listing one row per group and no trial until
+    unfolded; two parents selected and Compare pressed, their numbers stand side by side."""
+    from chromium_pipe import Chromium, browser_path
+    from test_ui import LG_STUDY, as_from_a_terminal, free_port
 
-    browser = next((path for name in BROWSERS if (path := shutil.which(name))), None)
+    browser = browser_path()
     if browser is None:
         pytest.skip("no Chromium or Chrome on PATH (e.g. `apt-get install chromium`)")
     root = tmp_path / "results"
@@ -351,21 +398,46 @@ def test_the_runs_page_lists_the_groups_with_their_trials_folded(tmp_path: Path,
         ui = subprocess.Popen([str(LG_STUDY), "ui", "--study", study.name, "--port", str(free_port()),
                                "--results", str(root)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                               text=True, start_new_session=True)
+    page = None
     try:
         url = next(line.split(": ", 1)[1].strip() for line in ui.stdout if line.startswith("experiment "))
-        command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                   f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=30000", "--dump-dom", url]
-        groups_shown = set(short_names(study).values())
-        for _ in range(3):  # the React app fetches the runs after it loads; retry if early
-            dom = subprocess.run(command, capture_output=True, text=True, timeout=90, check=False).stdout
-            text = " ".join(re.sub(r"<[^>]+>", " ", re.sub(r"<(script|style)\b.*?</\1>", " ", dom,
-                                                            flags=re.DOTALL)).split())
-            if all(name in text for name in groups_shown):
-                break
+        page = Chromium(browser, tmp_path / "profile")
+        page.go(url)
+        names = sorted(short_names(study).values())
+        page.wait_for(" && ".join(f"document.body.innerText.includes({name!r})" for name in names), 90,
+                      "the groups on the runs page")
+        text = " ".join(page.text().split())
+        assert all(f" {name} " in text for name in names), text[:2000]
+        assert not [n for n in run_names_of(study).values() if n in text], "trials folded under their groups"
+        assert "Model registry" in text and "Judges" not in text, "the model-training view"
+        shown = compared(page, names)
     finally:
+        if page is not None:
+            page.close()
         os.killpg(ui.pid, signal.SIGINT)
         ui.wait(60)
-    assert all(f" {name} " in text for name in groups_shown), text[:2000]
-    assert not [name for name in run_names_of(study).values() if name in text], "trials folded under their groups"
-    assert "Model registry" in text and "Judges" not in text, "the model-training view"
+    parents = runs(default_store_uri(root), study)[0]
+    by_name = {parent.info.run_name: parent.data.metrics for parent in parents.values()}
+    for metric in ("mean/digits_003", "mean_low/digits_003", "p_success/digits_003", "share_weight/digits_003"):
+        assert [float(value) for value in shown[metric]] == pytest.approx(
+            [by_name[name][metric] for name in shown["Run Name:"]], abs=1e-3), metric
+
+
+def compared(page, names: list[str]) -> dict[str, list[str]]:
+    """Tick the rows of the parents ``names``, press Compare, and read the comparison's
+    run names (key "Run Name:") and metrics table: metric -> its values, run by run."""
+    for name in names:
+        row = page.run(f"Array.from(document.querySelectorAll('.ag-row')).find("
+                       f"r => r.innerText.includes({name!r})).getAttribute('row-index')")
+        page.click(f"document.querySelector('.ag-row[row-index=\"{row}\"] input[type=checkbox]')")
+    page.click("Array.from(document.querySelectorAll('button')).find(b => b.innerText.trim() === 'Compare')")
+    page.wait_for("location.hash.includes('compare-runs')", 30, "the comparison page")
+    page.wait_for("document.body.innerText.includes('trials/digits_003')", 60, "the parents' metrics compared")
+    lines = [line.strip() for line in page.text().splitlines() if line.strip()]
+    run_names = lines[lines.index("Run Name:") + 1:][:len(names)]
+    table = lines[lines.index("Metrics", lines.index("Run Name:")) + 1:lines.index("Artifacts")]
+    metrics = [line for line in table if re.fullmatch(r"\w+/digits_\d+", line)]
+    values = table[table.index(metrics[-1]) + 1:]
+    assert len(values) == len(names) * len(metrics), table
+    shown = {metric: values[i * len(names):(i + 1) * len(names)] for i, metric in enumerate(metrics)}
+    return {"Run Name:": run_names, **shown}

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlflow.entities import Metric, Param
@@ -39,6 +40,10 @@ GROUP_KIND = "group"
 PARENT_TAG = "mlflow.parentRunId"
 #: the parent's tag holding the step its numbers were last logged at
 STEP_TAG = "finished_trials"
+#: the parent's tag holding the step its figures were drawn at
+FIGURES_TAG = "figures_finished_trials"
+#: the folder of a parent's artifacts that holds the group's report figures
+FIGURES_FOLDER = "figures"
 #: the search filter that lists a study's trial runs alone, without their parents
 TRIAL_RUNS = "tags.trial_id LIKE '%'"
 _SEED_PARAMS = tuple(f"seeds.{name}" for name in seeds_apart())
@@ -54,6 +59,8 @@ class GroupNumbers:
     step: int
     metrics: dict[str, float] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
+    #: every trial planned for the group has finished: its figures may be drawn now
+    complete: bool = False
 
 
 @dataclass
@@ -64,6 +71,10 @@ class _Parent:
     metrics: dict[str, float] = field(default_factory=dict)
     #: whether it has its params (a failed call may have left it without them)
     has_params: bool = False
+    #: the step its figures were drawn at (-1: none)
+    figures_step: int = -1
+    #: its numbers were those of a group whose planned trials had all finished
+    complete: bool = False
 
 
 def group_params(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -116,6 +127,7 @@ class GroupParents:
             found = self._read().get(numbers.group_id)
             if found is None:
                 return False
+            found.complete = numbers.complete
             if found.step == numbers.step and found.metrics == numbers.metrics:
                 return False
             stamp = int(time.time() * 1000)
@@ -126,6 +138,25 @@ class GroupParents:
             self.tracker.set_tags(found.run_id, tags)
             found.step, found.metrics = numbers.step, dict(numbers.metrics)
             return True
+
+    def stale_figures(self, complete: bool = False) -> list[str]:
+        """The groups whose parent shows numbers its figures were not drawn from; with
+        ``complete``, of those the groups whose planned trials have all finished."""
+        with self._lock:
+            return sorted(g for g, parent in self._read().items() if parent.step >= 0
+                          and parent.figures_step != parent.step and (parent.complete or not complete))
+
+    def log_figures(self, group_id: str, files: Mapping[str, Path]) -> None:
+        """Log a group's figures (name -> its file) on its parent, in FIGURES_FOLDER,
+        replacing those of fewer finished trials."""
+        with self._lock:
+            parent = self._read()[group_id]
+            step = parent.step
+        for path in files.values():
+            self.tracker.client.log_artifact(parent.run_id, str(path), FIGURES_FOLDER)
+        self.tracker.set_tags(parent.run_id, {FIGURES_TAG: str(step)})
+        with self._lock:
+            parent.figures_step = step
 
     def _read(self) -> dict[str, _Parent]:
         if self._runs is None:
@@ -138,7 +169,9 @@ class GroupParents:
                     extra.append(run.info.run_id)  # the oldest is kept: search_all is oldest first
                     continue
                 step = int(run.data.tags.get(STEP_TAG, "-1") or -1)
-                found[group_id] = _Parent(run.info.run_id, step, dict(run.data.metrics), bool(run.data.params))
+                drawn = int(run.data.tags.get(FIGURES_TAG, "-1") or -1)
+                found[group_id] = _Parent(run.info.run_id, step, dict(run.data.metrics), bool(run.data.params),
+                                          drawn)
             for run_id in extra:
                 self.tracker.client.delete_run(run_id)
             self._runs = found

@@ -16,6 +16,7 @@ answers, then leaves what is still owed in the study's folder (lag_ledger), for
 
 from __future__ import annotations
 
+import tempfile
 import threading
 import time
 from collections import defaultdict, deque
@@ -40,9 +41,14 @@ RETRY_S = 5.0
 SERVER_THREADS = 4
 #: the groups' parents are rewritten at most this often while trials finish, and after
 #: a rewrite not before GROUP_SHARE_INVERSE times its duration has passed: their
-#: numbers take at most about a tenth of the MLflow thread's time at any study size
+#: numbers take at most about a tenth of the MLflow thread's time at any study size.
+#: A rewrite asks for the groups of the trials finished since the last one alone, so
+#: its cost is theirs, not the study's (docs/performance.md, "Group parents")
 GROUP_REFRESH_S = 5.0
 GROUP_SHARE_INVERSE = 10
+#: groups whose figures are drawn in one go, then logged (a folder of them at a time);
+#: while trials run, one such batch per rewrite, so that a rewrite stays short
+FIGURE_BATCH = 5
 
 #: the study-wide writes, by name: (tracker, results root, study, arguments) -> the
 #: trial ids they touched. Their arguments are JSON, so that a run can leave them owed.
@@ -125,8 +131,10 @@ class MlflowSyncer:
         #: the study asks the analysis for them (orchestrator.running.group_answers)
         self.handed = handed or Handed()
         #: the parents' numbers are behind (a trial finished); every trial run is to be
-        #: nested again (the start-up's sync_study: runs made before parents existed)
-        self._groups_owed = self._nest_owed = False
+        #: nested again (the start-up's sync_study: runs made before parents existed);
+        #: every group's numbers are (the start-up's), else those of these trials' groups
+        self._groups_owed = self._nest_owed = self._all_owed = False
+        self._finished: set[str] = set()
         self._groups_next = 0.0
         #: the analysis failed to answer the groups' numbers (said once)
         self._unanswered = False
@@ -205,6 +213,9 @@ class MlflowSyncer:
             for trial in self._trials.values():
                 trial.live = False
             self._closing = True
+            # the figures of groups whose numbers moved are drawn now, even where the
+            # numbers were rewritten before the driver closed
+            self._groups_owed = self._groups_owed or self.handed.group_figures is not None
             self._cond.notify_all()
         try:
             self.wait()
@@ -252,8 +263,10 @@ class MlflowSyncer:
         if self._before:
             return None if self._busy else ("job", self._before.popleft(), self._before)
         if self._groups_due():
-            nest, self._groups_owed, self._nest_owed = self._nest_owed, False, False
-            return "groups", nest, None
+            work = (self._nest_owed, None if self._all_owed else sorted(self._finished))
+            self._groups_owed = self._nest_owed = self._all_owed = False
+            self._finished = set()
+            return "groups", work, None
         taken = {work[0] for kind, work, _ in self._busy.values() if kind == "trial"}
         free = next((trial_id for trial_id in self._trials if trial_id not in taken), None)
         if free is not None:
@@ -278,7 +291,7 @@ class MlflowSyncer:
             if self.tracker is None:
                 self.tracker = StudyTracker(self.uri, self.experiment)
         if kind == "groups":
-            self._write_groups(nest=work)
+            self._write_groups(*work)
             return
         if kind == "job":
             name, args = work
@@ -287,7 +300,7 @@ class MlflowSyncer:
                 self.results[name] += touched
                 if name == "sync_study":
                     self._carried.clear()
-                    self._groups_owed = self._nest_owed = True
+                    self._groups_owed = self._nest_owed = self._all_owed = True
                     for trial_id in touched:
                         self._trials.setdefault(trial_id, _Trial(self._params(trial_id), live=False))
             return
@@ -300,27 +313,51 @@ class MlflowSyncer:
         if run_id is not None and not trial.live:
             with self._cond:
                 self._groups_owed = True
+                self._finished.add(trial_id)
 
-    def _write_groups(self, nest: bool) -> None:
-        """Nest the study's runs under their parents (``nest``), then log each group's
-        numbers as the analysis answers them now."""
+    def _write_groups(self, nest: bool, trials: list[str] | None) -> None:
+        """Nest the study's runs under their parents (``nest``), then log the numbers of
+        every group (``trials`` None) or of these trials' groups as the analysis answers
+        them now, and the figures of the groups whose numbers moved since theirs."""
         started = time.monotonic()
         if nest:
             nest_runs(self.tracker, self.handed.group_names)
-        try:
-            answered = self.handed.group_numbers()
-        except Exception as error:  # noqa: BLE001 (the analysis failing is no MLflow outage: said, skipped)
-            if not self._unanswered:
-                self.say(f"the configuration groups' numbers for MLflow could not be worked out "
-                         f"({type(error).__name__}: {str(error).strip()[:200]}); their parent runs keep "
-                         "the numbers they had, and the trials' runs are kept up to date")
-            self._unanswered = True
-            answered = []
-        for numbers in answered:
-            self.tracker.groups.write(numbers)
+        if trials is None or trials:  # none: only the end's figures are owed
+            for numbers in self._answer(self.handed.group_numbers, trials) or []:
+                self.tracker.groups.write(numbers)
+        if self.handed.group_figures is not None:
+            # while trials run, a batch of the groups whose trials are all done (their
+            # figures are final then, and drawing them spreads over the run); at the
+            # end, every group whose numbers moved
+            stale = self.tracker.groups.stale_figures(complete=not self._closing)
+            self._log_figures(stale if self._closing else stale[:FIGURE_BATCH])
         with self._cond:
             spent = time.monotonic() - started
             self._groups_next = time.monotonic() + max(GROUP_REFRESH_S, GROUP_SHARE_INVERSE * spent)
+
+    def _answer(self, ask: Callable, *args: Any) -> Any:
+        """What the analysis answers, None when it fails: no MLflow outage, said once, and
+        nothing is logged (the parents keep what they show)."""
+        try:
+            return ask(*args)
+        except Exception as error:  # noqa: BLE001 (said, skipped)
+            if not self._unanswered:
+                self.say(f"the configuration groups' numbers or figures for MLflow could not be worked out "
+                         f"({type(error).__name__}: {str(error).strip()[:200]}); their parent runs keep "
+                         "what they had, and the trials' runs are kept up to date")
+            self._unanswered = True
+            return None
+
+    def _log_figures(self, stale: list[str]) -> None:
+        """Draw and log the figures of the ``stale`` groups, FIGURE_BATCH at a time."""
+        for start in range(0, len(stale), FIGURE_BATCH):
+            with tempfile.TemporaryDirectory(prefix="lg-study-figures-") as folder:
+                batch = stale[start:start + FIGURE_BATCH]
+                drawn = self._answer(self.handed.group_figures, batch, Path(folder))
+                if drawn is None:
+                    return  # drawn at the next end or sync
+                for group_id in batch:  # one with nothing to draw is done with too
+                    self.tracker.groups.log_figures(group_id, drawn.get(group_id, {}))
 
     def _params(self, trial_id: str) -> dict[str, Any]:
         return {"results_root": str(self.root), "study": self.study, "trial_id": trial_id,
@@ -347,7 +384,9 @@ class MlflowSyncer:
                 return False
             kind, item, queue = work
             if kind == "groups":
-                self._groups_owed, self._nest_owed = True, self._nest_owed or item
+                self._groups_owed, self._nest_owed = True, self._nest_owed or item[0]
+                self._all_owed = self._all_owed or item[1] is None
+                self._finished.update(item[1] or [])
             elif queue is not None:
                 queue.appendleft(item)
             elif item[0] not in self._trials:

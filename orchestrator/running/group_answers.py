@@ -12,14 +12,17 @@ shown, so they are not drawn (resamples 0).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from analysis.group_figures import draw_group_figures
 from analysis.query import open_results, read_once, run_sql_file, sql_file
 from orchestrator.mlflow_tracking.group_runs import GroupNumbers
 from orchestrator.mlflow_tracking.handed import Handed
 from orchestrator.running.trial_plots import accuracy_plot
+from orchestrator.store.results_store import read_trial_groups, read_trial_row
 from orchestrator.studies.metric_names import length_metric
 from results_contract import groups
 
@@ -59,20 +62,22 @@ def _length_rows(question: str, rows: list[dict[str, Any]]) -> list[dict[str, An
     return [entry for entries in seen.values() for entry in entries]
 
 
-def group_numbers(root: Path, study: str, names: Mapping[str, str],
-                  threshold: float | None = None) -> list[GroupNumbers]:
-    """Every group of the study with a finished trial, as its parent run shows it.
-    ``names``: group id -> short label (else the group's label); ``threshold``: the
-    success threshold (success.sql's default without it)."""
+def group_numbers(root: Path, study: str, names: Mapping[str, str], threshold: float | None = None,
+                  trials: Collection[str] | None = None) -> list[GroupNumbers]:
+    """Every group of the study with a finished trial, as its parent run shows it; with
+    ``trials`` (trial ids, every trial of the groups wanted), those trials' groups alone,
+    read from their files alone: what it costs is theirs, not the study's. ``names``:
+    group id -> short label (else the group's label); ``threshold``: the success
+    threshold (success.sql's default without it)."""
     params = {**QUESTION_PARAMS}
     if threshold is not None:
         params["success.sql"] = {"threshold": str(threshold)}
     try:
-        con = open_results(root, study)
+        con = open_results(root, study, trials)
     except LookupError:  # no results yet
         return []
     with con:
-        read_once(con)
+        read_once(con, groups_of=trials)
         counts = run_sql_file(con, sql_file("seed_counts.sql")).to_pylist()
         raw = {question: run_sql_file(con, sql_file(question), given).to_pylist() for question, given in params.items()}
     answers = {question: _length_rows(question, rows) for question, rows in raw.items()}
@@ -101,11 +106,58 @@ def short_names(study: Study) -> dict[str, str]:
     return {groups.group_id(config): study.short_label(config) for config in study.trials}
 
 
+class GroupAnswers:
+    """A study's groups as its MLflow thread is handed them (Handed): their numbers and
+    figures asked of the analysis, each for the groups named alone, whose trials this
+    knows: the study's planned trials by their config, and a trial it is told of that
+    no config names (a seed `seeds: until` added) by its trials row. The MLflow thread
+    asks one thing at a time."""
+
+    def __init__(self, study: Study, root: Path) -> None:
+        until = study.spec.seeds.until
+        #: successes counted at the threshold of a `seeds: until` target
+        self.threshold = until.threshold if until is not None else None
+        self.root, self.study, self.names = root, study.name, short_names(study)
+        self.group_of = {config.trial_id: groups.group_id(config) for config in study.trials}
+        #: group id -> its trials the study file plans (a `seeds: until` group: its design's)
+        self.planned = Counter(self.group_of.values())
+        self._read = False  # whether the study's trials rows were read for their groups
+
+    def numbers(self, trials: Collection[str] | None = None) -> list[GroupNumbers]:
+        """Every group's numbers; with ``trials``, those of these trials' groups alone."""
+        if trials is None:
+            answered = group_numbers(self.root, self.study, self.names, self.threshold)
+        else:
+            answered = group_numbers(self.root, self.study, self.names, self.threshold,
+                                     self.members({self._group(t) for t in trials} - {None}))
+        for numbers in answered:
+            numbers.complete = int(numbers.tags["trials"]) == numbers.step >= self.planned.get(numbers.group_id, 0)
+        return answered
+
+    def figures(self, group_ids: Collection[str], folder: Path) -> dict[str, dict[str, Path]]:
+        """The groups' figures drawn into ``folder``: group id -> name -> file."""
+        return draw_group_figures(self.root, self.study, group_ids, folder, self.threshold,
+                                  self.members(group_ids))
+
+    def members(self, group_ids: Collection[str]) -> set[str]:
+        """Every trial of the groups, as far as they are known."""
+        if not self._read:  # once: trials of an earlier run that no config names
+            self.group_of.update(read_trial_groups(self.root, self.study))
+            self._read = True
+        wanted = set(group_ids)
+        return {trial_id for trial_id, group_id in self.group_of.items() if group_id in wanted}
+
+    def _group(self, trial_id: str) -> str | None:
+        if trial_id not in self.group_of:
+            row = read_trial_row(self.root, self.study, trial_id)
+            if row is None or not row.get("group_id"):
+                return None
+            self.group_of[trial_id] = row["group_id"]
+        return self.group_of[trial_id]
+
+
 def handed(study: Study, root: Path) -> Handed:
-    """What the study's MLflow thread is handed: group_numbers of the study as it
-    stands when called (successes counted at the threshold of a `seeds: until` target),
-    the groups' short labels, the accuracy plot."""
-    until = study.spec.seeds.until
-    threshold = until.threshold if until is not None else None
-    names = short_names(study)
-    return Handed(lambda: group_numbers(root, study.name, names, threshold), names, accuracy_plot)
+    """What the study's MLflow thread is handed: GroupAnswers' numbers and figures, the
+    groups' short labels, the accuracy plot."""
+    answers = GroupAnswers(study, root)
+    return Handed(answers.numbers, answers.names, accuracy_plot, answers.figures)

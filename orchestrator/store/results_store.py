@@ -136,15 +136,25 @@ def read_trial_statuses(root: Path, study: str) -> dict[str, str]:
     A damaged file is skipped with a warning: its trial counts as not finished, so
     the next run does it again and replaces the file.
     """
+    return _trials_column(root, study, "status")
+
+
+def read_trial_groups(root: Path, study: str) -> dict[str, str]:
+    """trial_id -> its configuration group's id for every trial of ``study`` with a
+    trials row; {} if none (a damaged file is skipped with a warning)."""
+    return _trials_column(root, study, "group_id")
+
+
+def _trials_column(root: Path, study: str, column: str) -> dict[str, Any]:
     check_path_component(study, "study")
     compacted, own = visible_files(root, study, "trials")
-    statuses: dict[str, str] = {}
-    # a trial's own file is read after the compacted rows: its status wins
+    found: dict[str, Any] = {}
+    # a trial's own file is read after the compacted rows: its row wins
     for path in ([compacted] if compacted else []) + list(own.values()):
-        part = _read_or_warn(path, ["trial_id", "status"])
+        part = _read_or_warn(path, ["trial_id", column])
         if part is not None:
-            statuses.update(zip(part["trial_id"].to_pylist(), part["status"].to_pylist()))
-    return statuses
+            found.update(zip(part["trial_id"].to_pylist(), part[column].to_pylist()))
+    return found
 
 
 def read_table_rows(root: Path, study: str, table: str) -> list[dict[str, Any]]:
