@@ -257,6 +257,34 @@ def test_a_groups_numbers_asked_alone_are_those_of_the_whole_study(tmp_path: Pat
         assert con.execute("select trial_id from trials").fetchall() == [(added[0].trial_id,)]
 
 
+def test_a_file_replaced_under_a_read_is_read_again(tmp_path: Path, study, write_finished_trial,
+                                                   monkeypatch) -> None:
+    """A running trial's file replaced after the views were made over it (what DuckDB's
+    threads meet when it is swapped between their opens) fails the read; the numbers
+    are asked again once it is whole, and are those of an undisturbed read."""
+    root = tmp_path / "results"
+    write_trials(root, study, write_finished_trial, study.trials)
+    answers_of = group_answers.GroupAnswers(study, root)
+    undisturbed = answers_of.numbers()
+    eval_file = next((root / study.name / "eval").glob("trial_id=*/part-0.parquet"))
+    whole, read_once = eval_file.read_bytes(), group_answers.read_once
+
+    def torn_under_the_views(con, **given) -> None:
+        eval_file.write_bytes(whole[: len(whole) // 2])
+        read_once(con, **given)
+
+    monkeypatch.setattr(group_answers, "read_once", torn_under_the_views)
+    paused = []
+    monkeypatch.setattr(group_answers.time, "sleep", lambda s: paused.append(s) or eval_file.write_bytes(whole))
+    monkeypatch.setattr(group_answers, "READ_TRIES", 2)
+    with pytest.raises(group_answers.duckdb.Error):  # torn at every try: said, as before
+        answers_of.numbers()
+    eval_file.write_bytes(whole)
+    monkeypatch.setattr(group_answers, "read_once", lambda con, **given: (
+        monkeypatch.setattr(group_answers, "read_once", read_once), torn_under_the_views(con, **given)))
+    assert answers_of.numbers() == undisturbed and paused[-1] == group_answers.READ_PAUSE_S
+
+
 def test_an_analysis_that_fails_stops_no_trial_run(tmp_path: Path, study, write_finished_trial) -> None:
     """The groups' numbers failing (the SQL refused) is said once and is no MLflow
     outage: the trials' runs are made and nested, and nothing is left owed."""

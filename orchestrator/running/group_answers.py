@@ -12,10 +12,13 @@ shown, so they are not drawn (resamples 0).
 
 from __future__ import annotations
 
+import time
 from collections import Counter
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import duckdb
 
 from analysis.group_figures import draw_group_figures
 from analysis.query import open_results, read_once, run_sql_file, sql_file
@@ -42,6 +45,27 @@ LENGTH_METRICS: dict[str, tuple[str, str]] = {
     "share_data": ("lucky_tickets.sql", "component_share_data"),
     "share_residual": ("lucky_tickets.sql", "component_share_residual"),
 }
+#: reads of a group's files before its failure is said: a running trial's file replaced
+#: between DuckDB's threads' opens of it reads as damaged ("TProtocolException: Invalid
+#: data"; seen in test_mlflow_server with two trials rewriting theirs), and reads whole
+#: a moment later
+READ_TRIES = 3
+READ_PAUSE_S = 0.2
+T = TypeVar("T")
+
+
+def _read_again_if_replaced(ask: Callable[[], T]) -> T:
+    """``ask()``, asked again (READ_TRIES in all) when DuckDB fails on a file it read."""
+    for attempt in range(1, READ_TRIES + 1):
+        try:
+            return ask()
+        except duckdb.Error:
+            if attempt == READ_TRIES:
+                raise
+            time.sleep(READ_PAUSE_S * attempt)
+    raise AssertionError("unreachable")
+
+
 #: what no bootstrap is drawn for: the parents show none of the bootstrap columns
 QUESTION_PARAMS: dict[str, dict[str, str]] = {
     "variance.sql": {"resamples": "0"},
@@ -125,19 +149,18 @@ class GroupAnswers:
 
     def numbers(self, trials: Collection[str] | None = None) -> list[GroupNumbers]:
         """Every group's numbers; with ``trials``, those of these trials' groups alone."""
-        if trials is None:
-            answered = group_numbers(self.root, self.study, self.names, self.threshold)
-        else:
-            answered = group_numbers(self.root, self.study, self.names, self.threshold,
-                                     self.members({self._group(t) for t in trials} - {None}))
+        members = None if trials is None else self.members({self._group(t) for t in trials} - {None})
+        answered = _read_again_if_replaced(
+            lambda: group_numbers(self.root, self.study, self.names, self.threshold, members))
         for numbers in answered:
             numbers.complete = int(numbers.tags["trials"]) == numbers.step >= self.planned.get(numbers.group_id, 0)
         return answered
 
     def figures(self, group_ids: Collection[str], folder: Path) -> dict[str, dict[str, Path]]:
         """The groups' figures drawn into ``folder``: group id -> name -> file."""
-        return draw_group_figures(self.root, self.study, group_ids, folder, self.threshold,
-                                  self.members(group_ids))
+        members = self.members(group_ids)
+        return _read_again_if_replaced(
+            lambda: draw_group_figures(self.root, self.study, group_ids, folder, self.threshold, members))
 
     def members(self, group_ids: Collection[str]) -> set[str]:
         """Every trial of the groups, as far as they are known."""
