@@ -457,9 +457,13 @@ def compared(page, names: list[str]) -> dict[str, list[str]]:
     for name in names:
         row = page.run(f"Array.from(document.querySelectorAll('.ag-row')).find("
                        f"r => r.innerText.includes({name!r})).getAttribute('row-index')")
-        page.click(f"document.querySelector('.ag-row[row-index=\"{row}\"] input[type=checkbox]')")
-    page.click("Array.from(document.querySelectorAll('button')).find(b => b.innerText.trim() === 'Compare')")
-    page.wait_for("location.hash.includes('compare-runs')", 30, "the comparison page")
+        box = f"document.querySelector('.ag-row[row-index=\"{row}\"] input[type=checkbox]')"
+        page.click(box)
+        page.wait_for(f"{box}.checked", 60, f"{name} ticked")  # a page sharing the cores is slow to
+    compare = "Array.from(document.querySelectorAll('button')).find(b => b.innerText.trim() === 'Compare')"
+    page.wait_for(f"!{compare}.disabled", 60, "Compare enabled")  # take a tick: wait, then press
+    page.click(compare)
+    page.wait_for("location.hash.includes('compare-runs')", 60, "the comparison page")
     page.wait_for("document.body.innerText.includes('trials/digits_003')", 60, "the parents' metrics compared")
     lines = [line.strip() for line in page.text().splitlines() if line.strip()]
     run_names = lines[lines.index("Run Name:") + 1:][:len(names)]
