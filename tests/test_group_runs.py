@@ -304,6 +304,36 @@ def test_an_analysis_that_fails_stops_no_trial_run(tmp_path: Path, study, write_
     assert len(runs(uri, study)[1]) == 2
 
 
+def test_numbers_that_failed_are_asked_again_though_no_trial_finishes_after(
+        tmp_path: Path, study, write_finished_trial, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rewrite whose numbers fail (a file replaced under the read) owes them again: the
+    group's parent gets its numbers though its trial was the study's last to finish."""
+    monkeypatch.setattr(syncer_module, "GROUP_REFRESH_S", 0.0)
+    monkeypatch.setattr(syncer_module, "GROUP_SHARE_INVERSE", 0)
+    root, uri = tmp_path / "results", default_store_uri(tmp_path / "results")
+    config = study.trials[0]
+    write_trials(root, study, write_finished_trial, [config])
+    given, asked = handed(study, root), []
+
+    def failing_once(trials=None) -> list:
+        asked.append(trials)
+        if len(asked) == 1:
+            raise group_answers.duckdb.InvalidInputException("TProtocolException: Invalid data")
+        return given.group_numbers(trials)
+
+    said: list[str] = []
+    syncer = syncer_module.MlflowSyncer(uri, study.experiment, root, study.name, say=said.append,
+                                        handed=dataclasses.replace(given, group_numbers=failing_once))
+    syncer.trial({"results_root": str(root), "study": study.name, "trial_id": config.trial_id}, live=False)
+    deadline = time.monotonic() + 60
+    while not asked:
+        assert time.monotonic() < deadline, "the numbers were never asked"
+        time.sleep(0.05)
+    assert not syncer.close().behind
+    assert shown(uri, study, groups.group_id(config)) == "1"
+    assert asked[1] == [config.trial_id] and len(said) == 1
+
+
 def test_a_profiles_parents_live_in_its_experiment_and_a_moved_store_keeps_them(
         tmp_path: Path, write_finished_trial) -> None:
     """A profile's groups get their parents in the profile's experiment `<study>/<profile>`,

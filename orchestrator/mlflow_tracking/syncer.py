@@ -323,7 +323,10 @@ class MlflowSyncer:
         if nest:
             nest_runs(self.tracker, self.handed.group_names)
         if trials is None or trials:  # none: only the end's figures are owed
-            for numbers in self._answer(self.handed.group_numbers, trials) or []:
+            answered = self._answer(self.handed.group_numbers, trials)
+            if answered is None:
+                self._owe_again(trials)
+            for numbers in answered or []:
                 self.tracker.groups.write(numbers)
         if self.handed.group_figures is not None:
             # while trials run, a batch of the groups whose trials are all done (their
@@ -334,6 +337,18 @@ class MlflowSyncer:
         with self._cond:
             spent = time.monotonic() - started
             self._groups_next = time.monotonic() + max(GROUP_REFRESH_S, GROUP_SHARE_INVERSE * spent)
+
+    def _owe_again(self, trials: list[str] | None) -> None:
+        """The numbers of these trials' groups (None: every group's) are asked again at
+        the next rewrite, while the study runs: a failed answer is most often a file being
+        replaced, and no later trial may finish to ask for them. At the end they are left
+        to the next run's or sync's start-up, which asks every group's."""
+        with self._cond:
+            if self._closing:
+                return
+            self._groups_owed = True
+            self._all_owed = self._all_owed or trials is None
+            self._finished.update(trials or [])
 
     def _answer(self, ask: Callable, *args: Any) -> Any:
         """What the analysis answers, None when it fails: no MLflow outage, said once, and
