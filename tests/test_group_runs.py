@@ -334,6 +334,31 @@ def test_numbers_that_failed_are_asked_again_though_no_trial_finishes_after(
     assert asked[1] == [config.trial_id] and len(said) == 1
 
 
+def test_a_runs_end_leaves_the_figures_beyond_its_share_to_sync(tmp_path: Path, study, write_finished_trial,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run's end draws the figures still owed for a share of the run's time; the groups
+    left are said, keep current numbers, and get their figures at `lg-study sync`."""
+    monkeypatch.setattr(syncer_module, "FIGURE_BATCH", 1)
+    root, uri = tmp_path / "results", default_store_uri(tmp_path / "results")
+    write_trials(root, study, write_finished_trial, study.trials)
+    given, said = handed(study, root), []
+
+    def drawn_while_the_time_runs_out(group_ids, folder):
+        syncer._figures_until = time.monotonic() - 1.0  # the end's time for figures is spent
+        return given.group_figures(group_ids, folder)
+
+    syncer = syncer_module.MlflowSyncer(uri, study.experiment, root, study.name, say=said.append,
+                                        handed=dataclasses.replace(given, group_figures=drawn_while_the_time_runs_out))
+    syncer.job("sync_study", [c.trial_id for c in study.trials])
+    assert not syncer.close(figures_share=syncer_module.END_FIGURES_SHARE).behind
+    parents = check_nested(uri, study, 2)
+    assert sorted(str(p.data.tags.get(FIGURES_TAG)) for p in parents.values()) == ["4", "None"]
+    assert syncer.figures_left == 1 and len(said) == 1 and "figures of 1 configuration group" in said[0]
+    assert all(p.data.tags["finished_trials"] == "4" for p in parents.values())
+    sync(uri, root, study)  # `lg-study sync` draws every figure owed
+    assert [p.data.tags.get(FIGURES_TAG) for p in check_nested(uri, study, 2).values()] == ["4", "4"]
+
+
 def test_a_profiles_parents_live_in_its_experiment_and_a_moved_store_keeps_them(
         tmp_path: Path, write_finished_trial) -> None:
     """A profile's groups get their parents in the profile's experiment `<study>/<profile>`,

@@ -49,6 +49,13 @@ GROUP_SHARE_INVERSE = 10
 #: groups whose figures are drawn in one go, then logged (a folder of them at a time);
 #: while trials run, one such batch per rewrite, so that a rewrite stays short
 FIGURE_BATCH = 5
+#: at a run's end, the figures still owed are drawn for at most a tenth of the run's
+#: time so far (never less than END_FIGURES_FLOOR_S): a study whose trials all finish
+#: at once would otherwise wait about 1.6 s a group for them (docs/performance.md,
+#: "Group parents at 10,000 trials"). The parents' numbers are always brought up to
+#: date; the figures left are drawn by `lg-study sync` or the study's next run.
+END_FIGURES_SHARE = 0.1
+END_FIGURES_FLOOR_S = 60.0
 
 #: the study-wide writes, by name: (tracker, results root, study, arguments) -> the
 #: trial ids they touched. Their arguments are JSON, so that a run can leave them owed.
@@ -160,6 +167,11 @@ class MlflowSyncer:
         #: job name -> the trial ids its calls touched (for the run's summary)
         self.results: dict[str, list[str]] = defaultdict(list)
         self._closing = self._abandoned = False
+        self._started = time.monotonic()
+        #: monotonic time after which the end draws no more figures (None: all of them)
+        self._figures_until: float | None = None
+        #: groups whose figures the end left owed (said once)
+        self.figures_left = 0
         count = 1 if sqlite_database(tracking_uri) is not None else SERVER_THREADS
         self._threads = [threading.Thread(target=self._work, name=f"lg-study-mlflow-{n}", daemon=True)
                          for n in range(count)]
@@ -205,14 +217,19 @@ class MlflowSyncer:
     def _alive(self) -> bool:
         return any(thread.is_alive() for thread in self._threads)
 
-    def close(self) -> Lag:
+    def close(self, figures_share: float | None = None) -> Lag:
         """No driver runs the trials now: wait while the server answers and something is
         owed, then leave what is still owed in the study's folder and return it. Ctrl-C
-        stops the wait (what is owed is left all the same)."""
+        stops the wait (what is owed is left all the same). ``figures_share``: the groups'
+        figures still owed are drawn for at most that share of the time since this syncer
+        started (END_FIGURES_FLOOR_S at least); None: all of them."""
         with self._cond:
             for trial in self._trials.values():
                 trial.live = False
             self._closing = True
+            if figures_share is not None:
+                spent = time.monotonic() - self._started
+                self._figures_until = time.monotonic() + max(END_FIGURES_FLOOR_S, figures_share * spent)
             # the figures of groups whose numbers moved are drawn now, even where the
             # numbers were rewritten before the driver closed
             self._groups_owed = self._groups_owed or self.handed.group_figures is not None
@@ -364,8 +381,15 @@ class MlflowSyncer:
             return None
 
     def _log_figures(self, stale: list[str]) -> None:
-        """Draw and log the figures of the ``stale`` groups, FIGURE_BATCH at a time."""
+        """Draw and log the figures of the ``stale`` groups, FIGURE_BATCH at a time; at
+        the end, until its time for them is spent (what is left is said)."""
+        began, batch_s = time.monotonic(), 0.0
         for start in range(0, len(stale), FIGURE_BATCH):
+            # a batch that would end past the end's time for figures is not begun
+            if self._closing and self._figures_until is not None and time.monotonic() + batch_s > self._figures_until:
+                self._leave_figures(len(stale) - start, (time.monotonic() - began) / max(start, 1))
+                return
+            batch_began = time.monotonic()
             with tempfile.TemporaryDirectory(prefix="lg-study-figures-") as folder:
                 batch = stale[start:start + FIGURE_BATCH]
                 drawn = self._answer(self.handed.group_figures, batch, Path(folder))
@@ -373,6 +397,13 @@ class MlflowSyncer:
                     return  # drawn at the next end or sync
                 for group_id in batch:  # one with nothing to draw is done with too
                     self.tracker.groups.log_figures(group_id, drawn.get(group_id, {}))
+            batch_s = time.monotonic() - batch_began
+
+    def _leave_figures(self, left: int, seconds_each: float) -> None:
+        self.figures_left = left
+        self.say(f"the figures of {left} configuration groups' MLflow parents are left for `lg-study sync` "
+                 f"or the study's next run (their numbers are current): drawing them now would take about "
+                 f"{left * seconds_each:.0f} s more, beyond a tenth of this run's time")
 
     def _params(self, trial_id: str) -> dict[str, Any]:
         return {"results_root": str(self.root), "study": self.study, "trial_id": trial_id,

@@ -35,7 +35,7 @@ from rich.progress import (
 )
 
 from lengthgen import TrialConfig
-from orchestrator.mlflow_tracking.syncer import MlflowSyncer
+from orchestrator.mlflow_tracking.syncer import END_FIGURES_SHARE, MlflowSyncer
 from orchestrator.running.auto_seeds import auto_batch_size
 from orchestrator.running.driver_memory import DriverMemoryCallback
 from orchestrator.running.group_answers import handed
@@ -282,7 +282,9 @@ def run_trials(study: Study, context: RunContext, run_tags: dict[str, dict[str, 
         try:
             summary = _run_locked(study, context, syncer, reusable, run_tags or {}, pruner)
         finally:
-            lag = syncer.close()  # waits while MLflow answers; what it still owes is left for later
+            # waits while MLflow answers; what it still owes is left for later, and the
+            # groups' figures beyond a tenth of the run's time for `lg-study sync`
+            lag = syncer.close(figures_share=END_FIGURES_SHARE)
         if syncer.fault is not None:
             raise syncer.fault  # a local MLflow store on a full disk
         # a finished trial's run left RUNNING (MLflow went down first) is repaired, not killed
