@@ -72,9 +72,9 @@ def write_trials(root: Path, study, write_finished_trial, configs) -> None:
 
 
 def sync(uri: str, root: Path, study) -> list[str]:
-    synced, lag, fault = sync_runs(uri, study.experiment, root, study.name, run_names_of(study), handed(study, root))
-    assert not lag.behind and fault is None
-    return synced
+    synced = sync_runs(uri, study.experiment, root, study.name, run_names_of(study), handed(study, root))
+    assert not synced.lag.behind and synced.fault is None
+    return synced.trials
 
 
 def runs(uri: str, study) -> tuple[dict[str, object], list[object]]:
@@ -355,7 +355,9 @@ def test_a_runs_end_leaves_the_figures_beyond_its_share_to_sync(tmp_path: Path, 
     assert sorted(str(p.data.tags.get(FIGURES_TAG)) for p in parents.values()) == ["4", "None"]
     assert syncer.figures_left == 1 and len(said) == 1 and "figures of 1 configuration group" in said[0]
     assert all(p.data.tags["finished_trials"] == "4" for p in parents.values())
-    sync(uri, root, study)  # `lg-study sync` draws every figure owed
+    synced = sync_runs(uri, study.experiment, root, study.name, run_names_of(study), given)
+    [left] = [g for g, p in parents.items() if FIGURES_TAG not in p.data.tags]
+    assert synced.figures == {left} and synced.groups == set() and synced.trials == []  # `lg-study sync`
     assert [p.data.tags.get(FIGURES_TAG) for p in check_nested(uri, study, 2).values()] == ["4", "4"]
 
 
@@ -399,7 +401,7 @@ def test_parents_on_a_tracking_server_that_goes_away(tmp_path: Path, study, writ
     root = tmp_path / "results"
     write_trials(root, study, write_finished_trial, study.trials)
     server = MlflowServer(tmp_path / "server")
-    _, lag, _ = sync_runs(server.url, study.experiment, root, study.name, run_names_of(study), handed(study, root))
+    lag = sync_runs(server.url, study.experiment, root, study.name, run_names_of(study), handed(study, root)).lag
     assert lag.behind  # nothing listens yet
     with server:
         sync(server.url, root, study)
@@ -408,7 +410,7 @@ def test_parents_on_a_tracking_server_that_goes_away(tmp_path: Path, study, writ
     more = [dataclasses.replace(c, seeds=dataclasses.replace(c.seeds, weight=2)) for c in study.trials
             if c.seeds.weight == 1]
     write_trials(root, study, write_finished_trial, more)
-    _, lag, _ = sync_runs(server.url, study.experiment, root, study.name, run_names_of(study), handed(study, root))
+    lag = sync_runs(server.url, study.experiment, root, study.name, run_names_of(study), handed(study, root)).lag
     assert lag.behind
     with MlflowServer(tmp_path / "server", server.port):
         sync(server.url, root, study)

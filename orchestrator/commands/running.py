@@ -238,19 +238,19 @@ def sync_study_file(study_file: Path, profile: str | None, results: Path, tracki
     say_if_moved(uri)
     try:
         with study_lock(root, study.name):
-            synced, lag, fault = sync_runs(uri, study.experiment, root, study.name, run_names_of(study),
-                                           handed(study, root))
+            synced = sync_runs(uri, study.experiment, root, study.name, run_names_of(study), handed(study, root))
     except StudyBusy as error:
         raise bad_input(str(error)) from None
-    if fault is not None:
-        err.print(f"[red]stopped:[/red] {fault}", highlight=False)
+    if synced.fault is not None:
+        err.print(f"[red]stopped:[/red] {synced.fault}", highlight=False)
         raise typer.Exit(ExitCode.STORAGE)
-    if lag.behind:
-        err.print(mlflow_lag_line(lag, root / study.name, sync_command(study_file, profile, results, tracking_uri)),
+    if synced.lag.behind:
+        err.print(mlflow_lag_line(synced.lag, root / study.name, sync_command(study_file, profile, results, tracking_uri)),
                   highlight=False)
         raise typer.Exit(ExitCode.FAILED)
-    out.print(f"MLflow at {uri}, experiment {study.experiment}: {len(synced)} trials' runs brought up to date "
-              "with their rows; every other run was already", highlight=False)
+    out.print(f"MLflow at {uri}, experiment {study.experiment}: {len(synced.trials)} trials' runs brought up to "
+              f"date with their rows, every other run was already; {len(synced.groups)} configuration groups' "
+              f"parent runs given their current numbers and {len(synced.figures)} their figures", highlight=False)
 
 
 def run_names_of(study) -> dict[str, str]:

@@ -172,6 +172,9 @@ class MlflowSyncer:
         self._figures_until: float | None = None
         #: groups whose figures the end left owed (said once)
         self.figures_left = 0
+        #: groups whose parent's numbers were rewritten, and whose figures were drawn
+        self.groups_written: set[str] = set()
+        self.figures_drawn: set[str] = set()
         count = 1 if sqlite_database(tracking_uri) is not None else SERVER_THREADS
         self._threads = [threading.Thread(target=self._work, name=f"lg-study-mlflow-{n}", daemon=True)
                          for n in range(count)]
@@ -344,7 +347,8 @@ class MlflowSyncer:
             if answered is None:
                 self._owe_again(trials)
             for numbers in answered or []:
-                self.tracker.groups.write(numbers)
+                if self.tracker.groups.write(numbers):
+                    self.groups_written.add(numbers.group_id)
         if self.handed.group_figures is not None:
             # while trials run, a batch of the groups whose trials are all done (their
             # figures are final then, and drawing them spreads over the run); at the
@@ -397,6 +401,7 @@ class MlflowSyncer:
                     return  # drawn at the next end or sync
                 for group_id in batch:  # one with nothing to draw is done with too
                     self.tracker.groups.log_figures(group_id, drawn.get(group_id, {}))
+                    self.figures_drawn.add(group_id)
             batch_s = time.monotonic() - batch_began
 
     def _leave_figures(self, left: int, seconds_each: float) -> None:
@@ -462,14 +467,26 @@ def down_words(uri: str, since: datetime, why: str, network: bool, folder: Path)
             f"{RETRY_S:.0f} s), else at the next `lg-study run` of this study or `lg-study sync`.")
 
 
+@dataclass
+class Synced:
+    """What `lg-study sync` did: the trials whose runs it brought up to date, the groups
+    whose parents' numbers it rewrote and whose figures it drew, what is still owed
+    (the server is down) and a local store's storage fault."""
+
+    trials: list[str]
+    groups: set[str]
+    figures: set[str]
+    lag: Lag
+    fault: StorageFault | None
+
+
 def sync_runs(tracking_uri: str, experiment: str, root: Path, study: str, run_names: dict[str, str],
-              handed: Handed | None = None) -> tuple[list[str], Lag, StorageFault | None]:
+              handed: Handed | None = None) -> Synced:
     """What a run's start-up does to the study's MLflow runs, alone (`lg-study sync`):
     writes an earlier run left owed, runs left RUNNING ended as KILLED, then every run
-    behind its trial's rows brought up to date. Hold the study lock. Returns the trial
-    ids synced, what is still owed (the server is down) and a local store's storage fault.
-    ``run_names``: trial id -> its run's name, as a run of the study names it; ``handed``:
-    the groups' numbers and names and the accuracy plot (MlflowSyncer)."""
+    behind its trial's rows brought up to date, and the groups' parents. Hold the study
+    lock. ``run_names``: trial id -> its run's name, as a run of the study names it;
+    ``handed``: the groups' numbers and names and the accuracy plot (MlflowSyncer)."""
     from orchestrator.store.results_store import read_trial_statuses
 
     syncer = MlflowSyncer(tracking_uri, experiment, root, study, say=lambda words: None, run_names=run_names,
@@ -477,4 +494,4 @@ def sync_runs(tracking_uri: str, experiment: str, root: Path, study: str, run_na
     syncer.job("end_running_runs")
     syncer.job("sync_study", sorted(read_trial_statuses(root, study)))
     lag = syncer.close()
-    return syncer.results["sync_study"], lag, syncer.fault
+    return Synced(syncer.results["sync_study"], syncer.groups_written, syncer.figures_drawn, lag, syncer.fault)
