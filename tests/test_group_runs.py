@@ -353,7 +353,7 @@ def test_a_runs_end_leaves_the_figures_beyond_its_share_to_sync(tmp_path: Path, 
     assert not syncer.close(figures_share=syncer_module.END_FIGURES_SHARE).behind
     parents = check_nested(uri, study, 2)
     assert sorted(str(p.data.tags.get(FIGURES_TAG)) for p in parents.values()) == ["4", "None"]
-    assert syncer.figures_left == 1 and len(said) == 1 and "figures of 1 configuration group" in said[0]
+    assert syncer.figures_left == 1 and len(said) == 1 and "figures of 1 configuration group's MLflow parent is left" in said[0]
     assert all(p.data.tags["finished_trials"] == "4" for p in parents.values())
     synced = sync_runs(uri, study.experiment, root, study.name, run_names_of(study), given)
     [left] = [g for g, p in parents.items() if FIGURES_TAG not in p.data.tags]

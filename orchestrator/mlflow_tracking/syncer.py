@@ -406,9 +406,11 @@ class MlflowSyncer:
 
     def _leave_figures(self, left: int, seconds_each: float) -> None:
         self.figures_left = left
-        self.say(f"the figures of {left} configuration groups' MLflow parents are left for `lg-study sync` "
-                 f"or the study's next run (their numbers are current): drawing them now would take about "
-                 f"{left * seconds_each:.0f} s more, beyond a tenth of this run's time")
+        groups = "1 configuration group's MLflow parent is" if left == 1 else \
+            f"{left} configuration groups' MLflow parents are"
+        self.say(f"the figures of {groups} left for `lg-study sync` or the study's next run (their numbers "
+                 f"are current): drawing them now would take about {left * seconds_each:.0f} s more, beyond "
+                 f"a tenth of this run's time")
 
     def _params(self, trial_id: str) -> dict[str, Any]:
         return {"results_root": str(self.root), "study": self.study, "trial_id": trial_id,
