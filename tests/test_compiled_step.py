@@ -6,6 +6,7 @@ backend (graphs captured, not code-generated): what breaks a graph is the same o
 
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -26,8 +27,10 @@ from lengthgen.model import ARCHITECTURES, build_model
 from lengthgen.model.position.pe import POSITIONAL_ENCODINGS
 from lengthgen.tokenizer import CharTokenizer
 from lengthgen.training_step import TrainingStep
+from orchestrator.studies.study import load_study
 
 tokenizer = CharTokenizer()
+QUICKSTART = Path(__file__).resolve().parents[1] / "studies" / "quickstart.yaml"
 
 
 def trial(arch: str, pe: str, layout: dict | None = None, **model) -> TrialConfig | None:
@@ -217,9 +220,6 @@ def test_the_compiled_step_is_the_trials_and_needs_train_compile():
 def test_a_quickstart_step_compiled_by_inductor_trains_what_the_eager_step_trains_to_rounding(monkeypatch):
     """The real thing on a quickstart model (the windowed bias, written-out attention):
     Inductor's generated C++ and its C++ wrapper, 4 steps."""
-    from orchestrator.studies.study import load_study
-    from test_cpu_step import QUICKSTART
-
     eager_config = load_study(QUICKSTART).trials[2]
     config = _step_config(replace(eager_config, model=replace(eager_config.model, attention_kernel="math")))
     derived, cpu = derive(config), torch.device("cpu")
