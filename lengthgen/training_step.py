@@ -134,13 +134,16 @@ def build_optimizer(model: torch.nn.Module, train: TrainConfig, device: torch.de
                              eps=train.adam_eps, **options)
 
 
-def compiled_forward_batch(train: TrainConfig, model: Architecture, device: torch.device) -> Callable:
-    """The trial's forward_batch: the model's, or compiled as train.compile and
-    train.compile_scope say (lengthgen.compiled_step). A compiled form shares its
+def compiled_forward_batch(train: TrainConfig, model: Architecture, device: torch.device,
+                           backend: str = "inductor") -> Callable:
+    """The trial's forward_batch: the model's, or compiled by `backend` as train.compile
+    and train.compile_scope say (lengthgen.compiled_step). A compiled form shares its
     parameters with `model`; evaluation runs uncompiled."""
     if not train.compile:
         return model.forward_batch
-    return CompiledLoss(model, device) if train.compile_scope == "step" else CompiledForward(model)
+    if train.compile_scope == "step":
+        return CompiledLoss(model, device, backend)
+    return CompiledForward(model, backend)
 
 
 class MicroBatches(NamedTuple):
