@@ -23,11 +23,23 @@ each (frozen, trained) loop count of the progressive loss, is a graph of its own
 `MAX_GRAPHS` per such value. Batches are not padded to width buckets: a symbolic width
 bounds the graphs without training on padding, and leaves the batches (and so the
 numbers of an uncompiled trial) as they are.
+
+train.compile_scope step (`CompiledLoss`) compiles the loss with the forward: the mean
+cross entropy over the supervised outputs, written as one over every output with the
+unsupervised targets ignored (the same mean, summed in another order), so the graph
+has no data-dependent shape and AOTAutograd compiles its backward whole. On a CPU it
+asks Inductor for its C++ wrapper: the generated Python that calls each kernel (a
+quickstart step calls about 65, 39 of them matmuls) costs more than the small kernels
+it calls. A later model of the same config (the next trial in a reused worker) runs
+the graphs already compiled: Dynamo guards the module's structure, not its identity.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
+import torch.nn.functional as F
 
 from lengthgen.model.base import Architecture, Batch, Positions, supervised_outputs
 
@@ -38,6 +50,21 @@ MAX_GRAPHS = 2
 #: values of the shared-rows decision, the loop counts of a looped model up to 16);
 #: past the limit it would run the forward uncompiled, silently
 RECOMPILE_LIMIT = 64
+#: Inductor's options for `CompiledLoss` on a CPU: the C++ wrapper (the module docstring).
+#: Not on CUDA, where the Python wrapper's cost hides behind the asynchronous kernels
+INDUCTOR_CPU_OPTIONS: dict[str, object] = {"cpp_wrapper": True}
+#: the target `CompiledLoss` gives the outputs that are not trained (cross_entropy's default)
+IGNORED = -100
+
+
+class SupervisedLoss(NamedTuple):
+    """What `CompiledLoss` returns for a part, where a forward_batch returns the supervised
+    logits and targets (lengthgen.training_step.accumulate_gradients takes both)."""
+
+    #: the mean cross entropy of the part's supervised outputs
+    loss: torch.Tensor
+    #: how many outputs are supervised (the weight of the part in a split batch)
+    count: int
 
 
 class CompiledForward:
@@ -56,3 +83,33 @@ class CompiledForward:
         with self.model.rows_decided(positions, shared=batch.rows_shared):
             logits = self.forward(*inputs.args, **inputs.kwargs, **options)
         return supervised_outputs(logits, inputs, batch.supervised_index)
+
+
+class CompiledLoss:
+    """train.compile_scope step: the mean cross entropy of a batch's supervised outputs,
+    computed with `model.forward` in one compiled graph (the module docstring). Called as
+    a forward_batch is; returns a `SupervisedLoss`. Shares its parameters with `model`."""
+
+    def __init__(self, model: Architecture, device: torch.device, backend: str = "inductor") -> None:
+        self.model = model
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
+        options = dict(INDUCTOR_CPU_OPTIONS) if backend == "inductor" and device.type == "cpu" else None
+        self.loss = torch.compile(self.supervised_loss, backend=backend, options=options)
+
+    def supervised_loss(self, targets: torch.Tensor, supervised: torch.Tensor, args: tuple, kwargs: dict,
+                        options: dict) -> torch.Tensor:
+        """The mean cross entropy of the supervised outputs: the one a forward_batch's
+        selected logits and targets give, over every output with the others ignored."""
+        logits = self.model(*args, **kwargs, **options)
+        ignored = targets.masked_fill(~supervised, IGNORED)
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), ignored.reshape(-1), ignore_index=IGNORED)
+
+    def __call__(self, batch: Batch, positions: Positions, **options) -> SupervisedLoss:
+        inputs = self.model.training_inputs(batch, positions)
+        if batch.rows_shared is None:  # not decided on the host (lengthgen.batches.placed_parts)
+            self.model.check_positions(positions)
+        count = (len(batch.supervised_index) if batch.supervised_index is not None
+                 else int(inputs.supervised.sum()))
+        with self.model.rows_decided(positions, shared=batch.rows_shared):
+            loss = self.loss(inputs.targets, inputs.supervised, inputs.args, inputs.kwargs, options)
+        return SupervisedLoss(loss, count)

@@ -166,8 +166,9 @@ class ModelConfig:
     #: dropout probability at training, on the attention weights and the feed-forward's output
     dropout: float = 0.0
     #: how attention is computed (lengthgen.model.attention_kernels): sdpa, the reference
-    #: (the bias as a tensor), or flex (FlexAttention, the bias inside the kernel; GPU
-    #: training only, no dropout). The same function up to float rounding
+    #: (the bias as a tensor), flex (FlexAttention, the bias inside the kernel; GPU
+    #: training only, no dropout) or math (written out, for train.compile on a CPU, whose
+    #: Inductor fuses it). The same function up to float rounding
     attention_kernel: AttentionKernelName = "sdpa"
     #: feed-forward variant (lengthgen.model.layers): gelu MLP, geglu as in 001 E.2, or
     #: geglu_tanh, GeGLU with the tanh-approximated GELU (T5's gated-gelu, as Cho et al.

@@ -48,6 +48,12 @@ class TrainConfig:
     #: compile the model's forward with torch.compile, whole (no graph break) and with a
     #: symbolic batch width (lengthgen.compiled_step): slower start, faster steps on GPUs
     compile: bool = False
+    #: what train.compile compiles (lengthgen.compiled_step): forward, the model's forward
+    #: alone; step, the forward with its loss (and so the backward, through AOTAutograd),
+    #: with AdamW fused, and on a CPU Inductor's C++ wrapper: a quickstart step on one CPU
+    #: thread in fewer, fused calls (docs/performance.md). Other numbers than forward's
+    #: up to float rounding
+    compile_scope: Literal["forward", "step"] = "forward"
     #: torch's deterministic algorithms (and cuDNN's, cuBLAS's fixed workspace): two runs
     #: on one GPU give the same numbers bit for bit, at some cost in speed; on a CPU
     #: training is repeatable without it (lengthgen.determinism)
@@ -98,6 +104,9 @@ class TrainConfig:
             raise ValueError(f"train.adam_eps must be > 0, got {self.adam_eps}")
         if self.warmup < 0 or self.weight_decay < 0 or self.grad_clip < 0:
             raise ValueError("train.warmup, train.weight_decay and train.grad_clip must be >= 0")
+        if self.compile_scope != "forward" and not self.compile:
+            raise ValueError(f"train.compile_scope {self.compile_scope} is what train.compile compiles: "
+                             f"set train.compile: true, or leave train.compile_scope at forward")
         if self.deterministic and self.compile:
             raise ValueError(
                 "train.deterministic: true cannot be honoured with train.compile: true (compiled "

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from lengthgen.batches import TrainingBatch, batch_parts, batch_tensors, placed_parts
-from lengthgen.compiled_step import CompiledForward
+from lengthgen.compiled_step import CompiledForward, CompiledLoss, SupervisedLoss
 from lengthgen.config import TrainConfig, TrialConfig
 from lengthgen.model.base import Architecture, Batch, Positions
 from lengthgen.model.position.samplers import build_position_sampler
@@ -51,11 +51,10 @@ def accumulate_gradients(
     losses, counted = [], 0
     for part, positions in parts:
         with autocast(device, precision):
-            logits, targets = forward_batch(part, positions)
-        loss = F.cross_entropy(logits.float(), targets)
+            loss, count = part_loss(forward_batch(part, positions))
         if total is not None:
-            loss = loss * (len(targets) / total)
-            counted += len(targets)
+            loss = loss * (count / total)
+            counted += count
         if weight != 1.0:
             loss = loss * weight
         loss.backward()
@@ -63,6 +62,16 @@ def accumulate_gradients(
     if total is not None and counted != total:
         raise RuntimeError(f"{counted} supervised targets from {total} answer-mask tokens")
     return sum(losses[1:], losses[0])
+
+
+def part_loss(outputs: tuple[torch.Tensor, torch.Tensor] | SupervisedLoss) -> tuple[torch.Tensor, int]:
+    """(mean cross entropy, supervised outputs) of what a forward_batch gave: the
+    supervised logits and targets, or the loss itself (train.compile_scope step's
+    `CompiledLoss`, which computes it inside its compiled graph)."""
+    if isinstance(outputs, SupervisedLoss):
+        return outputs
+    logits, targets = outputs
+    return F.cross_entropy(logits.float(), targets), len(targets)
 
 
 def supervised_total(parts: list[tuple[Batch, Positions]]) -> int:
@@ -115,10 +124,26 @@ def clip_gradients(model: torch.nn.Module, max_norm: float) -> None:
 
 def build_optimizer(model: torch.nn.Module, train: TrainConfig, device: torch.device | None = None) -> torch.optim.AdamW:
     """AdamW over the decay groups, at train.lr until the schedule sets each step's rate,
-    in the implementation of the device the model trains on (`ADAMW_OPTIONS`)."""
+    in the implementation of the device the model trains on (`ADAMW_OPTIONS`); fused on
+    every device with train.compile_scope step, whose numbers are not the eager step's
+    anyway (one call for every parameter, where the foreach form makes about 20)."""
     options = adamw_options(device or next(model.parameters()).device)
+    if train.compile and train.compile_scope == "step":
+        options = {"fused": True}
     return torch.optim.AdamW(_decay_groups(model, train.weight_decay), lr=train.lr, betas=(0.9, 0.98),
                              eps=train.adam_eps, **options)
+
+
+def compiled_forward_batch(train: TrainConfig, model: Architecture, device: torch.device,
+                           backend: str = "inductor") -> Callable:
+    """The trial's forward_batch: the model's, or compiled by `backend` as train.compile
+    and train.compile_scope say (lengthgen.compiled_step). A compiled form shares its
+    parameters with `model`; evaluation runs uncompiled."""
+    if not train.compile:
+        return model.forward_batch
+    if train.compile_scope == "step":
+        return CompiledLoss(model, device, backend)
+    return CompiledForward(model, backend)
 
 
 class MicroBatches(NamedTuple):
@@ -150,8 +175,7 @@ class TrainingStep:
                              f"FlexAttention backward on {device.type!r}; use model.attention_kernel: sdpa there")
         self.optimizer = build_optimizer(model, config.train, device)
         if forward_batch is None:
-            # the compiled step shares its parameters with `model`; evaluation runs uncompiled
-            forward_batch = CompiledForward(model) if config.train.compile else model.forward_batch
+            forward_batch = compiled_forward_batch(config.train, model, device)
         self.forward_batch = forward_batch
         self.sampler = build_position_sampler(config.model)
 

@@ -1,5 +1,5 @@
-"""model.attention_kernel flex against the reference (sdpa) on the CPU: the forward of
-every architecture and positional encoding, and the value and gradient of every bias
+"""model.attention_kernel flex and math against the reference (sdpa) on the CPU: the
+forward of every architecture and positional encoding, and the value and gradient of every bias
 computed inside the kernel. torch 2.13 runs FlexAttention's forward on a CPU (unfused)
 but has no backward there: the gradients are checked on the function the kernel
 evaluates, the score_mod, evaluated over every (b, h, q, k) at once."""
@@ -24,27 +24,29 @@ tokenizer = CharTokenizer()
 pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 
 
-def _both(config):
-    """The trial's model with each kernel, the same weights, and a training batch's inputs."""
-    flex_config = replace(config, model=replace(config.model, attention_kernel="flex"))
+def _both(config, kernel: str = "flex"):
+    """The trial's model with the reference kernel and with `kernel`, the same weights,
+    and a training batch's inputs."""
+    other_config = replace(config, model=replace(config.model, attention_kernel=kernel))
     layout = derive(config).input_layout
     reference = build_model(config.model, len(tokenizer), 0, layout)
-    flex = build_model(flex_config.model, len(tokenizer), 0, layout)
+    other = build_model(other_config.model, len(tokenizer), 0, layout)
     derived = derive(config)
     batch = training_batch(config, derived.task, derived.distribution, tokenizer, 0)
     (part, positions), = TrainingStep(config, reference, torch.device("cpu")).parts(0, batch)
-    return reference, flex, reference.training_inputs(part, positions)
+    return reference, other, reference.training_inputs(part, positions)
 
 
 @pytest.mark.parametrize("arch, pe, model", EVERY_PE + [("decoder", "t5", {"positions": "randomized"}),
                                                         ("encoder_decoder", "alibi", {"positions": "randomized"})],
                          ids=[f"{a}-{p}" + "".join(f"-{k}" for k in m) for a, p, m in EVERY_PE] + ["t5-random", "ed-alibi-random"])
-def test_the_flex_forward_is_the_reference_forward(arch, pe, model):
-    reference, flex, inputs = _both(trial(arch, pe, **model))
+@pytest.mark.parametrize("kernel", ["flex", "math"])
+def test_the_flex_and_math_forwards_are_the_reference_forward(arch, pe, model, kernel):
+    reference, other, inputs = _both(trial(arch, pe, **model), kernel)
     assert torch.equal(torch.cat([p.flatten() for p in reference.parameters()]),
-                       torch.cat([p.flatten() for p in flex.parameters()]))
+                       torch.cat([p.flatten() for p in other.parameters()]))
     with torch.no_grad():
-        expected, actual = reference(*inputs.args, **inputs.kwargs), flex(*inputs.args, **inputs.kwargs)
+        expected, actual = reference(*inputs.args, **inputs.kwargs), other(*inputs.args, **inputs.kwargs)
     torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5)
 
 

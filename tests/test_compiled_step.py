@@ -1,15 +1,19 @@
 """train.compile: the forward compiles whole (no graph break) on every architecture and
 positional encoding, a trial compiles a bounded number of graphs, and the compiled step
-trains what the uncompiled one does. torch._dynamo runs on the CPU with its "eager"
+trains what the uncompiled one does; train.compile_scope step: the forward with its
+loss compiles whole, and trains what the uncompiled step does up to float rounding. torch._dynamo runs on the CPU with its "eager"
 backend (graphs captured, not code-generated): what breaks a graph is the same on a GPU."""
 
+
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
 import torch._dynamo
 
 from lengthgen.batches import placed_parts, training_batch
-from lengthgen.compiled_step import MAX_GRAPHS, CompiledForward
+from lengthgen.compiled_step import MAX_GRAPHS, CompiledForward, CompiledLoss
 from lengthgen.config import (
     EvalConfig,
     FormatConfig,
@@ -23,8 +27,10 @@ from lengthgen.model import ARCHITECTURES, build_model
 from lengthgen.model.position.pe import POSITIONAL_ENCODINGS
 from lengthgen.tokenizer import CharTokenizer
 from lengthgen.training_step import TrainingStep
+from orchestrator.studies.study import load_study
 
 tokenizer = CharTokenizer()
+QUICKSTART = Path(__file__).resolve().parents[1] / "studies" / "quickstart.yaml"
 
 
 def trial(arch: str, pe: str, layout: dict | None = None, **model) -> TrialConfig | None:
@@ -131,3 +137,96 @@ def test_the_rows_decision_is_undone_after_the_step():
     with model.rows_decided(parts[0][1]):
         assert model.pe.rows_shared is True  # plain positions: every row alike
     assert model.pe.rows_shared is None
+
+
+#: train.compile_scope step's loss, on the quickstart's models (a decoder of each kind of
+#: position it trains: RoPE, the windowed bias, coupled positions), an encoder-decoder, a
+#: looped model's passes of the progressive loss, and written-out attention
+STEP_MODELS = [
+    ("decoder", "rope", {}),
+    ("decoder", "nope", {"attention_bias": "windowed", "layout": INTERLEAVED}),
+    ("decoder", "learned", {"positions": "coupled", "max_positions": 40}),
+    ("decoder", "alibi", {"attention_kernel": "math"}),
+    ("encoder_decoder", "t5", {"positions": "randomized"}),
+    ("decoder", "rope", {"loops": 2, "input_injection": "loop", "size": "tiny_1l"}),
+]
+
+
+def _step_config(config: TrialConfig, **train) -> TrialConfig:
+    return replace(config, train=replace(config.train, compile=True, compile_scope="step", **train))
+
+
+@pytest.mark.parametrize("arch, pe, model", STEP_MODELS,
+                         ids=[f"{a}-{p}" + "".join(f"-{k}" for k in m) for a, p, m in STEP_MODELS])
+def test_the_loss_of_a_compiled_step_compiles_without_a_graph_break(arch, pe, model):
+    config = trial(arch, pe, **model)
+    model, parts = _step_inputs(config)
+    (batch, positions), = parts
+    inputs = model.training_inputs(batch, positions)
+    compiled = CompiledLoss(model, torch.device("cpu"), backend="eager")
+    options = {"loops": (1, 1)} if config.model.loops > 1 else {}
+    torch._dynamo.reset()
+    with model.rows_decided(positions):
+        explained = torch._dynamo.explain(compiled.supervised_loss)(
+            inputs.targets, inputs.supervised, inputs.args, inputs.kwargs, options)
+    assert explained.graph_break_count == 0, [str(reason.reason).splitlines()[0] for reason in explained.break_reasons]
+    assert explained.graph_count == 1
+
+
+#: a quickstart-like decoder in 2 length buckets (the parts' weights), an encoder-decoder whole
+STEP_TRAINED = [(*STEP_MODELS[1], 2), (*STEP_MODELS[4], 1)]
+
+
+@pytest.mark.parametrize("arch, pe, model, buckets", STEP_TRAINED, ids=["windowed-buckets", "encoder_decoder"])
+def test_a_compiled_step_trains_what_the_eager_step_trains_to_rounding(arch, pe, model, buckets):
+    """The graph of forward and loss as torch._dynamo captures it (run by its eager
+    backend; the slow test below has Inductor compile it), fused AdamW: the losses and
+    weights of 4 steps are the eager step's (sdpa, foreach AdamW) up to float rounding."""
+    eager_config = trial(arch, pe, **model)
+    eager_config = replace(eager_config, train=replace(eager_config.train, length_buckets=buckets))
+    config = _step_config(eager_config)
+    derived, cpu = derive(config), torch.device("cpu")
+    eager = build_model(config.model, len(tokenizer), 0, derived.input_layout)
+    compiled = build_model(config.model, len(tokenizer), 0, derived.input_layout)
+    eager_step = TrainingStep(eager_config, eager, cpu)
+    compiled_step = TrainingStep(config, compiled, cpu, CompiledLoss(compiled, cpu, backend="eager"))
+    assert compiled_step.optimizer.defaults["fused"] and not eager_step.optimizer.defaults.get("fused")
+    torch._dynamo.reset()
+    for step in range(4):
+        batch = training_batch(config, derived.task, derived.distribution, tokenizer, step)
+        assert compiled_step(step, batch).item() == pytest.approx(eager_step(step, batch).item(), rel=1e-5)
+    _weights_agree(compiled, eager, config.train.lr)
+
+
+def _weights_agree(actual: torch.nn.Module, expected: torch.nn.Module, lr: float) -> None:
+    """To rounding: AdamW's normalised update amplifies the rounding of a gradient near
+    zero up to a step's size, about lr, so a weight near zero may differ by a little of it."""
+    for a, e in zip(actual.parameters(), expected.parameters(), strict=True):
+        torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-2 * lr)
+
+
+def test_the_compiled_step_is_the_trials_and_needs_train_compile():
+    config = trial("decoder", "rope")
+    model = build_model(config.model, len(tokenizer), 0, derive(config).input_layout)
+    assert isinstance(TrainingStep(_step_config(config), model, torch.device("cpu")).forward_batch, CompiledLoss)
+    assert isinstance(TrainingStep(replace(config, train=replace(config.train, compile=True)), model,
+                                   torch.device("cpu")).forward_batch, CompiledForward)
+    with pytest.raises(ValueError, match="train.compile_scope step is what train.compile compiles"):
+        TrainConfig(compile_scope="step")
+    assert "compile_scope" not in config.identity_json()
+
+
+@pytest.mark.slow  # Inductor compiles a forward, a backward and its C++ wrappers: 15-40 s cold on one CPU thread
+def test_a_quickstart_step_compiled_by_inductor_trains_what_the_eager_step_trains_to_rounding(monkeypatch):
+    """The real thing on a quickstart model (the windowed bias, written-out attention):
+    Inductor's generated C++ and its C++ wrapper, 4 steps."""
+    eager_config = load_study(QUICKSTART).trials[2]
+    config = _step_config(replace(eager_config, model=replace(eager_config.model, attention_kernel="math")))
+    derived, cpu = derive(config), torch.device("cpu")
+    eager = build_model(eager_config.model, len(tokenizer), 0, derived.input_layout)
+    compiled = build_model(config.model, len(tokenizer), 0, derived.input_layout)
+    eager_step, compiled_step = TrainingStep(eager_config, eager, cpu), TrainingStep(config, compiled, cpu)
+    for step in range(4):
+        batch = training_batch(config, derived.task, derived.distribution, tokenizer, step)
+        assert compiled_step(step, batch).item() == pytest.approx(eager_step(step, batch).item(), rel=1e-5)
+    _weights_agree(compiled, eager, config.train.lr)

@@ -1,7 +1,14 @@
 """How an attention layer computes softmax(q k^T / sqrt(d) + bias) v: `model.attention_kernel`.
 
 - `sdpa` (the default, the reference): torch's scaled_dot_product_attention with the
-  additive mask as a (B|1, H|1, Tq, Tk) tensor. On a CPU it is the faster path.
+  additive mask as a (B|1, H|1, Tq, Tk) tensor. On a CPU it is the faster path uncompiled.
+- `math`: softmax(q k^T / sqrt(d) + mask) v written out in torch operations, for a
+  compiled step on a CPU (train.compile): Inductor then fuses the scale, the mask
+  (built from the positions inside the same loop) and the softmax into one generated
+  loop over each row's keys. sdpa's CPU kernels, an extern call under Inductor, take a
+  scalar path over rows shorter than 16 keys (a quickstart row has 11:
+  docs/performance.md). The same values as sdpa up to rounding; dropout drops attention
+  weights as sdpa's math path does, with other draws.
 - `flex`: FlexAttention (torch.nn.attention.flex_attention; compiled on a GPU), which
   adds the bias inside the kernel through a `score_mod`, so no (B, H, Tq, Tk) score
   matrix is stored. A positional bias that is a function of the distance i - j per head
@@ -12,8 +19,9 @@
   FlexAttention has no attention dropout (refused with model.dropout > 0), and torch
   2.13 has no FlexAttention backward on a CPU (refused for a trial training on one).
 
-tests/test_attention_kernels.py checks `flex` against `sdpa` on the CPU: the forward of
-every architecture and positional encoding, and the gradient of every in-kernel bias.
+tests/test_attention_kernels.py checks `flex` and `math` against `sdpa` on the CPU: the
+forward of every architecture and positional encoding, and the gradient of every
+in-kernel bias.
 """
 
 from __future__ import annotations
@@ -88,6 +96,21 @@ def sdpa_attend(q, k, v, mask: torch.Tensor | PointwiseBias | None, dropout: flo
     return F.scaled_dot_product_attention(q, k, v, attn_mask=plain, dropout_p=dropout)
 
 
+def math_attend(q, k, v, mask: torch.Tensor | PointwiseBias | None, dropout: float, causal: bool) -> torch.Tensor:
+    """Attention written out (Vaswani et al. 2017, eq. 1, with the additive mask inside
+    the softmax); `mask` None is the plain mask, as `sdpa_attend`'s. A row must keep an
+    open key (every mask here does: a causal row sees itself), or its softmax is NaN."""
+    mask = dense(mask)
+    length, keys = q.shape[2], k.shape[2]
+    if mask is None and causal and length > 1:
+        mask = causal_mask_with(q.new_zeros(1, 1, length, keys))
+    scores = (q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5  # (B, H, Tq, Tk)
+    weights = torch.softmax(scores if mask is None else scores + mask, dim=-1)
+    if dropout:
+        weights = F.dropout(weights, dropout)
+    return weights @ v
+
+
 def tensor_score_mod(mask: torch.Tensor) -> Callable:
     """A score_mod adding a (B|1, H|1, Tq|1, Tk) mask tensor, read where it broadcasts
     (an encoder-decoder's padding mask is one row for every query)."""
@@ -139,4 +162,4 @@ def flex_attend(q, k, v, mask: torch.Tensor | PointwiseBias | None, dropout: flo
     return flex_function(q.device)(q, k, v, score_mod=score_mod)
 
 
-ATTENTION_KERNELS: dict[str, Callable] = {"sdpa": sdpa_attend, "flex": flex_attend}
+ATTENTION_KERNELS: dict[str, Callable] = {"sdpa": sdpa_attend, "flex": flex_attend, "math": math_attend}

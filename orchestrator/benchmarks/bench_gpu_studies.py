@@ -25,12 +25,11 @@ import yaml
 
 from lengthgen import TrialConfig
 from lengthgen.batches import training_batch
-from lengthgen.compiled_step import CompiledForward
 from lengthgen.config import derive
 from lengthgen.model import build_model
 from lengthgen.precision import precision_mode
 from lengthgen.tokenizer import CharTokenizer
-from lengthgen.training_step import TrainingStep
+from lengthgen.training_step import TrainingStep, compiled_forward_batch
 from orchestrator.benchmarks.measurement import Measurement
 from orchestrator.studies.study import load_study
 from orchestrator.studies.study_scale import (
@@ -58,7 +57,7 @@ def time_steps(config: TrialConfig, device: torch.device, steps: int, warmup: in
     the mean training tokens (non-padding) of a step. train.compile with `compile_backend`."""
     tokenizer, derived = CharTokenizer(), derive(config)
     model = build_model(config.model, len(tokenizer), config.seeds.weight, derived.input_layout).to(device)
-    forward = CompiledForward(model, compile_backend) if config.train.compile else None
+    forward = compiled_forward_batch(config.train, model, device, compile_backend)
     training_step = TrainingStep(config, model, device, forward)
 
     def batch(step: int):
