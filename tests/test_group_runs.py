@@ -71,8 +71,16 @@ def write_trials(root: Path, study, write_finished_trial, configs) -> None:
         write_finished_trial(root, study, config, ACCURACY[(config.seeds.weight, config.seeds.data)] + bonus)
 
 
-def sync(uri: str, root: Path, study) -> list[str]:
-    synced, lag, fault = sync_runs(uri, study.experiment, root, study.name, run_names_of(study), handed(study, root))
+def numbers_only(study, root: Path) -> Handed:
+    """handed() without the groups' figures and the trials' plots (a second of matplotlib a
+    group, a fifth a trial), for the tests that check neither: test_parents_hold_... and
+    test_numbers_are_rewritten_... check the figures, test_run_study the plots."""
+    return dataclasses.replace(handed(study, root), accuracy_plot=None, group_figures=None)
+
+
+def sync(uri: str, root: Path, study, figures: bool = False) -> list[str]:
+    given = handed(study, root) if figures else numbers_only(study, root)
+    synced, lag, fault = sync_runs(uri, study.experiment, root, study.name, run_names_of(study), given)
     assert not lag.behind and fault is None
     return synced
 
@@ -131,7 +139,7 @@ def check_numbers(uri: str, root: Path, study) -> None:
 def test_parents_hold_the_sql_answers_and_stay_one_per_group(tmp_path: Path, study, write_finished_trial) -> None:
     root, uri = tmp_path / "results", default_store_uri(tmp_path / "results")
     write_trials(root, study, write_finished_trial, study.trials)
-    assert len(sync(uri, root, study)) == 8
+    assert len(sync(uri, root, study, figures=True)) == 8
     parents = check_nested(uri, study, 2)
     names = short_names(study)
     for group_id, parent in parents.items():
@@ -168,7 +176,7 @@ def test_parents_hold_the_sql_answers_and_stay_one_per_group(tmp_path: Path, stu
     drawn = []
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(group_answers, "draw_group_figures", lambda *args: drawn.append(args) or {})
-        assert sync(uri, root, study) == []
+        assert sync(uri, root, study, figures=True) == []
     assert drawn == []
     for parent in check_nested(uri, study, 2).values():
         assert [m.step for m in client.get_metric_history(parent.info.run_id, "mean/digits_003")] == [4]
@@ -313,7 +321,7 @@ def test_numbers_that_failed_are_asked_again_though_no_trial_finishes_after(
     root, uri = tmp_path / "results", default_store_uri(tmp_path / "results")
     config = study.trials[0]
     write_trials(root, study, write_finished_trial, [config])
-    given, asked = handed(study, root), []
+    given, asked = numbers_only(study, root), []
 
     def failing_once(trials=None) -> list:
         asked.append(trials)
