@@ -213,33 +213,30 @@ def _histories(client, experiment: str) -> dict[str, dict[str, list]]:
 
 def test_a_compacted_study_resumes_reuses_and_resyncs_mlflow_with_the_same_rows_and_runs(tmp_path: Path) -> None:
     import mlflow
-    import ray
     import yaml
 
     from orchestrator.mlflow_tracking.tracking import StudyTracker
 
     source = Path(__file__).parent / "study_files" / "good_two_trials.yaml"
     results, runner = tmp_path / "results", CliRunner()
-    try:
-        assert runner.invoke(app, ["run", str(source), "--results", str(results)]).exit_code == 0
-        before = _study_rows(results, "two_trials")
-        assert runner.invoke(app, ["compact", "two_trials", "--results", str(results)]).exit_code == 0
-        assert all(compacted_generations(results, "two_trials", t) and not trial_files(results, "two_trials", t)
-                   for t in TABLES)
-        assert _study_rows(results, "two_trials") == before
-        # resume: nothing to train again, and nothing to repair in MLflow
-        again = runner.invoke(app, ["run", str(source), "--results", str(results)])
-        assert again.exit_code == 0 and "2 of 2 trials had already finished" in " ".join(again.output.split())
-        assert _study_rows(results, "two_trials") == before
-        # reuse: another study of the same trials copies them from the compacted files
-        copy = tmp_path / "copy.yaml"
-        copy.write_text(yaml.safe_dump({**yaml.safe_load(source.read_text()), "name": "two_copied"}))
-        reused = runner.invoke(app, ["run", str(copy), "--results", str(results)])
-        assert reused.exit_code == 0 and reused.output.count("reused: finished in") == 2, reused.output
-        copied = _study_rows(results, "two_copied")
-        assert {t: copied[t] for t in ("train", "eval", "samples")} == {t: before[t] for t in ("train", "eval", "samples")}
-    finally:
-        ray.shutdown()
+    # the local Ray stays up for the next module's studies (conftest)
+    assert runner.invoke(app, ["run", str(source), "--results", str(results)]).exit_code == 0
+    before = _study_rows(results, "two_trials")
+    assert runner.invoke(app, ["compact", "two_trials", "--results", str(results)]).exit_code == 0
+    assert all(compacted_generations(results, "two_trials", t) and not trial_files(results, "two_trials", t)
+               for t in TABLES)
+    assert _study_rows(results, "two_trials") == before
+    # resume: nothing to train again, and nothing to repair in MLflow
+    again = runner.invoke(app, ["run", str(source), "--results", str(results)])
+    assert again.exit_code == 0 and "2 of 2 trials had already finished" in " ".join(again.output.split())
+    assert _study_rows(results, "two_trials") == before
+    # reuse: another study of the same trials copies them from the compacted files
+    copy = tmp_path / "copy.yaml"
+    copy.write_text(yaml.safe_dump({**yaml.safe_load(source.read_text()), "name": "two_copied"}))
+    reused = runner.invoke(app, ["run", str(copy), "--results", str(results)])
+    assert reused.exit_code == 0 and reused.output.count("reused: finished in") == 2, reused.output
+    copied = _study_rows(results, "two_copied")
+    assert {t: copied[t] for t in ("train", "eval", "samples")} == {t: before[t] for t in ("train", "eval", "samples")}
     # MLflow's re-sync from the compacted rows: runs made anew from them match the runs the trials made
     uri = f"sqlite:///{results.resolve()}/mlflow.db"
     fresh = StudyTracker(uri, "two_trials_resynced")
