@@ -49,7 +49,12 @@ def canonical(cfg: dict) -> str:
 
 
 def trial_id(cfg: dict) -> str:
-    return hashlib.sha256(canonical(cfg).encode()).hexdigest()[:12]
+    return text_id(canonical(cfg))
+
+
+def text_id(text: str) -> str:
+    """The trial id of a config's canonical text (trial_id, the text made once)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def write_trial(root: Path, study: str, cfg: dict, final: dict[int, float] | None,

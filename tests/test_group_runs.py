@@ -2,16 +2,13 @@
 numbers those of the SQL questions: made by `lg-study sync`'s path (syncer.sync_runs)
 from rows written as a worker writes them, on a SQLite store and on a real `mlflow
 server`; kept exactly one per group through re-syncs, added seeds, a study whose runs
-predate parents, a duplicate parent, and `--restart`'s deletion."""
+predate parents, a duplicate parent, and `--restart`'s deletion. The runs page in a
+browser: tests/test_group_runs_page.py."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import re
-import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -71,8 +68,16 @@ def write_trials(root: Path, study, write_finished_trial, configs) -> None:
         write_finished_trial(root, study, config, ACCURACY[(config.seeds.weight, config.seeds.data)] + bonus)
 
 
-def sync(uri: str, root: Path, study) -> list[str]:
-    synced = sync_runs(uri, study.experiment, root, study.name, run_names_of(study), handed(study, root))
+def numbers_only(study, root: Path) -> Handed:
+    """handed() without the groups' figures and the trials' plots (a second of matplotlib a
+    group, a fifth a trial), for the tests that check neither: test_parents_hold_... and
+    test_numbers_are_rewritten_... check the figures, test_run_study the plots."""
+    return dataclasses.replace(handed(study, root), accuracy_plot=None, group_figures=None)
+
+
+def sync(uri: str, root: Path, study, figures: bool = False) -> list[str]:
+    given = handed(study, root) if figures else numbers_only(study, root)
+    synced = sync_runs(uri, study.experiment, root, study.name, run_names_of(study), given)
     assert not synced.lag.behind and synced.fault is None
     return synced.trials
 
@@ -131,7 +136,7 @@ def check_numbers(uri: str, root: Path, study) -> None:
 def test_parents_hold_the_sql_answers_and_stay_one_per_group(tmp_path: Path, study, write_finished_trial) -> None:
     root, uri = tmp_path / "results", default_store_uri(tmp_path / "results")
     write_trials(root, study, write_finished_trial, study.trials)
-    assert len(sync(uri, root, study)) == 8
+    assert len(sync(uri, root, study, figures=True)) == 8
     parents = check_nested(uri, study, 2)
     names = short_names(study)
     for group_id, parent in parents.items():
@@ -168,7 +173,7 @@ def test_parents_hold_the_sql_answers_and_stay_one_per_group(tmp_path: Path, stu
     drawn = []
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(group_answers, "draw_group_figures", lambda *args: drawn.append(args) or {})
-        assert sync(uri, root, study) == []
+        assert sync(uri, root, study, figures=True) == []
     assert drawn == []
     for parent in check_nested(uri, study, 2).values():
         assert [m.step for m in client.get_metric_history(parent.info.run_id, "mean/digits_003")] == [4]
@@ -313,7 +318,7 @@ def test_numbers_that_failed_are_asked_again_though_no_trial_finishes_after(
     root, uri = tmp_path / "results", default_store_uri(tmp_path / "results")
     config = study.trials[0]
     write_trials(root, study, write_finished_trial, [config])
-    given, asked = handed(study, root), []
+    given, asked = numbers_only(study, root), []
 
     def failing_once(trials=None) -> list:
         asked.append(trials)
@@ -462,71 +467,3 @@ def test_a_run_a_restart_and_a_reuse_leave_one_parent_per_group(tmp_path: Path) 
     assert len(summary.reused) == 4
     check_nested(uri, reused, 2)
     assert len(runs(uri, reused)[1]) == 4
-
-
-@pytest.mark.slow  # `lg-study ui` and a headless Chromium: about a minute
-def test_the_runs_page_lists_the_groups_folded_and_compares_two(tmp_path: Path, study,
-                                                                write_finished_trial) -> None:
-    """`lg-study ui`'s address opens the model-training view (its menu has the model
-    registry, not the GenAI judges), listing one row per group and no trial until
-    unfolded; two parents selected and Compare pressed, their numbers stand side by side."""
-    from chromium_pipe import Chromium, browser_path
-    from test_ui import LG_STUDY, as_from_a_terminal, free_port
-
-    browser = browser_path()
-    if browser is None:
-        pytest.skip("no Chromium or Chrome on PATH (e.g. `apt-get install chromium`)")
-    root = tmp_path / "results"
-    write_trials(root, study, write_finished_trial, study.trials)
-    sync(default_store_uri(root), root, study)
-    with as_from_a_terminal():
-        ui = subprocess.Popen([str(LG_STUDY), "ui", "--study", study.name, "--port", str(free_port()),
-                               "--results", str(root)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                              text=True, start_new_session=True)
-    page = None
-    try:
-        url = next(line.split(": ", 1)[1].strip() for line in ui.stdout if line.startswith("experiment "))
-        page = Chromium(browser, tmp_path / "profile")
-        page.go(url)
-        names = sorted(short_names(study).values())
-        page.wait_for(" && ".join(f"document.body.innerText.includes({name!r})" for name in names), 90,
-                      "the groups on the runs page")
-        text = " ".join(page.text().split())
-        assert all(f" {name} " in text for name in names), text[:2000]
-        assert not [n for n in run_names_of(study).values() if n in text], "trials folded under their groups"
-        assert "Model registry" in text and "Judges" not in text, "the model-training view"
-        shown = compared(page, names)
-    finally:
-        if page is not None:
-            page.close()
-        os.killpg(ui.pid, signal.SIGINT)
-        ui.wait(60)
-    parents = runs(default_store_uri(root), study)[0]
-    by_name = {parent.info.run_name: parent.data.metrics for parent in parents.values()}
-    for metric in ("mean/digits_003", "mean_low/digits_003", "p_success/digits_003", "share_weight/digits_003"):
-        assert [float(value) for value in shown[metric]] == pytest.approx(
-            [by_name[name][metric] for name in shown["Run Name:"]], abs=1e-3), metric
-
-
-def compared(page, names: list[str]) -> dict[str, list[str]]:
-    """Tick the rows of the parents ``names``, press Compare, and read the comparison's
-    run names (key "Run Name:") and metrics table: metric -> its values, run by run."""
-    for name in names:
-        row = page.run(f"Array.from(document.querySelectorAll('.ag-row')).find("
-                       f"r => r.innerText.includes({name!r})).getAttribute('row-index')")
-        box = f"document.querySelector('.ag-row[row-index=\"{row}\"] input[type=checkbox]')"
-        page.click(box)
-        page.wait_for(f"{box}.checked", 60, f"{name} ticked")  # a page sharing the cores is slow to
-    compare = "Array.from(document.querySelectorAll('button')).find(b => b.innerText.trim() === 'Compare')"
-    page.wait_for(f"!{compare}.disabled", 60, "Compare enabled")  # take a tick: wait, then press
-    page.click(compare)
-    page.wait_for("location.hash.includes('compare-runs')", 60, "the comparison page")
-    page.wait_for("document.body.innerText.includes('trials/digits_003')", 60, "the parents' metrics compared")
-    lines = [line.strip() for line in page.text().splitlines() if line.strip()]
-    run_names = lines[lines.index("Run Name:") + 1:][:len(names)]
-    table = lines[lines.index("Metrics", lines.index("Run Name:")) + 1:lines.index("Artifacts")]
-    metrics = [line for line in table if re.fullmatch(r"\w+/digits_\d+", line)]
-    values = table[table.index(metrics[-1]) + 1:]
-    assert len(values) == len(names) * len(metrics), table
-    shown = {metric: values[i * len(names):(i + 1) * len(names)] for i, metric in enumerate(metrics)}
-    return {"Run Name:": run_names, **shown}

@@ -18,7 +18,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pytest
-from test_analysis_sql import canonical, config, trial_id
+from test_analysis_sql import canonical, config, text_id
 
 from analysis.query import (
     DERIVED_FILES,
@@ -42,12 +42,16 @@ class Study:
         self.trials: list[dict] = []
         self.evals: list[dict] = []
         self.samples: list[dict] = []
+        self.group_keys: dict[str, str] = {}  # trial id -> its config less the seeds apart
 
     def add(self, cfg: dict, accuracy: dict[int, float], n: int = 100, status: str = "done",
             correct: dict[int, int] | None = None) -> None:
-        tid = trial_id(cfg)
+        # its JSON made once, and its group's key from the dict (simulations add 480,000)
+        text = canonical(cfg)
+        tid = text_id(text)
+        self.group_keys[tid] = _without_seeds_apart(cfg)
         self.trials.append({
-            "study": "sim", "trial_id": tid, "status": status, "config_json": canonical(cfg),
+            "study": "sim", "trial_id": tid, "status": status, "config_json": text,
             "weight_seed": cfg["seeds"]["weight"], "data_seed": cfg["seeds"]["data"],
             "train_min_digits": 1, "train_max_digits": 4})
         for digits, acc in accuracy.items():
@@ -64,8 +68,9 @@ class Study:
         first: dict[str, groups.StoredConfig] = {}
         member_of = {}
         for row in self.trials:
-            key = _without_seeds_apart(row["config_json"])
-            first.setdefault(key, groups.StoredConfig(row["config_json"]))
+            key = self.group_keys[row["trial_id"]]
+            if key not in first:
+                first[key] = groups.StoredConfig(row["config_json"])
             member_of[row["trial_id"]] = key
         ids = {key: groups.group_id(stored) for key, stored in first.items()}
         labels = groups.group_labels(first.values())
@@ -92,11 +97,11 @@ class Study:
         return con
 
 
-def _without_seeds_apart(config_json: str) -> str:
+def _without_seeds_apart(cfg: dict) -> str:
     """A config less the seeds its group's trials differ by (as group_identity_json)."""
-    tree = json.loads(config_json)
-    tree["seeds"] = {k: v for k, v in tree.get("seeds", {}).items() if k not in identity.seeds_apart()}
-    return json.dumps(tree, sort_keys=True)
+    apart = identity.seeds_apart()
+    return json.dumps({**cfg, "seeds": {k: v for k, v in cfg.get("seeds", {}).items() if k not in apart}},
+                      sort_keys=True)
 
 
 def run(con, name: str, **params) -> list[dict]:
