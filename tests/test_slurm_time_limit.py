@@ -34,9 +34,7 @@ def limited(slurm, tmp_path_factory) -> dict:
     folder = tmp_path_factory.mktemp("limited")
     started = time.monotonic()
     # Slurm checks its time limits every 30 s and warns when the time left is within the grace
-    # and one such period: 60-90 s after the start, the study running since about 20 s (idle;
-    # beside test_slurm_jobs' job at load 30-40 it still began in time, at load 45-50 Ray alone
-    # took 75 s and the warning came first; a 3-minute limit spent 2 x 60 s more of training)
+    # and one such period: 60-90 s after the start, the study running since about 20 s
     job_id, results, log = submit(slurm, folder, LIMITED, "2", "--grace", "30")
     job = slurm.wait_for_end(job_id, 400)
     return {"job_id": job_id, "job": job, "results": results, "log": log.read_text(),
