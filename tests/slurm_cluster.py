@@ -1,33 +1,26 @@
-"""A real Slurm cluster on this machine for the tests of `lg-study slurm` (tests/test_slurm_jobs.py,
-tests/test_slurm_time_limit.py: a cluster each, so that their jobs run side by side on the slow
-tier's two workers):
+"""A real Slurm cluster on this machine for the tests of `lg-study slurm` (tests/test_slurm_jobs.py):
 Debian's slurm-wlm daemons (munged, slurmctld, and one slurmd per node: Slurm runs several
 on one host when each has a port of its own), configured in a temporary folder and run in
 the foreground as this test's children, stopped through their own processes.
 
 They need root (slurmd starts jobs as their user) and the packages (`apt-get install
 slurm-wlm munge`, as .ci/run does); where either is missing the tests are skipped with the
-reason. The jobs are submitted with `lg-study slurm --submit`, as a user does (`submit`).
+reason.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import secrets
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
-LG_STUDY = str(Path(sys.executable).parent / "lg-study")
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "sinfo")
 NODES = ("n1", "n2")
 
@@ -76,39 +69,11 @@ class SlurmCluster:
         return job
 
 
-def clean_env(cluster: SlurmCluster) -> dict[str, str]:
-    """The environment a user submits from: no pytest or Ray settings of this process."""
-    return {k: v for k, v in cluster.env.items() if not k.startswith(("RAY_", "PYTEST"))}
-
-
-def submit(cluster: SlurmCluster, folder: Path, text: str, time_limit: str, *options: str) -> tuple[str, Path, Path]:
-    """`lg-study slurm STUDY --submit` on two one-CPU nodes: the job id, the results folder, the job's log."""
-    study, results = folder / f"{text.split(chr(10))[0].removeprefix('name: ')}.yaml", folder / "results"
-    study.write_text(text)
-    done = subprocess.run([LG_STUDY, "slurm", str(study), "--nodes", "2", "--gpus-per-node", "0", "--cpus-per-node",
-                           "1", "--time", time_limit, "--results", str(results), *options, "--submit"],
-                          env=clean_env(cluster), capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.startswith("#!/bin/bash") and "#SBATCH --requeue" in done.stdout
-    job_id = re.search(r"submitted: Slurm job (\d+)", done.stderr).group(1)
-    assert f"tail -f {results}/{study.stem}/_slurm/job-{job_id}.log" in done.stderr
-    return job_id, results, results / study.stem / "_slurm" / f"job-{job_id}.log"
-
-
-def ray_processes_of(job_id: str) -> list[str]:
-    """The ids of the processes of the job's Ray (its folder /tmp/lgsray-<job id>-*, job.sh)."""
-    found = subprocess.run(["pgrep", "-f", f"lgsray-{job_id}-"], capture_output=True, text=True, check=False)
-    return [pid for pid in found.stdout.split() if int(pid) != os.getpid()]
-
-
-def _config(folder: Path, hostname: str, first_job_id: int) -> str:
+def _config(folder: Path, hostname: str) -> str:
     nodes = "\n".join(f"NodeName={name} NodeHostname={hostname} NodeAddr=127.0.0.1 Port={free_port()} CPUs=1 "
                       "State=UNKNOWN" for name in NODES)
     return f"""\
 ClusterName=lgtest{secrets.token_hex(3)}
-# the job ids of each test file's cluster apart: a job's Ray folder on this machine is
-# named by its id alone (/tmp/lgsray-<id>-*), and two clusters run side by side
-FirstJobId={first_job_id}
 SlurmctldHost={hostname}
 SlurmctldPort={free_port()}
 SlurmUser=root
@@ -139,24 +104,15 @@ PartitionName=test Nodes={','.join(NODES)} Default=YES MaxTime=INFINITE State=UP
 """
 
 
-def cluster_or_skip(first_job_id: int) -> Iterator[SlurmCluster]:
-    """A test module's cluster (start_cluster), or the module skipped, saying why there is none."""
-    reason = missing_reason()
-    if reason:
-        pytest.skip(reason)
-    yield from start_cluster(first_job_id)
-
-
-def start_cluster(first_job_id: int) -> Iterator[SlurmCluster]:
-    """A two-node Slurm cluster (one CPU a node), its job ids from `first_job_id` on, until
-    the generator is closed."""
+def start_cluster() -> Iterator[SlurmCluster]:
+    """A two-node Slurm cluster (one CPU a node) until the generator is closed."""
     folder = Path(tempfile.mkdtemp(prefix="lgslurm", dir="/tmp"))
     (folder / "state").mkdir()
     (folder / "spool").mkdir()
     key = folder / "munge.key"
     key.write_bytes(secrets.token_bytes(1024))
     key.chmod(0o400)
-    (folder / "slurm.conf").write_text(_config(folder, socket.gethostname(), first_job_id))
+    (folder / "slurm.conf").write_text(_config(folder, socket.gethostname()))
     env = {**os.environ, "SLURM_CONF": str(folder / "slurm.conf")}
     daemons: list[subprocess.Popen] = []
     with open(folder / "daemons.log", "w") as log:

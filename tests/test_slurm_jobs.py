@@ -1,17 +1,19 @@
-"""A study run as a Slurm job on a real two-node Slurm cluster on this machine (slow:
+"""Studies run as Slurm jobs on a real two-node Slurm cluster on this machine (slow:
 `pytest -m slow`; tests/slurm_cluster.py starts it, and says why it is skipped where it
-cannot be), written and submitted by `lg-study slurm --submit`, as a user does.
+cannot be). Each job is written and submitted by `lg-study slurm --submit`, as a user does.
 
-A study of 8 trials is requeued mid-study (`scontrol requeue`, what a preemption or a
-node failure does): the job runs again, resumes, and ends with every trial done, its rows
-those of an undisturbed run bit for bit, nothing twice, one FINISHED MLflow run per trial,
-trials run on both nodes. A job stopped by its time limit: tests/test_slurm_time_limit.py,
-on a cluster of its own, so that the slow tier's two workers run the two jobs side by side
-(one after the other they took 128 s and 88 s).
+- A study of 8 trials is requeued mid-study (`scontrol requeue`, what a preemption or a
+  node failure does): the job runs again, resumes, and ends with every trial done, its rows
+  those of an undisturbed run bit for bit, nothing twice, one FINISHED MLflow run per trial,
+  trials run on both nodes.
+- A study too long for its time limit gets Slurm's warning before it: it stops cleanly
+  (exit 130, checkpoints kept), and the job's log says what was kept and how to continue.
 """
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import time
 from datetime import datetime, timezone
@@ -20,20 +22,46 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from ray_studies import LG_STUDY, one_finished_run_each, tiny_study, trained_to, trial_rows
-from slurm_cluster import SlurmCluster, clean_env, cluster_or_skip, ray_processes_of, submit
+from slurm_cluster import SlurmCluster, missing_reason, start_cluster
 
 from results_contract.layout import checkpoint_path
 
 pytestmark = pytest.mark.slow
 REQUEUED = tiny_study("requeued", 200, {"seeds.weight": list(range(4)), "seeds.data": [0, 1]},
                       "{cpus_per_trial: 1}", source="test fixture: a Slurm job requeued mid-study")
+#: trials far longer than the job's time limit, evaluated (and checkpointed) every 500 steps
+LIMITED = tiny_study("limited", 100_000, {"seeds.weight": [0, 1]}, "{cpus_per_trial: 1}",
+                     source="test fixture: a Slurm job stopped by its time limit").replace(
+    "log_every: 20", "log_every: 500").replace("every: 20}", "every: 500}")
 #: columns that say when, where and how a trial ran, not what it computed
 RUN_COLUMNS = {"started_at", "finished_at", "wall_s", "node", "pid", "host", "resumed_from_step"}
 
 
 @pytest.fixture(scope="module")
 def slurm():
-    yield from cluster_or_skip(first_job_id=1)
+    reason = missing_reason()
+    if reason:
+        pytest.skip(reason)
+    yield from start_cluster()
+
+
+def clean_env(cluster: SlurmCluster) -> dict[str, str]:
+    """The environment a user submits from: no pytest or Ray settings of this process."""
+    return {k: v for k, v in cluster.env.items() if not k.startswith(("RAY_", "PYTEST"))}
+
+
+def submit(cluster: SlurmCluster, folder: Path, text: str, time_limit: str, *options: str) -> tuple[str, Path, Path]:
+    """`lg-study slurm STUDY --submit` on two one-CPU nodes: the job id, the results folder, the job's log."""
+    study, results = folder / f"{text.split(chr(10))[0].removeprefix('name: ')}.yaml", folder / "results"
+    study.write_text(text)
+    done = subprocess.run([LG_STUDY, "slurm", str(study), "--nodes", "2", "--gpus-per-node", "0", "--cpus-per-node",
+                           "1", "--time", time_limit, "--results", str(results), *options, "--submit"],
+                          env=clean_env(cluster), capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("#!/bin/bash") and "#SBATCH --requeue" in done.stdout
+    job_id = re.search(r"submitted: Slurm job (\d+)", done.stderr).group(1)
+    assert f"tail -f {results}/{study.stem}/_slurm/job-{job_id}.log" in done.stderr
+    return job_id, results, results / study.stem / "_slurm" / f"job-{job_id}.log"
 
 
 def before_its_end(results: Path, study: str, trial_id: str) -> bool:
@@ -82,7 +110,7 @@ def requeued(slurm, tmp_path_factory) -> dict:
     clean = folder / "undisturbed"
     subprocess.run([LG_STUDY, "run", str(folder / "requeued.yaml"), "--results", str(clean)], check=True,
                    capture_output=True, timeout=600, env=clean_env(slurm))
-    return {"job_id": job_id, "job": job, "results": results, "clean": clean, "log": log.read_text(), "wall": wall,
+    return {"job": job, "results": results, "clean": clean, "log": log.read_text(), "wall": wall,
             "requeued_at": requeued_at, "ray_files": sorted(Path("/tmp").glob(f"lgsray-{job_id}-*"))}
 
 
@@ -116,5 +144,35 @@ def test_the_requeued_study_has_one_finished_mlflow_run_per_trial_and_ran_on_bot
     assert len({t["node"] for t in trials if t["started_at"] > requeued["requeued_at"]}) == 2
 
 
-def test_no_ray_process_outlives_the_job(requeued) -> None:
-    assert ray_processes_of(requeued["job_id"]) == []
+@pytest.fixture(scope="module")
+def limited(slurm, tmp_path_factory) -> dict:
+    folder = tmp_path_factory.mktemp("limited")
+    started = time.monotonic()
+    # Slurm checks its time limits every 30 s and warns when the time left is within the grace
+    # and one such period: 60-90 s after the start, the study running since about 20 s
+    job_id, results, log = submit(slurm, folder, LIMITED, "2", "--grace", "30")
+    job = slurm.wait_for_end(job_id, 400)
+    return {"job": job, "results": results, "log": log.read_text(), "wall": time.monotonic() - started,
+            "script": results / "limited" / "_slurm" / "job.sbatch"}
+
+
+def test_a_job_warned_of_its_time_limit_stops_cleanly(limited) -> None:
+    job, log = limited["job"], limited["log"]
+    assert (job["JobState"], job["ExitCode"]) == ("FAILED", "130:0"), log  # stopped before the limit
+    assert "Slurm's warning: the time limit is near; stopping the study" in log
+    assert "interrupted: 2 of 2 trials not finished" in log, log
+    rows = trial_rows(limited["results"], "limited")
+    assert {r["status"] for r in rows.values()} == {"running"}
+    assert all(checkpoint_path(limited["results"], "limited", t).exists() for t in rows)
+
+
+def test_the_job_log_says_what_was_kept_and_that_resubmitting_continues(limited) -> None:
+    said = " ".join(limited["log"].split())
+    assert "Kept in " in said and "each unfinished trial's rows up to its last checkpoint" in said
+    assert f"otherwise 'sbatch {limited['script']}' continues the study" in said
+    assert "Traceback" not in limited["log"]
+
+
+def test_no_ray_process_outlives_the_jobs(requeued, limited) -> None:
+    leftover = subprocess.run(["pgrep", "-f", "lgsray-"], capture_output=True, text=True, check=False).stdout.split()
+    assert [pid for pid in leftover if int(pid) != os.getpid()] == []
