@@ -18,7 +18,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 
@@ -35,21 +34,9 @@ WITH_PARENTS = "from orchestrator.cli import app\napp()\n"
 
 
 def study_text(groups: int, weight: int, data: int) -> str:
-    rates = [round(1e-3 * (1 + k), 6) for k in range(groups)]
-    return textwrap.dedent(f"""\
-        name: {STUDY}
-        source: "tools/group_parents_e2e.py: parents' cost end to end"
-        base:
-          task: {{name: successor, train_digits: [1, 2]}}
-          model: {{size: tiny, pe: nope}}
-          train: {{steps: 1, batch_size: 2, warmup: 1, log_every: 1}}
-          eval: {{digits: [2, 4], samples: 8}}
-        axes:
-          train.lr: {rates}
-          seeds.weight: {list(range(weight))}
-          seeds.data: {list(range(data))}
-        resources: {{cpus_per_trial: 1}}
-        """)
+    from orchestrator.benchmarks.bench_study_run import study_text as one_step_study
+
+    return one_step_study(weight, data, [round(1e-3 * (1 + k), 6) for k in range(groups)], STUDY)
 
 
 def run_once(program: str, study: Path, folder: Path) -> tuple[float, str]:
@@ -57,7 +44,7 @@ def run_once(program: str, study: Path, folder: Path) -> tuple[float, str]:
     root = folder / "results"
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", program, "run", str(study), "--results", str(root)],
-                          capture_output=True, text=True, env={**os.environ, "RAY_ADDRESS": ""})
+                          check=False, capture_output=True, text=True, env={**os.environ, "RAY_ADDRESS": ""})
     wall = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"lg-study run failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")

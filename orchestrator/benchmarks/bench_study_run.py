@@ -39,16 +39,20 @@ def budgets(trials: int) -> dict[str, float]:
 STUDY = "bench_scale_run"
 
 
-def study_text(weight_seeds: int, data_seeds: int) -> str:
+def study_text(weight_seeds: int, data_seeds: int, learning_rates: list[float] | None = None,
+               name: str = STUDY) -> str:
+    """A study of one-step trials: one configuration group of weight x data seeds, or
+    one group per learning rate of ``learning_rates``."""
+    groups = f"\n          train.lr: {learning_rates}" if learning_rates else ""  # the axes' indent
     return textwrap.dedent(f"""\
-        name: {STUDY}
+        name: {name}
         source: "lg-study bench: a study of one-step trials at the scale users run"
         base:
           task: {{name: successor, train_digits: [1, 2]}}
           model: {{size: tiny, pe: nope}}
           train: {{steps: 1, batch_size: 2, warmup: 1, log_every: 1}}
           eval: {{digits: [2, 4], samples: 8}}
-        axes:
+        axes:{groups}
           seeds.weight: {list(range(weight_seeds))}
           seeds.data: {list(range(data_seeds))}
         resources: {{cpus_per_trial: 1}}
