@@ -105,6 +105,11 @@ def say_if_moved(tracking_uri: str) -> None:
                   highlight=False)
         return
     for moved in repointed:
+        if not moved.brought:
+            err.print(f"[yellow]warning:[/yellow] the MLflow store {sqlite_database(tracking_uri)} was moved "
+                      f"without the artifacts of its experiment at {moved.old}, whose folder is gone: its {moved.runs} "
+                      f"runs list no artifacts, and new ones are written to {moved.new}", highlight=False)
+            continue
         err.print(f"the MLflow store {sqlite_database(tracking_uri)} was moved: the artifacts of its experiment at "
                   f"{moved.new} and of its {moved.runs} runs are now found there (they named {moved.old}); "
                   "nothing else was changed", highlight=False)

@@ -115,16 +115,39 @@ def test_a_moved_store_reached_through_a_symlink_is_repointed_to_where_it_is(mov
     assert table_cells(new / "mlflow.db") == cells
 
 
-def test_a_store_that_did_not_move_or_lost_its_artifacts_is_left_alone(moved, tmp_path: Path) -> None:
-    _, new, _, _ = moved
-    shutil.rmtree(new / "mlartifacts" / "quickstart" / "laptop")  # brought without that experiment's files
-    assert [r.new for r in repoint_moved_artifacts(default_store_uri(new))] == [
-        (new / "mlartifacts" / "quickstart").as_uri()]
+def test_a_store_that_did_not_move_or_left_its_artifacts_where_they_are_is_left_alone(tmp_path: Path) -> None:
     in_place = tmp_path / "in-place"
     write_store(in_place, "quickstart", trials=1)
     before = (in_place / "mlflow.db").read_bytes()
     assert repoint_moved_artifacts(default_store_uri(in_place)) == []
     assert (in_place / "mlflow.db").read_bytes() == before
+    copied = tmp_path / "copied"  # the database alone, its artifacts still in the old folder
+    copied.mkdir()
+    shutil.copy(in_place / "mlflow.db", copied / "mlflow.db")
+    assert repoint_moved_artifacts(default_store_uri(copied)) == []
+    assert (copied / "mlflow.db").read_bytes() == before
+
+
+@pytest.mark.parametrize("left_behind", ["mlartifacts/quickstart/laptop", "mlartifacts"])
+def test_artifacts_not_brought_from_a_folder_now_gone_are_written_here(moved, left_behind: str) -> None:
+    """An experiment moved without its artifacts, whose old folder is gone, is pointed here
+    (said as not brought): its runs' new artifacts are written here, where MLflow would
+    otherwise try to create the old path."""
+    old, new, made, _ = moved
+    shutil.rmtree(new / left_behind)
+    repointed = repoint_moved_artifacts(default_store_uri(new))
+    brought = {r.new.rpartition("/mlartifacts/")[2]: (r.brought, r.runs) for r in repointed}
+    expected = {"quickstart": (left_behind != "mlartifacts", 3), "quickstart/laptop": (False, 2)}
+    assert brought == expected
+    tracker = StudyTracker(default_store_uri(new), "quickstart/laptop")
+    running = next(run_id for run_id, files in made.items() if not files
+                   and tracker.client.get_run(run_id).info.artifact_uri.rpartition("/mlartifacts/")[2].startswith(
+                       "quickstart/laptop/"))
+    config = new / "config.yaml"
+    config.write_text("resumed: true\n")
+    tracker.finish(running, "FINISHED", {}, {"config.yaml": config})
+    assert listed(default_store_uri(new), [running]) == {running: ["config.yaml"]}
+    assert (new / "mlartifacts" / "quickstart" / "laptop" / running).is_dir() and not old.exists()
 
 
 def test_a_new_run_in_a_moved_store_writes_its_artifacts_here(moved) -> None:
@@ -153,3 +176,13 @@ def test_ui_and_run_say_once_that_the_store_was_repointed(moved, monkeypatch) ->
     assert listed(default_store_uri(new), made) == made
     second = runner.invoke(app, ["migrate", "--results", str(new)])
     assert "was moved" not in second.output
+
+
+def test_a_store_moved_without_an_experiments_artifacts_says_so(moved) -> None:
+    _, new, _, _ = moved
+    shutil.rmtree(new / "mlartifacts" / "quickstart" / "laptop")
+    said = " ".join(CliRunner().invoke(app, ["migrate", "--results", str(new)]).output.split())
+    laptop = (new.parent.parent / "old" / "results" / "mlartifacts" / "quickstart" / "laptop").as_uri()
+    assert f"was moved without the artifacts of its experiment at {laptop}, whose folder is gone" in said
+    assert "its 2 runs list no artifacts, and new ones are written to" in said
+    assert said.count("nothing else was changed") == 1  # the experiment brought along

@@ -1,7 +1,11 @@
 """A local MLflow store whose folder moved (copied to a laptop, reached under another
 mount point): its experiments' and runs' artifact locations still name the old path,
 so MLflow (and `lg-study ui`) lists no artifact, although the files sit beside the
-database in ``mlartifacts/``. `repoint_moved_artifacts` points them at this folder.
+database in ``mlartifacts/``. `repoint_moved_artifacts` points them at this folder. An
+experiment whose artifacts were not brought along is pointed here too when its old
+folder is gone (another machine): its runs' new artifacts are written here, where
+MLflow would otherwise fail to create the old path; while the old folder is there, it
+is left alone, since its runs' artifacts are still found there.
 
 MLflow's API cannot change an experiment's artifact location or a run's artifact URI
 (both are set once, at creation), so the two columns are updated in the store's SQLite
@@ -28,12 +32,14 @@ ARTIFACTS = "mlartifacts"
 
 @dataclass(frozen=True)
 class Repointed:
-    """One experiment's artifacts found under this folder: its old and new location and
-    how many of its runs were re-pointed."""
+    """One experiment's artifacts found under this folder: its old and new location, how
+    many of its runs were re-pointed, and whether its artifacts were brought along (if
+    not, its old folder is gone: the runs' earlier artifacts are not found anywhere)."""
 
     old: str
     new: str
     runs: int
+    brought: bool = True
 
 
 def sqlite_database(tracking_uri: str) -> Path | None:
@@ -68,7 +74,7 @@ def repoint_moved_artifacts(tracking_uri: str, locked: bool = False) -> list[Rep
     a store that never moved, a tracking server). ``locked``: the caller holds the store's
     lock already."""
     database = sqlite_database(tracking_uri)
-    if database is None or not database.is_file() or not (database.parent / ARTIFACTS).is_dir():
+    if database is None or not database.is_file():
         return []
     done = []
     with contextlib.nullcontext() if locked else store_turn(database), \
@@ -77,26 +83,28 @@ def repoint_moved_artifacts(tracking_uri: str, locked: bool = False) -> list[Rep
             new = moved_location(old, database.parent / ARTIFACTS)
             if new is None:
                 continue
+            brought = Path(unquote(urlparse(new).path)).is_dir()
             con.execute("update experiments set artifact_location = ? where experiment_id = ?", (new, experiment_id))
             runs = con.execute(
                 "update runs set artifact_uri = ? || substr(artifact_uri, ?) "
                 "where experiment_id = ? and substr(artifact_uri, 1, ?) = ?",
                 (new, len(old) + 1, experiment_id, len(old) + 1, old + "/")).rowcount
-            done.append(Repointed(old, new, runs))
+            done.append(Repointed(old, new, runs, brought))
     return done
 
 
 def moved_location(location: str | None, artifacts: Path) -> str | None:
     """This folder's location for an experiment whose artifact ``location`` names
     ``.../mlartifacts/<experiment>`` elsewhere, when ``artifacts/<experiment>`` is here
-    (as mlflow_store.artifact_location writes it); None when it needs no change."""
+    (as mlflow_store.artifact_location writes it) or the old one is gone; None when it
+    needs no change."""
     parsed = urlparse(location or "")
     if parsed.scheme not in ("file", "") or f"/{ARTIFACTS}/" not in parsed.path:
         return None
     old = Path(unquote(parsed.path))
     here = artifacts / unquote(parsed.path).rpartition(f"/{ARTIFACTS}/")[2]
-    if not here.is_dir():
-        return None  # its artifacts were not brought along
+    if not here.is_dir() and old.exists():
+        return None  # not brought along, and still found where they are
     new = here.resolve().as_uri()
     with contextlib.suppress(OSError):
         if new == location or old.resolve() == here.resolve():
