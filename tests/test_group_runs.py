@@ -231,7 +231,9 @@ def test_numbers_are_rewritten_as_each_trial_finishes(tmp_path: Path, study, wri
             time.sleep(0.2)
         if count < len(configs):  # figures wait for the group's last trial
             assert FIGURES_TAG not in runs(uri, study)[0][groups.group_id(config)].data.tags
-    # the group complete, its figures are drawn while the study runs, before its end
+    # the group complete, its figures are drawn while the study runs, before its end (a
+    # deadline of their own: matplotlib's first figures take seconds on a loaded machine)
+    deadline = time.monotonic() + 60
     while runs(uri, study)[0][groups.group_id(configs[0])].data.tags.get(FIGURES_TAG) != str(len(configs)):
         assert time.monotonic() < deadline, "no figures once every trial of the group finished"
         time.sleep(0.2)
