@@ -391,7 +391,7 @@ class MlflowSyncer:
         for start in range(0, len(stale), FIGURE_BATCH):
             # a batch that would end past the end's time for figures is not begun
             if self._closing and self._figures_until is not None and time.monotonic() + batch_s > self._figures_until:
-                self._leave_figures(len(stale) - start, (time.monotonic() - began) / max(start, 1))
+                self._leave_figures(len(stale) - start, (time.monotonic() - began) / start if start else None)
                 return
             batch_began = time.monotonic()
             with tempfile.TemporaryDirectory(prefix="lg-study-figures-") as folder:
@@ -404,13 +404,15 @@ class MlflowSyncer:
                     self.figures_drawn.add(group_id)
             batch_s = time.monotonic() - batch_began
 
-    def _leave_figures(self, left: int, seconds_each: float) -> None:
+    def _leave_figures(self, left: int, seconds_each: float | None) -> None:
+        """Say what the end left; ``seconds_each``: a group's figures as drawn at this end
+        (None: none was drawn, so no time is guessed)."""
         self.figures_left = left
         groups = "1 configuration group's MLflow parent is" if left == 1 else \
             f"{left} configuration groups' MLflow parents are"
+        more = f"about {left * seconds_each:.0f} s more" if seconds_each is not None else "more"
         self.say(f"the figures of {groups} left for `lg-study sync` or the study's next run (their numbers "
-                 f"are current): drawing them now would take about {left * seconds_each:.0f} s more, beyond "
-                 f"a tenth of this run's time")
+                 f"are current): drawing them now would take {more}, beyond a tenth of this run's time")
 
     def _params(self, trial_id: str) -> dict[str, Any]:
         return {"results_root": str(self.root), "study": self.study, "trial_id": trial_id,
