@@ -186,3 +186,15 @@ def test_a_store_moved_without_an_experiments_artifacts_says_so(moved) -> None:
     assert f"was moved without the artifacts of its experiment at {laptop}, whose folder is gone" in said
     assert "its 2 runs list no artifacts, and new ones are written to" in said
     assert said.count("nothing else was changed") == 1  # the experiment brought along
+
+
+def test_a_store_mlflow_is_still_creating_has_nothing_to_repoint(tmp_path: Path) -> None:
+    """Another process's MLflow client made the store's file and has not yet made its
+    tables (its migrations take seconds): a tracker opened then finds nothing moved. It
+    once failed there ("no such table: experiments"), and the MLflow thread of a run
+    retried its first write only after RETRY_S."""
+    database = tmp_path / "results" / "mlflow.db"
+    database.parent.mkdir()
+    sqlite3.connect(database).close()  # the file, no table yet
+    assert repoint_moved_artifacts(f"sqlite:///{database}") == []
+    assert repoint_moved_artifacts(f"sqlite:///{database}", locked=True) == []

@@ -79,6 +79,8 @@ def repoint_moved_artifacts(tracking_uri: str, locked: bool = False) -> list[Rep
     done = []
     with contextlib.nullcontext() if locked else store_turn(database), \
             contextlib.closing(sqlite3.connect(database, timeout=120)) as con, con:  # one transaction
+        if not con.execute("select 1 from sqlite_master where type = 'table' and name = 'experiments'").fetchone():
+            return []  # a store MLflow is still creating (another process's client): nothing has moved
         for experiment_id, old in con.execute("select experiment_id, artifact_location from experiments").fetchall():
             new = moved_location(old, database.parent / ARTIFACTS)
             if new is None:
