@@ -13,6 +13,7 @@ import io
 import json
 import math
 import re
+import threading
 import warnings
 from collections.abc import Collection
 from decimal import Decimal
@@ -62,11 +63,11 @@ DEFINITION_FILES = (EMPTY_TABLES, *load_order("staging"), *MACRO_FILES)
 
 # duckdb 2.0.1 keeps the comments before a statement in its extracted text; 2.0.0 drops them.
 _VIEW_NAME = re.compile(
-    r"(?:\s*--[^\n]*\n|\s*/\*.*?\*/)*\s*create\s+(?:or\s+replace\s+)?view\s+(\w+)",
+    r"(?:\s*--[^\n]*\n|\s*/\*.*?\*/)*\s*create\s+(?:or\s+replace\s+)?(?:temp(?:orary)?\s+)?view\s+(\w+)",
     re.IGNORECASE | re.DOTALL,
 )
 _DEFINITION_NAME = re.compile(
-    r"(?:\s*--[^\n]*\n|\s*/\*.*?\*/)*\s*create\s+(?:or\s+replace\s+)?(?:view|macro)\s+(\w+)",
+    r"(?:\s*--[^\n]*\n|\s*/\*.*?\*/)*\s*create\s+(?:or\s+replace\s+)?(?:temp(?:orary)?\s+)?(?:view|macro)\s+(\w+)",
     re.IGNORECASE | re.DOTALL,
 )
 _GETVARIABLE = re.compile(r"getvariable\(\s*'(\w+)'\s*\)", re.IGNORECASE)
@@ -111,8 +112,7 @@ def open_results(root: Path, study: str | None = None,
     file_glob = "{table}/**/*.parquet" if study is not None else "*/{table}/**/*.parquet"
     search_root = root / study if study is not None else root
 
-    con = duckdb.connect()
-    prepare_connection(con)
+    con = analysis_connection()
     views = _statements_by_view(con, (FILE_VIEWS_FILE, *DERIVED_FILES))
     empties = _statements_by_view(con, (EMPTY_TABLES,))
     try:
@@ -127,7 +127,7 @@ def open_results(root: Path, study: str | None = None,
             # listed once, with the few files the views read: its glob lists every trial's
             # files (1-2 s at 10,000 trials), at each query that reads a table otherwise
             con.execute(f"create temp table listed_{HIDDEN_ROWS} as select * from {HIDDEN_ROWS}")
-            con.execute(f"create or replace view {HIDDEN_ROWS} as select * from listed_{HIDDEN_ROWS}")
+            con.execute(f"create or replace temp view {HIDDEN_ROWS} as select * from listed_{HIDDEN_ROWS}")
         for table in TABLES:
             if trial_ids is not None and study is not None:
                 files = _trials_files(search_root / table, trial_ids)
@@ -191,8 +191,8 @@ def read_once(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...] = ("trials
                     [sorted(groups or []), sorted(groups_of or [])])
     for table in tables:
         kept = " where trial_id in (select trial_id from kept_trials)" if some else ""
-        con.execute(f"create or replace table loaded_{table} as select * from {table}{kept}")
-        con.execute(f"create or replace view {table} as select * from loaded_{table}")
+        con.execute(f"create or replace temp table loaded_{table} as select * from {table}{kept}")
+        con.execute(f"create or replace temp view {table} as select * from loaded_{table}")
 
 
 def _footer(path: Path, table: str) -> pq.FileMetaData | None:
@@ -335,19 +335,53 @@ def write_parquet(table: pa.Table, path: Path) -> None:
 
 
 def prepare_connection(con: duckdb.DuckDBPyConnection) -> None:
+    """Make ``con``, a connection of a database of its own, one that the analysis files
+    run on: the database's functions and macros (_define_functions_and_macros), then the
+    connection's own settings (_set_up_connection)."""
+    _define_functions_and_macros(con)
+    _set_up_connection(con)
+
+
+_SHARED: list[duckdb.DuckDBPyConnection] = []
+_SHARED_LOCK = threading.Lock()
+
+
+def analysis_connection() -> duckdb.DuckDBPyConnection:
+    """A new connection that the analysis files run on: a cursor of one in-memory database
+    per process, whose catalog holds the functions and macros, defined once (defining
+    them cost 0.1-0.2 s a connection, paid by every query, report and MLflow parent's
+    rewrite). Cursors share that catalog and nothing else: what a connection defines
+    itself (the results views, tables loaded by read_once) is temporary, its own, so
+    connections over different results folders, in different threads, never meet."""
+    with _SHARED_LOCK:
+        if not _SHARED:
+            database = duckdb.connect()
+            _define_functions_and_macros(database)
+            _SHARED.append(database)
+        con = _SHARED[0].cursor()
+    _set_up_connection(con)
+    return con
+
+
+def _define_functions_and_macros(con: duckdb.DuckDBPyConnection) -> None:
     """The functions the analysis files call: chi2_quantile and f_quantile
     (analysis/quantiles.py), share_intervals (analysis/share_intervals.py), then the
-    macros of MACRO_FILES (e.g. formulas.sql's wilson_centre, mls_low, seed_components);
-    and the table `analysis_reads`, which rows each file of the report reads (from
-    analysis/questions.py), for coverage.sql. First the seed columns of a trial's identity
-    (results_contract.identity), which identity.sql's macros read from two variables."""
-    con.execute("set variable seeds_apart = ?", [identity.apart_columns()])
-    con.execute("set variable seeds_listed = ?", [identity.listed_columns()])
+    macros of MACRO_FILES (e.g. formulas.sql's wilson_centre, mls_low, seed_components).
+    identity.sql's macros read the seed columns from the connection's variables."""
     register_quantiles(con)
     register_share_intervals(con)
     register_comparison_functions(con)
     for name in MACRO_FILES:
         con.execute(sql_file(name).read_text())
+
+
+def _set_up_connection(con: duckdb.DuckDBPyConnection) -> None:
+    """What each connection holds for itself: the seed columns of a trial's identity
+    (results_contract.identity), in the two variables identity.sql's macros read, and
+    the table `analysis_reads`, which rows each file of the report reads (from
+    analysis/questions.py), for coverage.sql."""
+    con.execute("set variable seeds_apart = ?", [identity.apart_columns()])
+    con.execute("set variable seeds_listed = ?", [identity.listed_columns()])
     con.execute("create or replace temp table analysis_reads "
                 "(missing varchar, file varchar, still_counts varchar, file_order integer)")
     con.executemany("insert into analysis_reads values (?, ?, ?, ?)", reads_table())

@@ -274,3 +274,28 @@ def test_markdown_output_is_a_table_with_one_row_per_result_row() -> None:
         "| a\\|b |  |",
         "|  | 0.333 |",
     ]
+
+
+def test_connections_share_the_macros_and_nothing_else(root: Path, tmp_path_factory) -> None:
+    """Every connection is a cursor of one database per process (analysis_connection):
+    connections over two results folders, open together and read from two threads, each
+    see their own trials, and one's tables loaded by read_once stay its own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from analysis.query import read_once
+
+    other = tmp_path_factory.mktemp("other")
+    add_trial(other, "beta", "d4", {5: 0.5}, samples=False, **seeds("alibi", 2))
+    alpha, beta = open_results(root, "alpha"), open_results(other, "beta")
+    just_c3 = open_results(root, "alpha", trial_ids=["c3"])  # views over c3's files by name
+    alpha_b2, alpha_c3 = open_results(root, "alpha"), open_results(root, "alpha")
+    read_once(alpha_b2, groups=["group-b2"])
+    read_once(alpha_c3, groups=["group-c3"])
+
+    def trials(con: duckdb.DuckDBPyConnection) -> list[str]:
+        return [row[0] for row in rows(con, "select trial_id from trials order by 1")]
+
+    with ThreadPoolExecutor(3) as pool:
+        seen = list(pool.map(trials, [alpha, beta, just_c3, alpha_b2, alpha_c3]))
+    assert seen == [["00001234", "b2", "c3"], ["d4"], ["c3"], ["b2"], ["c3"]]
+    assert rows(beta, "select wilson_centre(0.25, 4, 1.96) > 0.25") == [(True,)]

@@ -17,7 +17,7 @@
 -- Parameters (DuckDB variables):
 --     trial_ids  default: every trial  the trial ids, separated by commas
 
-create or replace table listed_trials as
+create or replace temp table listed_trials as
 with
 
 listed as (
@@ -34,16 +34,16 @@ final as (
 select *
 from final;
 
-create or replace table listed_eval as
+create or replace temp table listed_eval as
 select eval.*
 from eval
 inner join listed_trials using (study, trial_id);
 
-create or replace view trials as
+create or replace temp view trials as
 select *
 from listed_trials;
 
-create or replace view eval as
+create or replace temp view eval as
 select *
 from listed_eval;
 

@@ -5,7 +5,7 @@
 -- carries the key settings (docs/design.md, "Tables and columns") and the training
 -- range, so the analysis files bind on a study with no finished trial.
 
-create or replace view trials as
+create or replace temp view trials as
 select
     null::varchar as study,
     null::varchar as trial_id,
@@ -43,7 +43,7 @@ select
     null::varchar as group_label
 where false;
 
-create or replace view train as
+create or replace temp view train as
 select
     null::varchar as study,
     null::varchar as trial_id,
@@ -54,7 +54,7 @@ select
     null::double as wall_s
 where false;
 
-create or replace view eval as
+create or replace temp view eval as
 select
     null::varchar as study,
     null::varchar as trial_id,
@@ -68,14 +68,14 @@ select
 where false;
 
 -- (eval, above, with the two columns of a grid cell)
-create or replace view grid_eval as
+create or replace temp view grid_eval as
 select
     *,
     null::bigint as first_digits,
     null::bigint as second_digits
 from eval;
 
-create or replace view samples as
+create or replace temp view samples as
 select
     null::varchar as study,
     null::varchar as trial_id,

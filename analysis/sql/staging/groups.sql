@@ -6,7 +6,7 @@
 -- Running (or interrupted), failed and pruned trials are not: a pruned trial's seed
 -- was stopped early by a search's pruner, and is no sample of the final accuracy.
 
-create or replace view finished_trials as
+create or replace temp view finished_trials as
 select *
 from trials
 where status in ('done', 'diverged');
@@ -32,7 +32,7 @@ where status in ('done', 'diverged');
 -- the next `lg-study run` of their study), which analysis/query.py asks for when it
 -- finds such rows (orchestrator/store/trial_rows.py, add_group_columns).
 
-create or replace view groups as
+create or replace temp view groups as
 with
 
 grouped as (
@@ -74,7 +74,7 @@ from final;
 -- show a trial take these columns from here, e.g. `trial_identity.* exclude (study,
 -- trial_id)` after `inner join trial_identity('seeds_listed') as trial_identity`.
 
-create or replace macro trial_identity(seeds) as table
+create or replace temp macro trial_identity(seeds) as table
 select
     study,
     trial_id,

@@ -14,7 +14,7 @@
 -- threshold. (The test is `not isfinite`: DuckDB 2.0 folds isnan() on a Parquet column
 -- to false from the file's statistics, which leave NaN out.)
 
-create or replace view last_eval as
+create or replace temp view last_eval as
 with
 
 final as (
@@ -27,7 +27,7 @@ final as (
 
 select * from final;
 
-create or replace view final_eval as
+create or replace temp view final_eval as
 with
 
 step_losses as (
@@ -97,7 +97,7 @@ select * from final;
 -- and seeds: what variance, success, compare, final_accuracy, replicates and
 -- lucky_tickets measure.
 
-create or replace view finished_eval as
+create or replace temp view finished_eval as
 select
     apart.* exclude (study, trial_id),
     finished_trials.status,

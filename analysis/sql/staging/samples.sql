@@ -4,7 +4,7 @@
 -- reads every sampled step); final_samples: those at each trial's last sampled step
 -- (cascade, errors).
 
-create or replace view finished_samples as
+create or replace temp view finished_samples as
 select
     trial_identity.* exclude (study, trial_id),
     samples.*,
@@ -14,7 +14,7 @@ from samples
 inner join finished_trials using (study, trial_id)
 inner join trial_identity('seeds_listed') as trial_identity using (study, trial_id);
 
-create or replace view final_samples as
+create or replace temp view final_samples as
 with
 
 final as (

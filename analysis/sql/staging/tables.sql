@@ -33,7 +33,7 @@
 -- not read as hive partitions. hidden_rows (below) says which rows of the compacted
 -- files a trial's own file replaces.
 
-create or replace macro results_files(table_files) as table
+create or replace temp macro results_files(table_files) as table
 select *
 from read_parquet(
     table_files,
@@ -47,7 +47,7 @@ where not exists (
     where h.filename = r.filename and (h.trial_id is null or h.trial_id = r.trial_id)
 );
 
-create or replace macro study_folder(filename) as
+create or replace temp macro study_folder(filename) as
     regexp_extract(filename, '([^/]+)/[^/]+/[^/]+/[^/]+$', 1);
 
 -- hidden_rows (filename, trial_id): rows of compacted files that readers do not see
@@ -58,7 +58,7 @@ create or replace macro study_folder(filename) as
 -- files under the root; analysis/query.py, which lists the files itself, replaces it
 -- with a table of the pairs.
 
-create or replace view hidden_rows as
+create or replace temp view hidden_rows as
 with
 
 listed as (
@@ -97,7 +97,7 @@ where not listed.compacted;
 -- An eval table's rows with their study. long_loss, first_digits and second_digits came
 -- later (eval.select best_long_loss, eval.grid): files written before them lack the
 -- columns, which then read as null.
-create or replace macro eval_rows(table_files) as table
+create or replace temp macro eval_rows(table_files) as table
 select
     study_folder(filename) as study,
     * exclude (filename)
@@ -114,7 +114,7 @@ where false;
 -- types them for a study without trials). So did perturb_seed (null: no perturbation) and the provenance columns, among them
 -- science_version and environment (null: written before lg-study recorded them); and
 -- rows written by hand may lack the training range, which finished_samples reads.
-create or replace view trials as
+create or replace temp view trials as
 select * exclude (filename) replace (study_folder(filename) as study)
 from results_files(getvariable('results_glob_root') || '/trials/**/*.parquet')
 union all by name
@@ -130,7 +130,7 @@ select
     null::bigint as train_max_digits
 where false;
 
-create or replace view train as
+create or replace temp view train as
 select
     study_folder(filename) as study,
     * exclude (filename)
@@ -139,19 +139,19 @@ from results_files(getvariable('results_glob_root') || '/train/**/*.parquet');
 -- The rows of eval.grid's cells (first_digits set) are grid_eval's, not eval's: every
 -- file that reads eval means the lengths of eval.digits. (analysis/query.py points both
 -- views at the same files.)
-create or replace view eval as
+create or replace temp view eval as
 select * exclude (first_digits, second_digits)
 from eval_rows(getvariable('results_glob_root') || '/eval/**/*.parquet')
 where first_digits is null;
 
-create or replace view grid_eval as
+create or replace temp view grid_eval as
 select *
 from eval_rows(getvariable('results_glob_root') || '/eval/**/*.parquet')
 where first_digits is not null;
 
 -- carry_in and wrong_places came later (issue 17): files written before them lack the
 -- columns, which then read as null (the empty relation below adds them by name).
-create or replace view samples as
+create or replace temp view samples as
 select
     study_folder(filename) as study,
     * exclude (filename)
