@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from test_analysis_sql import STUDY, build_study
+from analysis_rows import STUDY, build_study
 from test_output_pins import (
     PINS_FILE,
     _exact,

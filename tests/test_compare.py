@@ -11,7 +11,7 @@ import itertools
 
 import numpy as np
 import pytest
-from test_analysis_sql import config
+from analysis_rows import config
 from test_statistics import Study, run
 
 from analysis import compare_interval as ci

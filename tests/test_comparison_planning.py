@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from analysis_rows import config, write_trial
 from scipy import stats
-from test_analysis_sql import config, write_trial
 from typer.testing import CliRunner
 
 from analysis.comparison_planning import (

@@ -74,7 +74,7 @@ def test_grids_it_cannot_serve_are_refused_naming_the_field():
 
 
 def test_the_cells_reach_grid_sql_and_stay_out_of_every_file_that_reads_eval(tmp_path):
-    from test_analysis_sql import STARTED
+    from analysis_rows import STARTED
 
     from analysis.query import open_results, run_sql_file, sql_file
     from orchestrator.store.results_store import write_trial_table

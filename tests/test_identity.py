@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_analysis_sql import STUDY, build_study, canonical, config
+from analysis_rows import STUDY, build_study, canonical, config
 
 from analysis.query import open_results, run_query, run_sql_file, sql_file
 from analysis.sql_layers import sql_files

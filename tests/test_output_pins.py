@@ -30,7 +30,7 @@ import matplotlib
 import numpy as np
 import pyarrow
 import pytest
-from test_analysis_sql import STUDY, build_study
+from analysis_rows import STUDY, build_study
 
 from analysis.query import (
     DEFINITION_FILES,

@@ -10,7 +10,7 @@ import importlib
 import re
 from pathlib import Path
 
-from test_analysis_sql import STUDY, config, write_trial
+from analysis_rows import STUDY, config, write_trial
 
 from analysis.query import MACRO_FILES, open_results, run_sql_file, sql_file
 from analysis.questions import QUESTIONS, report_files

@@ -255,7 +255,7 @@ def test_a_trial_missing_a_length_is_named_and_has_no_mean_over_lengths(tmp_path
     """A real store of 3 x 3 x 2 trials at 6 and 8 digits, one without a row at 8: its
     mean over lengths would be its accuracy at 6 alone, so the group's mean over lengths
     is not split and the reason names the trial; 6 digits alone is split."""
-    from test_analysis_sql import config, write_trial
+    from analysis_rows import config, write_trial
 
     from analysis.query import open_results
 

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from test_analysis_sql import STUDY, build_study, config, write_trial
+from analysis_rows import STUDY, build_study, config, write_trial
 from typer.testing import CliRunner
 
 from analysis.report import build_report

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_analysis_sql import config, random_samples, write_trial
+from analysis_rows import config, random_samples, write_trial
 
 from analysis import figures
 from analysis.report import build_report

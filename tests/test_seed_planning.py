@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_analysis_sql import config, write_trial
+from analysis_rows import config, write_trial
 from test_mean_interval import study
 from test_statistics import run
 from typer.testing import CliRunner

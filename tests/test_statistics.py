@@ -19,7 +19,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pytest
-from test_analysis_sql import canonical, config, text_id
+from analysis_rows import canonical, config, text_id
 
 from analysis.query import (
     DERIVED_FILES,

@@ -130,7 +130,7 @@ def test_the_analysis_reports_the_checkpoint_of_the_lowest_long_loss_beside_the_
     """A selecting trial's rows carry long_loss: final_eval takes its lowest (the earliest
     of equals), final_accuracy says so and shows the last step beside it, and variance
     measures the chosen step; a trial without long_loss reports its last step."""
-    from test_analysis_sql import config, write_trial
+    from analysis_rows import config, write_trial
 
     from analysis.query import open_results, run_sql_file, sql_file
     from orchestrator.store.results_store import write_trial_table
