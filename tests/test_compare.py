@@ -12,7 +12,7 @@ import itertools
 import numpy as np
 import pytest
 from analysis_rows import config
-from test_statistics import Study, run
+from memory_study import Study, run
 
 from analysis import compare_interval as ci
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from memory_study import crossed_study, normal_tables, run
 from scipy import stats
-from test_statistics import crossed_study, normal_tables, run
 
 SIGMA2 = (0.15 ** 2, 0.05 ** 2, 0.05 ** 2)
 PARTS = ("weight", "data", "residual")

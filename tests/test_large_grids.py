@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-from test_statistics import Study, group_config, run
+from memory_study import Study, group_config, run
 
 
 def grid_study(a: int, b: int, missing: set[tuple[int, int]] = frozenset(), seed: int = 0) -> Study:

@@ -11,8 +11,8 @@ import re
 import numpy as np
 import pytest
 from mean_coverage import Cell, cells, measure
+from memory_study import Study, group_config, run
 from scipy import stats
-from test_statistics import Study, group_config, run
 
 from analysis.mean_interval import crossed_variance_df, grid_bounds, grid_mean_squares
 

@@ -12,12 +12,12 @@ import itertools
 
 import numpy as np
 import pytest
-from test_statistics import Study, crossed_study, group_config, run
+from memory_study import Study, crossed_study, group_config, run
 
 from analysis import profile_plots
 
 PNG = b"\x89PNG\r\n\x1a\n"
-LENGTHS = (3, 6)  # test_statistics' trials are trained to 4 digits: 6 is out of distribution
+LENGTHS = (3, 6)  # memory_study's trials are trained to 4 digits: 6 is out of distribution
 GRID = [i / 20 for i in range(21)]
 
 

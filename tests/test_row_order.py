@@ -13,8 +13,8 @@ import random
 
 import numpy as np
 import pytest
+from memory_study import Study, group_config, run
 from test_analysis_sql import ANALYSIS_FILES
-from test_statistics import Study, group_config, run
 
 
 def study(shuffle: int | None) -> Study:

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from analysis_rows import config, write_trial
+from memory_study import run
 from test_mean_interval import study
-from test_statistics import run
 from typer.testing import CliRunner
 
 from analysis.mean_interval import crossed_mean_bounds

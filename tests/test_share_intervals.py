@@ -11,8 +11,9 @@ import re
 
 import numpy as np
 import pytest
+from memory_study import run
 from test_mean_interval import SIGMA, study, tables
-from test_statistics import components, run
+from test_statistics import components
 
 from analysis.share_intervals import share_bounds
 

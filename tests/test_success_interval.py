@@ -10,9 +10,9 @@ import re
 
 import numpy as np
 import pytest
+from memory_study import run
 from scipy import stats
 from test_mean_interval import SIGMA, study, tables
-from test_statistics import run
 
 from analysis.mean_interval import crossed_variance_df
 

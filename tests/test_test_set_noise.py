@@ -14,8 +14,9 @@ import re
 
 import numpy as np
 import pytest
+from memory_study import Study, group_config, run
 from scipy import stats
-from test_statistics import Study, components, group_config, run
+from test_statistics import components
 
 LENGTHS = (3, 6, 8)  # 3 digits inside the training range (1-4), 6 and 8 outside
 OOD = (6, 8)
