@@ -85,23 +85,29 @@ class Study:
                  "group_label": labels[ids[member_of[row["trial_id"]]]]} for row in self.trials]
 
     def connect(self) -> duckdb.DuckDBPyConnection:
-        con = duckdb.connect()
-        prepare_connection(con)
-        empties = _statements_by_view(con, ("empty_tables.sql",))
-        views = _statements_by_view(con, (FILE_VIEWS_FILE, *DERIVED_FILES))
-        con.execute(empties["train"])
-        if not self.samples:
-            con.execute(empties["samples"])
-        tables = (("trials", self.grouped_trials()), ("eval", self.evals), ("samples", self.samples))
-        for table, rows in (t for t in tables if t[1]):
-            con.execute(empties[table].replace(f"view {table}", f"view empty_{table}", 1))
-            con.register(f"new_{table}", pa.Table.from_pylist(rows))
-            con.execute(f"create table {table} as select * from empty_{table} "
-                        f"union all by name select * from new_{table}")
-        con.execute(empties["grid_eval"])  # no grid cells: over the eval table above
-        for view in DERIVED_VIEWS:  # the same views, in the same order, as a real study
-            con.execute(views[view])
-        return con
+        tables = {"trials": self.grouped_trials(), "eval": self.evals, "samples": self.samples}
+        return connect_tables({name: pa.Table.from_pylist(rows) for name, rows in tables.items() if rows})
+
+
+def connect_tables(tables: dict[str, pa.Table]) -> duckdb.DuckDBPyConnection:
+    """DuckDB with the analysis views over ``tables`` (trials, eval, samples: name ->
+    rows), each with the columns a real study's table has (those not given null), and
+    the results tables not given empty: the same views, in the same order, as a study's."""
+    con = duckdb.connect()
+    prepare_connection(con)
+    empties = _statements_by_view(con, ("empty_tables.sql",))
+    views = _statements_by_view(con, (FILE_VIEWS_FILE, *DERIVED_FILES))
+    for table in ("train", "samples"):
+        if table not in tables:
+            con.execute(empties[table])
+    for table, rows in tables.items():
+        con.execute(empties[table].replace(f"view {table}", f"view empty_{table}", 1))
+        con.register(f"new_{table}", rows)
+        con.execute(f"create table {table} as select * from empty_{table} union all by name select * from new_{table}")
+    con.execute(empties["grid_eval"])  # no grid cells: over the eval table above
+    for view in DERIVED_VIEWS:
+        con.execute(views[view])
+    return con
 
 
 @functools.cache

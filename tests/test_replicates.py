@@ -11,25 +11,15 @@ from __future__ import annotations
 import itertools
 import re
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pytest
+from memory_study import connect_tables
 from scipy import stats
 
-from analysis.query import (
-    DERIVED_FILES,
-    DERIVED_VIEWS,
-    _statements_by_view,
-    prepare_connection,
-    run_sql_file,
-    sql_file,
-)
-from analysis.sql_layers import FILE_VIEWS_FILE
+from analysis.query import run_sql_file, sql_file
 
 SQL = sql_file("replicates.sql")
-#: the staging files the real views come from
-STAGING = (FILE_VIEWS_FILE, *DERIVED_FILES)
 COMPONENTS = ("weight", "data", "weight x data", "numerical noise")
 
 
@@ -40,18 +30,7 @@ def connect(tables: list[np.ndarray], lengths: tuple[int, ...] = (8,), shuffle: 
         order = np.random.default_rng(shuffle)
         trials = trials.take(order.permutation(len(trials)))
         evals = evals.take(order.permutation(len(evals)))
-    con = duckdb.connect()
-    prepare_connection(con)
-    empties, views = _statements_by_view(con, ("empty_tables.sql",)), _statements_by_view(con, STAGING)
-    for table in ("train", "samples"):
-        con.execute(empties[table])
-    for table, rows in (("trials", trials), ("eval", evals)):
-        con.execute(empties[table].replace(f"view {table}", f"view empty_{table}", 1))
-        con.register(f"new_{table}", rows)
-        con.execute(f"create table {table} as select * from empty_{table} union all by name select * from new_{table}")
-    for view in DERIVED_VIEWS:
-        con.execute(views[view])
-    return con
+    return connect_tables({"trials": trials, "eval": evals})
 
 
 def simulated_rows(tables: list[np.ndarray], lengths: tuple[int, ...]) -> tuple[pa.Table, pa.Table]:
