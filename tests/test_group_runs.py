@@ -1,5 +1,5 @@
 """One MLflow parent run per configuration group, every trial run nested under it, its
-numbers those of the SQL questions: made by `lg-study sync`'s path (syncer.sync_runs)
+numbers those of the SQL questions: made by `lg-study sync`'s path (mlflow_tracking.sync_runs)
 from rows written as a worker writes them, on a SQLite store and on a real `mlflow
 server`; kept exactly one per group through re-syncs, added seeds, a study whose runs
 predate parents, a duplicate parent, and `--restart`'s deletion. The runs page in a
@@ -28,7 +28,7 @@ from orchestrator.mlflow_tracking.group_runs import (
     PARENT_TAG,
 )
 from orchestrator.mlflow_tracking.handed import Handed
-from orchestrator.mlflow_tracking.syncer import sync_runs
+from orchestrator.mlflow_tracking.sync_runs import sync_runs
 from orchestrator.mlflow_tracking.tracking import StudyTracker
 from orchestrator.running import group_answers
 from orchestrator.running.group_answers import handed, short_names

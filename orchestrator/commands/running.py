@@ -225,7 +225,7 @@ def sync_study_file(study_file: Path, profile: str | None, results: Path, tracki
     """`lg-study sync`: the study's MLflow runs brought up to date with its rows, as the
     next `run` would before training; exit 1 when MLflow does not answer."""
     from orchestrator.console.render import mlflow_lag_line
-    from orchestrator.mlflow_tracking.syncer import sync_runs
+    from orchestrator.mlflow_tracking.sync_runs import sync_runs
     from orchestrator.running.group_answers import handed
     from orchestrator.store.study_locks import StudyBusy, study_lock
     from results_contract.experiments import default_store_uri

@@ -469,33 +469,3 @@ def down_words(uri: str, since: datetime, why: str, network: bool, folder: Path)
     return (f"MLflow at {uri} {state} since {since:%H:%M:%S} UTC ({why}). Training goes on: every trial's "
             f"rows are safe in {folder}. The MLflow runs catch up when it answers again (tried every "
             f"{RETRY_S:.0f} s), else at the next `lg-study run` of this study or `lg-study sync`.")
-
-
-@dataclass
-class Synced:
-    """What `lg-study sync` did: the trials whose runs it brought up to date, the groups
-    whose parents' numbers it rewrote and whose figures it drew, what is still owed
-    (the server is down) and a local store's storage fault."""
-
-    trials: list[str]
-    groups: set[str]
-    figures: set[str]
-    lag: Lag
-    fault: StorageFault | None
-
-
-def sync_runs(tracking_uri: str, experiment: str, root: Path, study: str, run_names: dict[str, str],
-              handed: Handed | None = None) -> Synced:
-    """What a run's start-up does to the study's MLflow runs, alone (`lg-study sync`):
-    writes an earlier run left owed, runs left RUNNING ended as KILLED, then every run
-    behind its trial's rows brought up to date, and the groups' parents. Hold the study
-    lock. ``run_names``: trial id -> its run's name, as a run of the study names it;
-    ``handed``: the groups' numbers and names and the accuracy plot (MlflowSyncer)."""
-    from orchestrator.store.results_store import read_trial_statuses
-
-    syncer = MlflowSyncer(tracking_uri, experiment, root, study, say=lambda words: None, run_names=run_names,
-                          handed=handed)
-    syncer.job("end_running_runs")
-    syncer.job("sync_study", sorted(read_trial_statuses(root, study)))
-    lag = syncer.close()
-    return Synced(syncer.results["sync_study"], syncer.groups_written, syncer.figures_drawn, lag, syncer.fault)
