@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from analysis.query import run_sql_file, sql_file
 from orchestrator.store.results_store import write_trial_table
 from results_contract import groups
 
@@ -176,3 +177,9 @@ def build_study(root: Path) -> Truth:
         write_trial(root, STUDY, cfg, final, early_factor=1.0, group_label=lr_label)
         truth.add("lr", cfg, final)
     return truth
+
+
+def run(con, name: str, **params) -> list[dict]:
+    """The rows of question file `name` (e.g. "variance") on ``con``, each parameter as text."""
+    return run_sql_file(con, sql_file(f"{name}.sql"),
+                        {k: str(v) for k, v in params.items()}).to_pylist()

@@ -20,8 +20,6 @@ from analysis.query import (
     DERIVED_VIEWS,
     _statements_by_view,
     prepare_connection,
-    run_sql_file,
-    sql_file,
 )
 from analysis.sql_layers import FILE_VIEWS_FILE
 from results_contract import groups, identity
@@ -121,11 +119,6 @@ def _without_seeds_apart(cfg: dict) -> str:
     apart = identity.seeds_apart()
     return json.dumps({**cfg, "seeds": {k: v for k, v in cfg.get("seeds", {}).items() if k not in apart}},
                       sort_keys=True)
-
-
-def run(con, name: str, **params) -> list[dict]:
-    return run_sql_file(con, sql_file(f"{name}.sql"),
-                        {k: str(v) for k, v in params.items()}).to_pylist()
 
 
 def group_config(pe: str, w: int, d: int, group: int = 0) -> dict:

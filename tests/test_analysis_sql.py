@@ -22,11 +22,12 @@ from analysis_rows import (
     build_study,
     canonical,
     config,
+    run,
     write_trial,
 )
 from typer.testing import CliRunner
 
-from analysis.query import QueryError, open_results, run_query, run_sql_file, sql_file
+from analysis.query import QueryError, open_results, run_query, sql_file
 from analysis.questions import report_files
 from analysis.sql_layers import load_order, sql_root
 from orchestrator.cli import app
@@ -45,11 +46,6 @@ def con(study):
     root, _ = study
     with open_results(root, STUDY) as connection:
         yield connection
-
-
-def run(con, name: str, **params) -> list[dict]:
-    return run_sql_file(con, sql_file(f"{name}.sql"),
-                        {k: str(v) for k, v in params.items()}).to_pylist()
 
 
 def group_ids(con, truth: Truth) -> dict[str, str]:

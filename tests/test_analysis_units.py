@@ -11,8 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from analysis_rows import FINAL, LENGTHS, config, trial_id, write_trial
-from test_analysis_sql import run
+from analysis_rows import FINAL, LENGTHS, config, run, trial_id, write_trial
 
 from analysis.mean_interval import wilson_bounds
 from analysis.query import open_results, run_query

@@ -11,8 +11,8 @@ import itertools
 
 import numpy as np
 import pytest
-from analysis_rows import config
-from memory_study import Study, run
+from analysis_rows import config, run
+from memory_study import Study
 
 from analysis import compare_interval as ci
 

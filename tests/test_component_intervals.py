@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from memory_study import crossed_study, normal_tables, run
+from analysis_rows import run
+from memory_study import crossed_study, normal_tables
 from scipy import stats
 
 SIGMA2 = (0.15 ** 2, 0.05 ** 2, 0.05 ** 2)

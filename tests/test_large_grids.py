@@ -8,7 +8,8 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-from memory_study import Study, group_config, run
+from analysis_rows import run
+from memory_study import Study, group_config
 
 
 def grid_study(a: int, b: int, missing: set[tuple[int, int]] = frozenset(), seed: int = 0) -> Study:

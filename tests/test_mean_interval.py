@@ -10,8 +10,9 @@ import re
 
 import numpy as np
 import pytest
+from analysis_rows import run
 from mean_coverage import Cell, cells, measure
-from memory_study import Study, group_config, run
+from memory_study import Study, group_config
 from scipy import stats
 
 from analysis.mean_interval import crossed_variance_df, grid_bounds, grid_mean_squares

@@ -12,7 +12,8 @@ import itertools
 
 import numpy as np
 import pytest
-from memory_study import Study, crossed_study, group_config, run
+from analysis_rows import run
+from memory_study import Study, crossed_study, group_config
 
 from analysis import profile_plots
 

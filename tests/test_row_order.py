@@ -13,7 +13,8 @@ import random
 
 import numpy as np
 import pytest
-from memory_study import Study, group_config, run
+from analysis_rows import run
+from memory_study import Study, group_config
 from test_analysis_sql import ANALYSIS_FILES
 
 

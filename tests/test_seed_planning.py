@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from analysis_rows import config, write_trial
-from memory_study import run
+from analysis_rows import config, run, write_trial
 from test_mean_interval import study
 from typer.testing import CliRunner
 

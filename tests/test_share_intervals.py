@@ -11,7 +11,7 @@ import re
 
 import numpy as np
 import pytest
-from memory_study import run
+from analysis_rows import run
 from test_mean_interval import SIGMA, study, tables
 from test_statistics import components
 

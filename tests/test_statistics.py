@@ -13,7 +13,8 @@ from statistics import NormalDist
 
 import numpy as np
 import pytest
-from memory_study import Study, crossed_study, group_config, normal_tables, run
+from analysis_rows import run
+from memory_study import Study, crossed_study, group_config, normal_tables
 
 from analysis.query import (
     QueryError,

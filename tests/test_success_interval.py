@@ -10,7 +10,7 @@ import re
 
 import numpy as np
 import pytest
-from memory_study import run
+from analysis_rows import run
 from scipy import stats
 from test_mean_interval import SIGMA, study, tables
 

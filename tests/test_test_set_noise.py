@@ -14,7 +14,8 @@ import re
 
 import numpy as np
 import pytest
-from memory_study import Study, group_config, run
+from analysis_rows import run
+from memory_study import Study, group_config
 from scipy import stats
 from test_statistics import components
 
