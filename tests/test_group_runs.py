@@ -172,7 +172,7 @@ def test_parents_hold_the_sql_answers_and_stay_one_per_group(tmp_path: Path, stu
     # a second sync changes nothing: no new parent, no metric point twice, no figure drawn
     drawn = []
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(group_answers, "draw_group_figures", lambda *args: drawn.append(args) or {})
+        patch.setattr(group_answers, "draw_figures", lambda *args: drawn.append(args) or {})
         assert sync(uri, root, study, figures=True) == []
     assert drawn == []
     for parent in check_nested(uri, study, 2).values():
@@ -274,21 +274,21 @@ def test_a_file_replaced_under_a_read_is_read_again(tmp_path: Path, study, write
     answers_of = group_answers.GroupAnswers(study, root)
     undisturbed = answers_of.numbers()
     eval_file = next((root / study.name / "eval").glob("trial_id=*/part-0.parquet"))
-    whole, read_once = eval_file.read_bytes(), group_answers.read_once
+    whole, read_once = eval_file.read_bytes(), group_figures.read_once
 
     def torn_under_the_views(con, **given) -> None:
         eval_file.write_bytes(whole[: len(whole) // 2])
         read_once(con, **given)
 
-    monkeypatch.setattr(group_answers, "read_once", torn_under_the_views)
+    monkeypatch.setattr(group_figures, "read_once", torn_under_the_views)
     paused = []
     monkeypatch.setattr(group_answers.time, "sleep", lambda s: paused.append(s) or eval_file.write_bytes(whole))
     monkeypatch.setattr(group_answers, "READ_TRIES", 2)
     with pytest.raises(group_answers.duckdb.Error):  # torn at every try: said, as before
         answers_of.numbers()
     eval_file.write_bytes(whole)
-    monkeypatch.setattr(group_answers, "read_once", lambda con, **given: (
-        monkeypatch.setattr(group_answers, "read_once", read_once), torn_under_the_views(con, **given)))
+    monkeypatch.setattr(group_figures, "read_once", lambda con, **given: (
+        monkeypatch.setattr(group_figures, "read_once", read_once), torn_under_the_views(con, **given)))
     assert answers_of.numbers() == undisturbed and paused[-1] == group_answers.READ_PAUSE_S
 
 

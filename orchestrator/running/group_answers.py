@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 
-from analysis.group_figures import draw_group_figures
-from analysis.query import open_results, read_once, run_sql_file, sql_file
+from analysis.group_figures import QUESTION_PARAMS as FIGURE_QUESTIONS
+from analysis.group_figures import draw_figures, group_rows
 from orchestrator.mlflow_tracking.group_runs import GroupNumbers
 from orchestrator.mlflow_tracking.handed import Handed
 from orchestrator.running.trial_plots import accuracy_plot
-from orchestrator.store.results_store import read_trial_groups, read_trial_row
+from orchestrator.store.results_store import read_trial_groups, read_trial_row, rows_print
 from orchestrator.studies.metric_names import length_metric
 from results_contract import groups
 
@@ -70,18 +70,18 @@ QUESTION_PARAMS: dict[str, dict[str, str]] = {
     "success.sql": {},
     "lucky_tickets.sql": {"resamples": "0"},
 }
+#: the files a parent's numbers read (with seed_counts.sql's trials per group), and the
+#: files of both its numbers and its figures, read in one pass for a group
+NUMBERS_QUESTIONS: dict[str, dict[str, str]] = {"seed_counts.sql": {}, **QUESTION_PARAMS}
+PARENT_QUESTIONS: dict[str, dict[str, str]] = {**NUMBERS_QUESTIONS, **FIGURE_QUESTIONS}
 
 
 def _length_rows(question: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A question's rows, one per group and length: lucky_tickets.sql repeats a group's
+    """A question's rows of one group, one per length: lucky_tickets.sql repeats a group's
     numbers on each weight seed's row, with those of each length in `by_length`."""
     if question != "lucky_tickets.sql":
         return rows
-    seen: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        if row.get("by_length") and row["group_id"] not in seen:
-            seen[row["group_id"]] = row["by_length"]
-    return [entry for entries in seen.values() for entry in entries]
+    return next((row["by_length"] for row in rows if row.get("by_length")), [])
 
 
 def group_numbers(root: Path, study: str, names: Mapping[str, str], threshold: float | None = None,
@@ -91,35 +91,36 @@ def group_numbers(root: Path, study: str, names: Mapping[str, str], threshold: f
     read from their files alone: what it costs is theirs, not the study's. ``names``:
     group id -> short label (else the group's label); ``threshold``: the success
     threshold (success.sql's default without it)."""
-    params = {**QUESTION_PARAMS}
-    if threshold is not None:
-        params["success.sql"] = {"threshold": str(threshold)}
     try:
-        con = open_results(root, study, trials)
+        rows = group_rows(root, study, None, threshold, trials, NUMBERS_QUESTIONS, groups_of=trials)
     except LookupError:  # no results yet
         return []
-    with con:
-        read_once(con, groups_of=trials)
-        counts = run_sql_file(con, sql_file("seed_counts.sql")).to_pylist()
-        raw = {question: run_sql_file(con, sql_file(question), given).to_pylist() for question, given in params.items()}
-    answers = {question: _length_rows(question, rows) for question, rows in raw.items()}
-    lucky = raw["lucky_tickets.sql"]
-    data_seeds = {row["group_id"]: row["grid_data_seeds"] for row in lucky if row.get("grid_data_seeds")}
-    metrics: dict[str, dict[str, float]] = {}
-    for name, (question, column) in LENGTH_METRICS.items():
-        for row in answers[question]:
-            if row.get(column) is not None:
-                metrics.setdefault(row["group_id"], {})[length_metric(name, row["digits"])] = row[column]
+    return numbers_of(rows, names)
+
+
+def numbers_of(rows: Mapping[str, Mapping[str, list[dict[str, Any]]]], names: Mapping[str, str]) -> list[GroupNumbers]:
+    """The parents' numbers from their groups' rows (group id -> question -> rows, as
+    analysis.group_figures.group_rows reads NUMBERS_QUESTIONS), in seed_counts.sql's
+    order: every group with a finished trial."""
+    counts = sorted((row for tables in rows.values() for row in tables["seed_counts.sql"]),
+                    key=lambda row: (row["group_label"], row["group_id"]))
     numbers = []
     for row in counts:
         finished = row["trials"] - row["unfinished"]
         if not finished:
             continue
+        tables = rows[row["group_id"]]
+        metrics: dict[str, float] = {}
+        for name, (question, column) in LENGTH_METRICS.items():
+            for answer in _length_rows(question, tables[question]):
+                if answer.get(column) is not None:
+                    metrics[length_metric(name, answer["digits"])] = answer[column]
         tags = {"weight_seeds": str(len(row["weight_seeds"])), "trials": str(row["trials"])}
-        if row["group_id"] in data_seeds:
-            tags["data_seeds"] = str(data_seeds[row["group_id"]])
+        data_seeds = [answer["grid_data_seeds"] for answer in tables["lucky_tickets.sql"] if answer.get("grid_data_seeds")]
+        if data_seeds:
+            tags["data_seeds"] = str(data_seeds[-1])
         name = names.get(row["group_id"]) or row["group_label"]
-        numbers.append(GroupNumbers(row["group_id"], name, finished, metrics.get(row["group_id"], {}), tags))
+        numbers.append(GroupNumbers(row["group_id"], name, finished, metrics, tags))
     return numbers
 
 
@@ -144,29 +145,52 @@ class GroupAnswers:
         #: group id -> its trials the study file plans (a `seeds: until` group: its design's)
         self.planned = Counter(self.group_of.values())
         self._read = False  # whether the study's trials rows were read for their groups
+        #: group id -> (its trials' files' print when read, question -> its rows)
+        self._answered: dict[str, tuple[tuple, dict[str, list[dict[str, Any]]]]] = {}
 
     def numbers(self, trials: Collection[str] | None = None) -> list[GroupNumbers]:
         """Every group's numbers; with ``trials``, those of these trials' groups alone."""
-        members = None if trials is None else self.members({self._group(t) for t in trials} - {None})
-        answered = _read_again_if_replaced(
-            lambda: group_numbers(self.root, self.study, self.names, self.threshold, members))
+        if trials is None:
+            answered = _read_again_if_replaced(
+                lambda: group_numbers(self.root, self.study, self.names, self.threshold))
+        else:
+            answered = numbers_of(self._rows({self._group(t) for t in trials} - {None}), self.names)
         for numbers in answered:
             numbers.complete = int(numbers.tags["trials"]) == numbers.step >= self.planned.get(numbers.group_id, 0)
         return answered
 
     def figures(self, group_ids: Collection[str], folder: Path) -> dict[str, dict[str, Path]]:
         """The groups' figures drawn into ``folder``: group id -> name -> file."""
-        members = self.members(group_ids)
-        return _read_again_if_replaced(
-            lambda: draw_group_figures(self.root, self.study, group_ids, folder, self.threshold, members))
+        return draw_figures(self._rows(group_ids), folder)
 
-    def members(self, group_ids: Collection[str]) -> set[str]:
-        """Every trial of the groups, as far as they are known."""
+    def _rows(self, group_ids: Collection[str]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+        """group id -> question -> its rows (PARENT_QUESTIONS), read again only for the
+        groups whose trials' files changed since they were last read: a group's numbers
+        and then its figures, or its numbers asked again for a trial whose rows an
+        earlier answer already held, cost one read."""
+        wanted = sorted(set(group_ids))
+        members = self._members_by_group(wanted)
+        compacted = rows_print(self.root, self.study)
+        prints = {group_id: (compacted, rows_print(self.root, self.study, members[group_id])) for group_id in wanted}
+        stale = [group_id for group_id in wanted if self._answered.get(group_id, (None,))[0] != prints[group_id]]
+        if stale:
+            trial_ids = set().union(*(members[group_id] for group_id in stale))
+            fresh = _read_again_if_replaced(
+                lambda: group_rows(self.root, self.study, stale, self.threshold, trial_ids, PARENT_QUESTIONS))
+            for group_id in stale:
+                self._answered[group_id] = (prints[group_id], fresh[group_id])
+        return {group_id: self._answered[group_id][1] for group_id in wanted}
+
+    def _members_by_group(self, group_ids: Collection[str]) -> dict[str, set[str]]:
+        """group id -> every trial of the group, as far as they are known."""
         if not self._read:  # once: trials of an earlier run that no config names
             self.group_of.update(read_trial_groups(self.root, self.study))
             self._read = True
-        wanted = set(group_ids)
-        return {trial_id for trial_id, group_id in self.group_of.items() if group_id in wanted}
+        found: dict[str, set[str]] = {group_id: set() for group_id in group_ids}
+        for trial_id, group_id in self.group_of.items():
+            if group_id in found:
+                found[group_id].add(trial_id)
+        return found
 
     def _group(self, trial_id: str) -> str | None:
         if trial_id not in self.group_of:

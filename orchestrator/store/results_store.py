@@ -23,7 +23,9 @@ import pyarrow.parquet as pq
 from results_contract.damaged import DamagedResultsWarning
 from results_contract.layout import (
     FILE_NAME,
+    TABLES,
     check_path_component,
+    compacted_generations,
     newest_compacted,
     table_path,
     visible_files,
@@ -204,6 +206,26 @@ def _read_or_warn(path: Path, columns: list[str] | None) -> pa.Table | None:
 def _stamp(path: Path) -> tuple[int, int]:
     stat = path.stat()
     return stat.st_mtime_ns, stat.st_size
+
+
+def rows_print(root: Path, study: str, trial_ids: Iterable[str] = ()) -> tuple:
+    """What changes whenever a row of these trials does, in their own files: each file's
+    inode, modification time and size (with no trial ids: the study's compacted files',
+    which hold rows of many trials). A results file is replaced whole (written beside,
+    then renamed over), never written in place, so a replaced file has a new inode; a
+    file removed or added changes the print too."""
+    trial_ids = sorted(trial_ids)
+    stamps = []
+    for table in TABLES:
+        paths = ([table_path(root, study, table, trial_id) for trial_id in trial_ids] if trial_ids
+                 else list(compacted_generations(root, study, table).values()))
+        for path in paths:
+            try:
+                stat = path.stat()
+            except FileNotFoundError:
+                continue
+            stamps.append((str(path), stat.st_ino, stat.st_mtime_ns, stat.st_size))
+    return tuple(stamps)
 
 
 # A compacted file is never rewritten (a new generation has a new name), so a reader

@@ -1,0 +1,100 @@
+"""The groups' answers the MLflow thread is handed (orchestrator.running.group_answers):
+a group's rows are read once for its numbers and its figures, and read again only when
+a file of its trials changes; what they give is what reading the study afresh gives."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from analysis import group_figures
+from orchestrator.running import group_answers
+from orchestrator.studies.study import load_study
+from results_contract import groups
+
+STUDY = """\
+name: answers
+base:
+  task: {name: successor, train_digits: [1, 2]}
+  model: {arch: decoder, size: tiny, pe: alibi}
+  train: {steps: 10, batch_size: 8, lr: 3.0e-3, warmup: 2, log_every: 5}
+  eval: {digits: [2, 3], samples: 4}
+axes:
+  train.lr: [3.0e-3, 1.0e-3]
+  seeds.weight: [0, 1]
+  seeds.data: [0, 1]
+resources: {cpus_per_trial: 1}
+"""
+
+
+@pytest.fixture
+def study(tmp_path: Path):
+    path = tmp_path / "answers.yaml"
+    path.write_text(STUDY)
+    return load_study(path)
+
+
+@pytest.fixture
+def reads(monkeypatch) -> list[tuple[str, ...]]:
+    """The groups each read of the results asked for, in order."""
+    asked, read = [], group_answers.group_rows
+
+    def counted(root, study, group_ids, *args, **kwargs):
+        asked.append(tuple(sorted(group_ids or ())))
+        return read(root, study, group_ids, *args, **kwargs)
+
+    monkeypatch.setattr(group_answers, "group_rows", counted)
+    return asked
+
+
+def accuracy(config) -> float:
+    return 0.2 * (1 + config.seeds.weight) + 0.1 * config.seeds.data + (0.2 if config.train.lr == 3.0e-3 else 0.0)
+
+
+def test_numbers_asked_again_with_no_file_changed_read_nothing(tmp_path, study, write_finished_trial, reads):
+    root = tmp_path / "results"
+    first, second = study.trials[0], study.trials[-1]
+    for config in (first, second):
+        write_finished_trial(root, study, config, accuracy(config))
+    answers = group_answers.GroupAnswers(study, root)
+    numbers = answers.numbers([first.trial_id])
+    assert reads == [(groups.group_id(first),)]
+    # the same trial, or the group's figures: nothing changed, nothing is read
+    assert answers.numbers([first.trial_id]) == numbers
+    answers.figures([groups.group_id(first)], tmp_path / "figures")
+    assert reads == [(groups.group_id(first),)]
+    # a trial of the group finished since: that group alone is read again
+    added = next(c for c in study.trials if groups.group_id(c) == groups.group_id(first) and c != first)
+    write_finished_trial(root, study, added, accuracy(added))
+    both = answers.numbers([added.trial_id, second.trial_id])
+    assert reads == [(groups.group_id(first),), (groups.group_id(first), groups.group_id(second))]
+    assert answers.numbers([first.trial_id, second.trial_id]) == both and len(reads) == 2
+    # a file replaced, however it changed (here: rewritten with the same rows)
+    write_finished_trial(root, study, second, accuracy(second))
+    answers.numbers([second.trial_id])
+    assert reads[-1] == (groups.group_id(second),)
+
+
+def test_kept_answers_are_those_of_a_fresh_read(tmp_path, study, write_finished_trial):
+    """Numbers and figures from kept rows, after trials finished one at a time, equal
+    those of a new GroupAnswers (nothing kept) and of group_numbers over the study."""
+    root = tmp_path / "results"
+    answers = group_answers.GroupAnswers(study, root)
+    for config in study.trials:
+        write_finished_trial(root, study, config, accuracy(config))
+        answers.numbers([config.trial_id])
+    every = [c.trial_id for c in study.trials]
+    kept = answers.numbers(every)
+    assert kept == group_answers.GroupAnswers(study, root).numbers(every)
+    # group_numbers leaves `complete` to GroupAnswers, which knows the planned trials
+    whole = [dataclasses.replace(n, complete=False) for n in kept]
+    assert whole == group_answers.group_numbers(root, study.name, answers.names) != []
+    ids = sorted({groups.group_id(c) for c in study.trials})
+    drawn = answers.figures(ids, tmp_path / "kept")
+    fresh = group_figures.draw_group_figures(root, study.name, ids, tmp_path / "fresh")
+    assert {g: sorted(f) for g, f in drawn.items()} == {g: sorted(f) for g, f in fresh.items()} != {}
+    for group_id, files in drawn.items():
+        for name, path in files.items():
+            assert path.read_bytes() == fresh[group_id][name].read_bytes(), name
