@@ -98,3 +98,9 @@ def test_kept_answers_are_those_of_a_fresh_read(tmp_path, study, write_finished_
     for group_id, files in drawn.items():
         for name, path in files.items():
             assert path.read_bytes() == fresh[group_id][name].read_bytes(), name
+
+
+def test_a_study_with_no_results_yet_has_no_numbers_and_no_figures(tmp_path, study):
+    answers = group_answers.GroupAnswers(study, tmp_path / "results")
+    assert answers.numbers([study.trials[0].trial_id]) == []
+    assert answers.figures([groups.group_id(study.trials[0])], tmp_path / "figures") == {}

@@ -175,8 +175,11 @@ class GroupAnswers:
         stale = [group_id for group_id in wanted if self._answered.get(group_id, (None,))[0] != prints[group_id]]
         if stale:
             trial_ids = set().union(*(members[group_id] for group_id in stale))
-            fresh = _read_again_if_replaced(
-                lambda: group_rows(self.root, self.study, stale, self.threshold, trial_ids, PARENT_QUESTIONS))
+            try:
+                fresh = _read_again_if_replaced(
+                    lambda: group_rows(self.root, self.study, stale, self.threshold, trial_ids, PARENT_QUESTIONS))
+            except LookupError:  # no results yet: no rows, none kept
+                return {group_id: {question: [] for question in PARENT_QUESTIONS} for group_id in wanted}
             for group_id in stale:
                 self._answered[group_id] = (prints[group_id], fresh[group_id])
         return {group_id: self._answered[group_id][1] for group_id in wanted}
