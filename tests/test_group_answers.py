@@ -8,32 +8,16 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from group_studies import accuracy, parents_study
 
 from analysis import group_figures
 from orchestrator.running import group_answers
-from orchestrator.studies.study import load_study
 from results_contract import groups
-
-STUDY = """\
-name: answers
-base:
-  task: {name: successor, train_digits: [1, 2]}
-  model: {arch: decoder, size: tiny, pe: alibi}
-  train: {steps: 10, batch_size: 8, lr: 3.0e-3, warmup: 2, log_every: 5}
-  eval: {digits: [2, 3], samples: 4}
-axes:
-  train.lr: [3.0e-3, 1.0e-3]
-  seeds.weight: [0, 1]
-  seeds.data: [0, 1]
-resources: {cpus_per_trial: 1}
-"""
 
 
 @pytest.fixture
 def study(tmp_path: Path):
-    path = tmp_path / "answers.yaml"
-    path.write_text(STUDY)
-    return load_study(path)
+    return parents_study(tmp_path)
 
 
 @pytest.fixture
@@ -47,10 +31,6 @@ def reads(monkeypatch) -> list[tuple[str, ...]]:
 
     monkeypatch.setattr(group_answers, "group_rows", counted)
     return asked
-
-
-def accuracy(config) -> float:
-    return 0.2 * (1 + config.seeds.weight) + 0.1 * config.seeds.data + (0.2 if config.train.lr == 3.0e-3 else 0.0)
 
 
 def test_numbers_asked_again_with_no_file_changed_read_nothing(tmp_path, study, write_finished_trial, reads):

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from group_studies import BETTER_LR, STUDY, parents_study, write_trials
 from mlflow import MlflowClient
 from mlflow_servers import MlflowServer
 
@@ -36,36 +37,10 @@ from orchestrator.studies.study import load_study
 from results_contract import groups
 from results_contract.experiments import default_store_uri
 
-STUDY = """\
-name: parents
-base:
-  task: {name: successor, train_digits: [1, 2]}
-  model: {arch: decoder, size: tiny, pe: alibi}
-  train: {steps: 10, batch_size: 8, lr: 3.0e-3, warmup: 2, log_every: 5}
-  eval: {digits: [2, 3], samples: 4}
-axes:
-  train.lr: [3.0e-3, 1.0e-3]
-  seeds.weight: [0, 1]
-  seeds.data: [0, 1]
-resources: {cpus_per_trial: 1}
-"""
-#: accuracy by weight seed and data seed (the weight seed matters most), and 0.2 more at
-#: the larger learning rate, so that the two groups rank
-ACCURACY = {(w, d): 0.2 * (1 + w) + 0.1 * d for w in range(3) for d in range(2)}
-BETTER_LR = 3.0e-3
-
 
 @pytest.fixture
 def study(tmp_path: Path):
-    path = tmp_path / "parents.yaml"
-    path.write_text(STUDY)
-    return load_study(path)
-
-
-def write_trials(root: Path, study, write_finished_trial, configs) -> None:
-    for config in configs:
-        bonus = 0.2 if config.train.lr == BETTER_LR else 0.0
-        write_finished_trial(root, study, config, ACCURACY[(config.seeds.weight, config.seeds.data)] + bonus)
+    return parents_study(tmp_path)
 
 
 def numbers_only(study, root: Path) -> Handed:
