@@ -349,7 +349,7 @@ class MlflowSyncer:
             for numbers in answered or []:
                 if self.tracker.groups.write(numbers):
                     self.groups_written.add(numbers.group_id)
-        if self.handed.group_figures is not None:
+        if self.handed.group_figures is not None and not self._numbers_owed_at_end():
             # while trials run, a batch of the groups whose trials are all done (their
             # figures are final then, and drawing them spreads over the run); at the
             # end, every group whose numbers moved
@@ -358,6 +358,14 @@ class MlflowSyncer:
         with self._cond:
             spent = time.monotonic() - started
             self._groups_next = time.monotonic() + max(GROUP_REFRESH_S, GROUP_SHARE_INVERSE * spent)
+
+    def _numbers_owed_at_end(self) -> bool:
+        """At the end, whether trials finished (or are still syncing) since these numbers
+        were asked: the next rewrite moves the numbers again and draws the figures then,
+        so figures drawn now would be drawn twice."""
+        with self._cond:
+            syncing = any(kind == "trial" for kind, _, _ in self._busy.values())
+            return self._closing and bool(self._finished or self._trials or syncing)
 
     def _owe_again(self, trials: list[str] | None) -> None:
         """The numbers of these trials' groups (None: every group's) are asked again at
