@@ -208,17 +208,16 @@ def _stamp(path: Path) -> tuple[int, int]:
     return stat.st_mtime_ns, stat.st_size
 
 
-def rows_print(root: Path, study: str, trial_ids: Iterable[str] = ()) -> tuple:
+def rows_print(root: Path, study: str, trial_ids: Iterable[str] | None = None) -> tuple:
     """What changes whenever a row of these trials does, in their own files: each file's
-    inode, modification time and size (with no trial ids: the study's compacted files',
+    inode, modification time and size (trial_ids None: the study's compacted files',
     which hold rows of many trials). A results file is replaced whole (written beside,
     then renamed over), never written in place, so a replaced file has a new inode; a
     file removed or added changes the print too."""
-    trial_ids = sorted(trial_ids)
     stamps = []
     for table in TABLES:
-        paths = ([table_path(root, study, table, trial_id) for trial_id in trial_ids] if trial_ids
-                 else list(compacted_generations(root, study, table).values()))
+        paths = (list(compacted_generations(root, study, table).values()) if trial_ids is None
+                 else [table_path(root, study, table, trial_id) for trial_id in sorted(trial_ids)])
         for path in paths:
             try:
                 stat = path.stat()
