@@ -303,8 +303,12 @@ class MlflowSyncer:
         if any(kind == "groups" for kind, _, _ in self._busy.values()):
             return False
         if self._closing:
-            return not self._trials and not any(kind == "trial" for kind, _, _ in self._busy.values())
+            return not self._trials_left()
         return time.monotonic() >= self._groups_next
+
+    def _trials_left(self) -> bool:
+        """Whether a trial's run is still to sync or syncing (the condition held)."""
+        return bool(self._trials) or any(kind == "trial" for kind, _, _ in self._busy.values())
 
     def _do(self, kind: str, work: Any, queue: deque | None) -> None:
         with self._connecting:  # never the condition: Tune's loop takes that to mark trials
@@ -364,8 +368,7 @@ class MlflowSyncer:
         were asked: the next rewrite moves the numbers again and draws the figures then,
         so figures drawn now would be drawn twice."""
         with self._cond:
-            syncing = any(kind == "trial" for kind, _, _ in self._busy.values())
-            return self._closing and bool(self._finished or self._trials or syncing)
+            return self._closing and (bool(self._finished) or self._trials_left())
 
     def _owe_again(self, trials: list[str] | None) -> None:
         """The numbers of these trials' groups (None: every group's) are asked again at
