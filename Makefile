@@ -45,8 +45,12 @@ TEST_WORKERS ?= 2
 #: more pytest options, e.g. `make test PYTEST_FLAGS=--durations=10` (the ten slowest tests)
 PYTEST_FLAGS ?=
 
+# with bytecode written even where the environment sets PYTHONDONTWRITEBYTECODE: each
+# pytest worker, and each Ray worker and `lg-study` process the tests start, otherwise
+# compiles every module of the repository afresh and pytest rewrites every test
+# file's asserts again (about 12 s of each worker's collection: docs/performance.md)
 test: setup
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_FLAGS)
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_FLAGS)
 
 lint: setup
 	$(BIN)/ruff check lengthgen orchestrator analysis results_contract tests

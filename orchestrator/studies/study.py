@@ -13,7 +13,6 @@ import dataclasses
 import functools
 import itertools
 import re
-import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -51,6 +50,7 @@ from orchestrator.studies.seed_spec import (
     profiled_seeds,
     until_key_problem,
 )
+from orchestrator.studies.study_yaml import load_study_yaml
 from results_contract import groups
 from results_contract.experiments import experiment_name
 from results_contract.layout import profile_root
@@ -229,12 +229,7 @@ def load_study(path: Path, profile: str | None = None) -> Study:
     path = Path(path)
     text = _read(path)
     source = StudySource.read(path, text)
-    try:
-        raw = yaml.load(text, Loader=_UniqueKeyLoader)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        raise StudyError(source.path, None, f"not valid YAML: {getattr(error, 'problem', error)}",
-                         mark.line + 1 if mark else None) from None
+    raw = load_study_yaml(source.path, text)
     if not isinstance(raw, dict):
         raise source.error(None, "a study file is a mapping with keys: " + ", ".join(StudyFile.model_fields))
     try:
@@ -465,28 +460,3 @@ def _read(path: Path) -> str:
         raise StudyError(path, None, f"cannot read the file ({error.strerror})") from None
     except UnicodeDecodeError as error:
         raise StudyError(path, None, f"not a UTF-8 text file (byte {error.start})") from None
-
-
-_MERGE_TAG = "tag:yaml.org,2002:merge"
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key given twice in one mapping (PyYAML keeps the last
-    one silently, so a repeated axis would quietly replace the first)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        seen: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            if key_node.tag == _MERGE_TAG:
-                # `<<: *profile` copies an anchored mapping (a profile built on
-                # another); the keys written beside it override the copied ones
-                continue
-            key = self.construct_object(key_node, deep=True)
-            if isinstance(key, typing.Hashable) and key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None,
-                    f"duplicate key {key!r} (first at line {seen[key] + 1})", key_node.start_mark,
-                )
-            if isinstance(key, typing.Hashable):
-                seen[key] = key_node.start_mark.line
-        return super().construct_mapping(node, deep=deep)
