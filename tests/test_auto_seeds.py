@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from analysis.query import open_results, run_query
 from orchestrator.cli import app
-from orchestrator.running.auto_seeds import (
+from orchestrator.running.memory_budget import (
     CPU_SAFETY,
     GPU_SAFETY,
     MemoryBudget,

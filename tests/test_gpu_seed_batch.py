@@ -26,7 +26,7 @@ from lengthgen.training_step import (
     adamw_options,
     build_optimizer,
 )
-from orchestrator.running.auto_seeds import budget_here, cuda_free_bytes
+from orchestrator.running.memory_budget import budget_here, cuda_free_bytes
 from orchestrator.studies.study import Resources
 
 DEVICE = torch.device(os.environ.get("LG_GPU_TESTS_DEVICE", "cuda"))

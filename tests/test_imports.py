@@ -254,6 +254,19 @@ for name in {TORCH_FREE!r}:
     assert result.returncode == 0, result.stderr
 
 
+def test_the_memory_probes_task_imports_neither_torch_nor_the_studys_modules():
+    # its Ray worker is a fresh process that imports the task's module: the probe of
+    # every `seeds_per_trial: auto` run waits on that import
+    code = """
+import sys
+import orchestrator.running.memory_budget
+loaded = [m for m in ("torch", "pydantic", "lengthgen", "orchestrator.studies", "pandas") if m in sys.modules]
+assert not loaded, loaded
+"""
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+
+
 def test_the_package_still_exports_the_trainer():
     result = run_python(
         "import sys, lengthgen\n"
