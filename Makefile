@@ -50,7 +50,7 @@ PYTEST_FLAGS ?=
 # compiles every module of the repository afresh and pytest rewrites every test
 # file's asserts again (about 12 s of each worker's collection: docs/performance.md)
 test: setup
-	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_FLAGS)
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_FLAGS)
 
 lint: setup
 	$(BIN)/ruff check lengthgen orchestrator analysis results_contract tests

@@ -26,24 +26,6 @@ from ray_studies import cluster  # noqa: F401  (registers the fixture for every 
 if "PYTEST_XDIST_WORKER" in os.environ:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-#: the default tier's test files that take longest (pytest --durations, on the 2-core AMD
-#: EPYC of docs/performance.md), longest first. They run first, so that no worker is left
-#: with one of them at the end while the other waits: with --no-loadscope-reorder (make
-#: test) xdist hands whole files to the workers in collection order, and by default it
-#: puts files of few tests, as these are, last
-LONGEST_FIRST = (
-    "test_group_runs.py", "test_compaction.py", "test_compiled_step.py", "test_analysis_units.py",
-    "test_run_study.py", "test_run_table.py", "test_profiles.py", "test_decoding.py", "test_provenance.py",
-    "test_auto_seeds.py", "test_seed_planning.py", "test_analysis_sql.py", "test_statistics.py",
-    "test_encoder_decoder.py", "test_report_page.py", "test_search.py",
-)
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    rank = {name: place for place, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files stay whole
-
-
 #: when the rows these fixtures write say their trial started
 STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 
