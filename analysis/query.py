@@ -230,9 +230,16 @@ def _view_over_files(statement: str, table: str, files: list[Path]) -> str:
 
 
 def run_query(
-    con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, str] | None = None
+    con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, str] | None = None,
+    *, streamed: bool = False,
 ) -> pa.Table:
     """Run one or more statements; return the last one's result.
+
+    DuckDB runs the last statement at once and hands over the rows it holds, or with
+    ``streamed`` (a user's SQL, whose rows may be too many to hold twice) builds a lazy
+    relation that streams them into Arrow. The relation binds the statement twice,
+    once for its columns and once to run it: 13-21 % of an analysis file's time on a
+    small store (docs/performance.md, "DuckDB's share of the default tier").
 
     ``params`` fill the SQL's parameters, given as text. A parameter is either a
     ``$name`` placeholder, which must be given, or a DuckDB variable read with
@@ -263,22 +270,43 @@ def run_query(
         for name in set_variables:
             con.execute(f"set variable {name} = ?", [params[name]])
         try:
-            result: duckdb.DuckDBPyRelation | None = None
-            for statement in statements:
-                used = statement.named_parameters
-                missing = sorted(used - params.keys())
-                if missing:
-                    names = ", ".join(f"${name}" for name in missing)
-                    raise QueryError(f"no value given for parameter {names}")
-                bound = {name: params[name] for name in used}
-                result = con.sql(statement.query, params=bound or None)
-            # Reading statements are lazy: errors in the last one surface here.
-            return result.to_arrow_table() if result is not None else pa.table({})
+            *before, last = statements
+            for statement in before:
+                con.execute(statement.query, _bound(statement, params))
+            if streamed:
+                result = con.sql(last.query, params=_bound(last, params))
+                # Reading statements are lazy: errors in the last one surface here.
+                return result.to_arrow_table() if result is not None else pa.table({})
+            con.execute(last.query, _bound(last, params))
+            return _held_rows(con) if con.description else pa.table({})
         finally:
             for name in set_variables:
                 con.execute(f"reset variable {name}")
     except duckdb.Error as error:
         raise QueryError(str(error)) from error
+
+
+def _bound(statement: duckdb.Statement, params: dict[str, str]) -> dict[str, str] | None:
+    """The parameters ``statement`` names, from ``params``; QueryError for one not given."""
+    used = statement.named_parameters
+    missing = sorted(used - params.keys())
+    if missing:
+        names = ", ".join(f"${name}" for name in missing)
+        raise QueryError(f"no value given for parameter {names}")
+    return {name: params[name] for name in used} or None
+
+
+def _held_rows(con: duckdb.DuckDBPyConnection) -> pa.Table:
+    """The rows of the statement ``con`` just ran, as Arrow. DuckDB 2 warns that this
+    copies them, which run_query chooses for results it knows are small; the warning is
+    silenced here alone (catch_warnings is process-wide: at worst a thread running SQL
+    at the same moment keeps this one filter)."""
+    fetch = getattr(con, "fetch_arrow_table", None)  # DuckDB 1.x's name, without the warning
+    if fetch is not None:
+        return fetch()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Arrow output on a DB-API result", category=UserWarning)
+        return con.to_arrow_table()
 
 
 def sql_parameters(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[set[str], set[str]]:

@@ -78,16 +78,18 @@ def results_warnings() -> Iterator[None]:
     """Print the results files that reading skipped (damaged, foreign) on stderr."""
     from results_contract.damaged import DamagedResultsWarning
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", DamagedResultsWarning)
-        try:
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", DamagedResultsWarning)
             yield
-        finally:
-            for warning in caught:
-                if issubclass(warning.category, DamagedResultsWarning):
-                    err.print(f"[yellow]warning:[/yellow] {warning.message}", highlight=False)
-                else:
-                    warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
+    finally:
+        # shown once recording has stopped: inside it, showwarning appends to `caught`
+        for warning in caught:
+            if issubclass(warning.category, DamagedResultsWarning):
+                err.print(f"[yellow]warning:[/yellow] {warning.message}", highlight=False)
+            else:
+                warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
 
 
 def say_if_moved(tracking_uri: str) -> None:

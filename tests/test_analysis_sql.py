@@ -432,6 +432,16 @@ def test_parameters_are_set_for_one_query_only(con) -> None:
     assert {r["threshold"] for r in run(con, "lucky_tickets")} == {0.9}
 
 
+@pytest.mark.parametrize("question", [path.name for path in sorted((sql_root() / "questions").glob("*.sql"))])
+def test_held_rows_are_the_streamed_rows(con, question: str) -> None:
+    """run_query's two ways to Arrow (the rows DuckDB holds, one bind; a lazy relation
+    streaming them, two binds) give the same table, types and all."""
+    text = sql_file(question).read_text()
+    held, streamed = run_query(con, text), run_query(con, text, streamed=True)
+    assert held.schema == streamed.schema
+    assert held.equals(streamed)
+
+
 def test_query_command_runs_a_file_with_and_without_params(study) -> None:
     root, _ = study
     runner = CliRunner()

@@ -149,3 +149,15 @@ def test_trial_help_names_no_profile_folder_it_never_writes() -> None:
     text = " ".join(outcome.output.split())
     assert "_profiles" not in text and "nothing is written" in text
     assert "_profiles" in " ".join(runner.invoke(app, ["run", "--help"], env={"COLUMNS": "200"}).output.split())
+
+
+def test_a_warning_other_than_a_damaged_file_is_passed_on_once_after_reading(recwarn) -> None:
+    """results_warnings prints damaged files and passes other warnings on, once: passed
+    on while still recording, each would be recorded again, without end."""
+    import warnings
+
+    from orchestrator.cli_support import results_warnings
+
+    with results_warnings():
+        warnings.warn("a library's own warning", UserWarning, stacklevel=1)
+    assert [str(w.message) for w in recwarn] == ["a library's own warning"]

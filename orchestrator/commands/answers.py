@@ -51,7 +51,7 @@ def query_results(sql: str | None, study: str | None, profile: str | None, file:
         raise bad_input(f"{file}: {error.strerror}") from None
     try:
         with results_warnings(), open_results(profile_root(results, profile), study) as con:
-            table = run_query(con, text, params)
+            table = run_query(con, text, params, streamed=True)
             left_out = _pruned_left_out(con, text)
     except (QueryError, LookupError) as error:
         raise bad_input(str(error)) from None

@@ -149,9 +149,10 @@ def study_cost_words(trials: list[TrialConfig], rates: dict[str, dict[str, Measu
     GPU-hours at a sustained 100 TFLOP/s (an estimate; ...)'; with `rates` ({GPU model:
     {trial shape: the rate measured there}}), the GPU-hours at the measured rates instead,
     each trial at its own shape's, and the trials of shapes not measured there said so."""
-    costs = {}
+    costs: dict[str, TrialCost] = {}
     for trial in trials:  # trials of one group differ by seeds only: one cost each
-        costs.setdefault(shape_id(trial), trial_cost(trial))
+        if (shape := shape_id(trial)) not in costs:
+            costs[shape] = trial_cost(trial)
     flops = sum(costs[shape_id(t)].flops for t in trials)
     steps = sorted({t.train.steps for t in trials})
     parameters = sorted({c.parameters for c in costs.values()})
