@@ -265,7 +265,7 @@ def run_query(
                     f"{what} refused: queries read the results and write nothing "
                     "(save a result with --format csv/json/parquet --out FILE)"
                 )
-        _, variables = sql_parameters(con, sql)
+        variables = _variables(sql)  # the statements are parsed once, above
         set_variables = sorted(params.keys() & variables)
         for name in set_variables:
             con.execute(f"set variable {name} = ?", [params[name]])
@@ -316,7 +316,12 @@ def sql_parameters(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[set[str], 
     except duckdb.Error as error:
         raise QueryError(str(error)) from error
     placeholders = set().union(*(statement.named_parameters for statement in statements))
-    return placeholders, set(_GETVARIABLE.findall(sql)) - {ROOT_VARIABLE}
+    return placeholders, _variables(sql)
+
+
+def _variables(sql: str) -> set[str]:
+    """The DuckDB variables ``sql`` reads with getvariable('name'), less the results root."""
+    return set(_GETVARIABLE.findall(sql)) - {ROOT_VARIABLE}
 
 
 def run_sql_file(
