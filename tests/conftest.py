@@ -26,6 +26,17 @@ from ray_studies import cluster  # noqa: F401  (registers the fixture for every 
 if "PYTEST_XDIST_WORKER" in os.environ:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Refuse a `long` test that is not also `slow`: the default tier deselects by `slow`
+    alone, so a test marked only `long` would run in `make test`."""
+    unmarked = [item.nodeid for item in items if item.get_closest_marker("long") and not item.get_closest_marker("slow")]
+    if unmarked:
+        raise pytest.UsageError("marked long but not slow: " + ", ".join(unmarked))
+
+
 #: when the rows these fixtures write say their trial started
 STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 

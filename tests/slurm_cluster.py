@@ -29,7 +29,7 @@ def missing_reason() -> str | None:
     """Why no Slurm cluster can be started here, or None."""
     absent = [name for name in DAEMONS if shutil.which(name) is None]
     if absent:
-        return f"no {', '.join(absent)} here (apt-get install slurm-wlm munge, as .ci/run does as root)"
+        return f"no {', '.join(absent)} here (apt-get install slurm-wlm munge, as .ci/run --long does as root)"
     if os.geteuid() != 0:
         return "Slurm's daemons must run as root here (slurmd starts each job as its user)"
     return None

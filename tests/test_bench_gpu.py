@@ -34,6 +34,7 @@ def test_the_rate_of_trials_run_at_once_is_taken_while_all_of_them_train():
 
 
 @pytest.mark.slow  # a Ray run of three trials and two compiled models: about 40 s
+@pytest.mark.long
 def test_the_gpu_rows_measure_on_the_cpu_when_given_a_device():
     """Two tiny trials as Ray tasks of half a CPU each, and the compiled step with
     torch.compile's eager backend (no code generation): every row is measured."""

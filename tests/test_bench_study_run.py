@@ -53,6 +53,7 @@ def test_ten_thousand_trials_are_held_to_their_own_budgets() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_a_real_study_gives_one_row_per_measurement() -> None:
     rows = bench_study_run.study_run_scale(trials=6, data_seeds=2)
     assert [r.name.split(" (budget")[0] for r in rows] == [

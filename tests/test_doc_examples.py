@@ -1,4 +1,4 @@
-"""The documentation's examples, run, so that an example that stops working fails CI.
+"""The documentation's examples, run, so that an example that stops working fails the tests.
 
 The convention (docs/reference/README.md says it to writers):
 
@@ -15,7 +15,7 @@ The convention (docs/reference/README.md says it to writers):
   a bad choice or number fails. Every ```sql block runs: plain SQL through `lg-study query`,
   a block with DuckDB command-line `.read FILE` lines as that client's script (each
   `.read` runs the file), over a study `quickstart` of one trial whose tables are empty.
-- Slow tier: the shell blocks not marked run in document order, each line in bash, in a
+- Long tier (`pytest -m long`, `.ci/run --long`): the shell blocks not marked run in document order, each line in bash, in a
   sandbox: a copy of studies/ whose study files train 2 steps and test 8 questions a
   length (the same designs), with analysis/ beside it, and results/ holding a real
   `lg-study run studies/quickstart.yaml` of that tiny quickstart; then every ```sql
@@ -50,7 +50,7 @@ OPERATORS = {"|", "||", "&&", ";", "&", ">", ">>", "<", "2>", "2>&1"}
 COMMAND_TIMEOUT = 600
 #: `<!-- output: SOURCE (reason) -->` before a ```text block: the block is what SOURCE
 #: prints, `make run` (the sandbox's run of the quickstart) or `the command above` (the
-#: last shell block before it); the slow tier checks its layout against a real run
+#: last shell block before it); the long tier checks its layout against a real run
 OUTPUT = re.compile(r"<!--\s*output:\s*(make run|the command above)\b")
 RUN_OUTPUT = "make-run.out"
 
@@ -248,7 +248,7 @@ def run_duckdb_script(script: str, folder: Path) -> str | None:
     return None
 
 
-# --- slow tier: the shell blocks run on tiny studies ----------------------------------------
+# --- long tier: the shell blocks run on tiny studies ----------------------------------------
 
 
 def tiny_study_files(source: Path, target: Path) -> None:
@@ -282,6 +282,7 @@ def tiny_sandbox(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[s
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("example", RUN_EXAMPLES, ids=lambda e: e.id)
 def test_every_shell_block_runs(example: Example, tiny_sandbox: tuple[Path, dict[str, str]]):
     folder, env = tiny_sandbox
@@ -298,6 +299,7 @@ def test_every_python_block_compiles(example: Example):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("example", [e for e in PYTHON_EXAMPLES if e.mark is None], ids=lambda e: e.id)
 def test_every_python_block_runs(example: Example, tiny_sandbox: tuple[Path, dict[str, str]]):
     folder, env = tiny_sandbox
@@ -307,6 +309,7 @@ def test_every_python_block_runs(example: Example, tiny_sandbox: tuple[Path, dic
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("example", SQL_EXAMPLES, ids=lambda e: e.id)
 def test_every_sql_block_runs_on_the_tiny_quickstart(example: Example, tiny_sandbox: tuple[Path, dict[str, str]]):
     problem = run_sql_example(example, tiny_sandbox[0])
@@ -314,6 +317,7 @@ def test_every_sql_block_runs_on_the_tiny_quickstart(example: Example, tiny_sand
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_the_tables_page_names_every_column_a_real_run_writes(tiny_sandbox: tuple[Path, dict[str, str]]):
     """docs/reference/tables.md lists the trials columns a worker adds by name; a real run's
     columns must all be on it."""
@@ -326,7 +330,7 @@ def test_the_tables_page_names_every_column_a_real_run_writes(tiny_sandbox: tupl
     assert [c for c in columns if f"`{c}`" not in page] == []
 
 
-# --- slow tier: the tutorial's terminal output is the terminal's ----------------------------
+# --- long tier: the tutorial's terminal output is the terminal's ----------------------------
 
 
 @dataclass(frozen=True)
@@ -380,6 +384,7 @@ def test_the_tutorial_shows_terminal_output():
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("output", OUTPUTS, ids=lambda o: o.id)
 def test_the_docs_output_is_what_the_command_prints(output: Output, tiny_sandbox: tuple[Path, dict[str, str]]):
     """`make run`'s table line for line, digits aside (the page names the machine its digits

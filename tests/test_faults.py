@@ -28,7 +28,7 @@ from orchestrator.studies.study import load_study
 
 # two `lg-study run` processes and a SIGKILL, a minute or more: with the other
 # fault-injection tests (test_interrupts) in the tier CI runs after the default one
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 STUDY = tiny_study("faults", 200, {"train.lr": ["3.0e-3", "1.0e6"], "seeds.weight": [0, 1, 2]},
                    "{cpus_per_trial: 1, max_failures: 1}", source="test fixture: worker SIGKILL, driver SIGTERM, divergence")

@@ -25,7 +25,7 @@ from orchestrator.mlflow_tracking.group_runs import TRIAL_RUNS
 from orchestrator.mlflow_tracking.mlflow_store import create_sqlite_store
 from orchestrator.store.storage_faults import EXIT_CODE
 
-pytestmark = pytest.mark.slow  # three `lg-study run`s: about a minute
+pytestmark = [pytest.mark.slow, pytest.mark.long]  # three `lg-study run`s: about a minute
 
 LG_STUDY = str(Path(sys.executable).parent / "lg-study")
 STUDY = """\

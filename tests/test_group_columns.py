@@ -336,6 +336,7 @@ def test_a_run_regroups_legacy_rows_and_retags_their_mlflow_runs(
 
 
 @pytest.mark.slow  # a Tune run of its own: test_run_study's real run covers the columns' path
+@pytest.mark.long
 def test_a_real_study_writes_the_columns_its_mlflow_tags_repeat(
     study_file: Path, tmp_path: Path
 ) -> None:

@@ -90,6 +90,7 @@ def study(tmp_path) -> tuple[list[str], Path]:
     return command, results
 
 
+@pytest.mark.long
 def test_ctrl_c_in_a_terminal_then_resume(study):
     command, results = study
     code, output = run_until(command, results, lambda p: os.killpg(p.pid, signal.SIGINT),
@@ -120,6 +121,7 @@ def test_driver_killed_with_sigkill_then_resume(study):
     assert_complete(results)
 
 
+@pytest.mark.long
 def test_restart_runs_everything_again(tmp_path):
     _, results, command = study_command(tmp_path, stops_study(RESTARTED_STEPS))
     first = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)

@@ -46,6 +46,7 @@ def seconds(request) -> tuple[float, dict]:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_the_run_list_of_a_thousand_runs_opens(tmp_path: Path):
     write_runs(tmp_path, RUNS)
     with socket.socket() as probe:

@@ -21,7 +21,7 @@ from ray_studies import LG_STUDY, study_command, tiny_study, trial_rows, watch
 from orchestrator.mlflow_tracking.group_runs import TRIAL_RUNS
 from orchestrator.mlflow_tracking.mlflow_store import bound_http_calls
 
-pytestmark = pytest.mark.slow  # four `lg-study run`s, a sync, four servers: about 3.5 minutes here
+pytestmark = [pytest.mark.slow, pytest.mark.long]  # four `lg-study run`s, a sync, four servers: about 3.5 minutes here
 
 STUDY = tiny_study("srv", 300, {"seeds.weight": list(range(6))}, "{cpus_per_trial: 1}")
 #: the server killed and started again must be back while trials still train: on an idle

@@ -128,6 +128,7 @@ def test_a_study_whose_trials_finished_elsewhere_trains_nothing(runs) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_no_reuse_trains_again(runs) -> None:
     outcome = runs["run"](str(runs["second"]), "--profile", "smoke", "--no-reuse")
     assert outcome.exit_code == 0, outcome.output

@@ -229,6 +229,7 @@ def pruned_search(tmp_path_factory):
 
 
 @pytest.mark.slow  # a search under a real local Ray, run twice (pruned_search)
+@pytest.mark.long
 def test_a_pruned_point_stops_all_its_seeds_at_the_step_and_keeps_their_rows(pruned_search):
     from analysis.query import open_results, run_query
 
@@ -271,6 +272,7 @@ def test_a_pruned_point_stops_all_its_seeds_at_the_step_and_keeps_their_rows(pru
 
 
 @pytest.mark.slow  # two more searches under Ray: stopped after the decision, then resumed
+@pytest.mark.long
 def test_a_search_stopped_after_a_pruning_decision_resumes_with_that_decision(tmp_path):
     from orchestrator.running import point_pruning
 
@@ -362,6 +364,7 @@ def test_the_stopper_judges_a_resumed_point_on_its_stored_steps_and_never_the_la
 
 
 @pytest.mark.slow  # a search under a real local Ray (pruned_search), then its queries and report
+@pytest.mark.long
 def test_the_analysis_leaves_pruned_trials_out_and_says_how_many(pruned_search):
     results = pruned_search["results"]
     for question in ("variance.sql", "lucky_tickets.sql"):

@@ -90,6 +90,7 @@ def check_quiet(code: int, output: str, results: Path, terminal: bool) -> None:
 
 
 @pytest.mark.slow  # two `lg-study run` processes: about 40 s
+@pytest.mark.long
 def test_run_prints_only_lg_study_lines_and_logs_the_rest(tmp_path):
     """Two runs at once, one with a terminal and one writing to files."""
     study = few_steps_study(tmp_path)

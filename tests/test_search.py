@@ -142,6 +142,7 @@ def test_each_point_is_told_the_mean_of_its_seeds(searched_once):
 
 
 @pytest.mark.slow  # three more Tune runs: stopped, resumed, and once more
+@pytest.mark.long
 def test_a_stopped_search_resumes_without_running_finished_work_again(searched):
     results = searched["results"]
     assert searched["stopped"].exit_code == 130, searched["stopped"].output
@@ -176,6 +177,7 @@ def test_a_stopped_search_resumes_without_running_finished_work_again(searched):
 
 
 @pytest.mark.slow  # three more Tune runs: stopped, resumed, and once more
+@pytest.mark.long
 def test_status_lists_the_best_point_with_mean_and_spread(searched):
     results = searched["results"]
     outcome = runner.invoke(app, ["status", str(searched["longer"]), "--results", str(results)])
@@ -192,6 +194,7 @@ def test_status_lists_the_best_point_with_mean_and_spread(searched):
 
 
 @pytest.mark.slow  # three more Tune runs: stopped, resumed, and once more
+@pytest.mark.long
 def test_a_changed_search_is_refused(searched):
     results, longer = searched["results"], searched["longer"]
     changed = longer.parent / "changed.yaml"

@@ -17,7 +17,7 @@ from ray_studies import mlflow_client, mlflow_runs, study_command, tiny_study, w
 from analysis.query import open_results, run_query
 from orchestrator.studies.study import load_study
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 # test_faults.py's study, its healthy group only, at four weight seeds in one seed batch
 STUDY = tiny_study("faults", 200, {"seeds.weight": [0, 1, 2, 3]},

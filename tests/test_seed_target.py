@@ -276,6 +276,7 @@ def assert_trained_once_and_tracked(results: Path, after_first: dict[str, list[d
 
 
 @pytest.mark.slow  # about 2 minutes on 2 shared cores: three Tune runs of 8 trials, a report
+@pytest.mark.long
 def test_a_real_study_stops_adding_seeds_and_resumes_without_training_twice(
     study_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -26,7 +26,7 @@ from slurm_cluster import SlurmCluster, missing_reason, start_cluster
 
 from results_contract.layout import checkpoint_path
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 REQUEUED = tiny_study("requeued", 200, {"seeds.weight": list(range(4)), "seeds.data": [0, 1]},
                       "{cpus_per_trial: 1}", source="test fixture: a Slurm job requeued mid-study")
 #: trials far longer than the job's time limit, evaluated (and checkpointed) every 500 steps

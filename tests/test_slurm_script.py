@@ -1,7 +1,7 @@
 """`lg-study slurm` without a cluster: the script it writes (its #SBATCH lines, settings and
 the shared body, valid bash), where it keeps it, and each bad option refused with exit 2,
 naming the option, before anything is written. tests/test_slurm_jobs.py runs the scripts
-on a real Slurm (slow tier)."""
+on a real Slurm (long tier)."""
 
 from __future__ import annotations
 
