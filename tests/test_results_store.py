@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from orchestrator.store.results_store import (
     EVAL_SCHEMA,
     SAMPLES_SCHEMA,
     TRIALS_CORE_SCHEMA,
+    read_trial_rows,
     read_trial_statuses,
     write_trial_table,
 )
@@ -163,3 +165,26 @@ def test_unsafe_names_are_rejected(tmp_path: Path, name: str, field: str) -> Non
 def test_safe_names_are_accepted(tmp_path: Path) -> None:
     path = write_trial_table(tmp_path, "seed_robustness-v1.2", "train", "3fa9c0d1", [])
     assert path.exists()
+
+
+@pytest.mark.parametrize("read", [
+    lambda root: read_trial_rows(root, "quick", "eval", "t1"),
+    lambda root: results_store.read_table_rows(root, "quick", "eval"),
+], ids=["one trial", "every trial"])
+def test_a_file_replaced_while_it_is_read_is_read_as_it_was_opened(tmp_path: Path, monkeypatch, read) -> None:
+    """A worker's rename landing once the reader has the file open (pyarrow reading a
+    path opens it again for its pages, which mixed two files' bytes) leaves the reader
+    with the rows it opened, whole."""
+    write_trial_table(tmp_path, "quick", "eval", "t1", eval_rows(3))
+    newer = write_trial_table(tmp_path / "newer", "quick", "eval", "t1", eval_rows(2))
+    path = tmp_path / "quick" / "eval" / "trial_id=t1" / "part-0.parquet"
+    real_read = results_store.pq.read_table
+
+    def replaced_once_open(source, *args, **kwargs):
+        if newer.exists():
+            os.replace(newer, path)
+        return real_read(source, *args, **kwargs)
+
+    monkeypatch.setattr(results_store.pq, "read_table", replaced_once_open)
+    assert [row["digits"] for row in read(tmp_path)] == [1, 2, 3]
+    assert pq.read_table(path, partitioning=None).num_rows == 2  # the rename did land
