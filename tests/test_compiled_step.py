@@ -217,6 +217,7 @@ def test_the_compiled_step_is_the_trials_and_needs_train_compile():
 
 
 @pytest.mark.slow  # Inductor compiles a forward, a backward and its C++ wrappers: 15-40 s cold on one CPU thread
+@pytest.mark.long
 def test_a_quickstart_step_compiled_by_inductor_trains_what_the_eager_step_trains_to_rounding(monkeypatch):
     """The real thing on a quickstart model (the windowed bias, written-out attention):
     Inductor's generated C++ and its C++ wrapper, 4 steps."""

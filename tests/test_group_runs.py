@@ -419,6 +419,7 @@ resources: {{cpus_per_trial: 1}}
 
 
 @pytest.mark.slow  # three `lg-study run`s of a 4-trial study on a local Ray: about a minute
+@pytest.mark.long
 def test_a_run_a_restart_and_a_reuse_leave_one_parent_per_group(tmp_path: Path) -> None:
     from orchestrator.running.dispatch import run_study
     from orchestrator.running.run_context import RunContext

@@ -43,6 +43,7 @@ def test_device_choice():
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_compiled_training_equals_eager_training_closely():
     compiled = replace(CONFIG, train=replace(CONFIG.train, compile=True))
     eager_losses = [t.loss for t in train(CONFIG).train]
