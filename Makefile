@@ -16,7 +16,7 @@ TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
 TORCH_PLAN := $(VENV)/torch-plan.json
 # pip byte-compiles what it installs one file at a time (about 18,000 files); compiled
 # after the installs by one worker per core instead, as pip would (a file that does not
-# compile is left to Python, as pip leaves it): 1.4x faster on 2 cores (docs/performance.md)
+# compile is left to Python, as pip leaves it); measured: docs/performance.md, "Test tiers"
 PIP_INSTALL := $(BIN)/pip install --quiet --no-compile
 define COMPILE_SITE_PACKAGES
 import compileall, sysconfig
