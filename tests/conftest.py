@@ -25,6 +25,12 @@ from ray_studies import cluster  # noqa: F401  (registers the fixture for every 
 # oversubscribes the machine: one thread each ran the default tier 15 % faster here.
 if "PYTEST_XDIST_WORKER" in os.environ:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # Likewise each worker's local Ray (and the `lg-study run` processes the tests start,
+    # which inherit the variable) counts one CPU, so its studies train one trial at a
+    # time: two workers then keep two trials on the two cores, not four, and each study
+    # starts one trial worker, whose imports cost about 9 s of CPU (docs/performance.md,
+    # "Test tiers"). Ray reads the variable when it starts a node.
+    os.environ.setdefault("RAY_OVERRIDE_RESOURCES", '{"CPU": 1}')
 
 
 @pytest.hookimpl(tryfirst=True)

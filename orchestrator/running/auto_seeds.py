@@ -34,7 +34,7 @@ def auto_batch_size(study: Study, pending: int, console: Console) -> Callable[[l
         chosen = auto_seeds(len(group), budget.bytes, per_seed, spread=spread)
         why = {"group": f"its {len(group)} pending seeds",
                "memory": f"memory for {chosen.fit}" + ("" if chosen.fit else ": each seed alone"),
-               "workers": f"the run's {pending} seeds over {budget.at_once} trials at once",
+               "workers": f"the run's {pending} seeds over {budget.at_once} trial{'s' * (budget.at_once > 1)} at once",
                "cap": f"at most {chosen.seeds} (memory for {chosen.fit})"}[chosen.bound]
         console.print(f"seeds_per_trial auto: {study.short_label(config) or study.name}: {chosen.seeds} seeds per "
                       f"batch, {why}; a seed needs about {per_seed / MIB:.0f} MiB of {budget.bytes / MIB:.0f} MiB "
