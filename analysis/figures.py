@@ -26,6 +26,8 @@ OKABE_ITO = {"orange": "#E69F00", "sky blue": "#56B4E9", "green": "#009E73", "ye
              "blue": "#0072B2", "vermillion": "#D55E00", "purple": "#CC79A7", "black": "#000000"}
 BLUE, ORANGE, GREEN, VERMILLION, PURPLE, SKY = (OKABE_ITO[c] for c in (
     "blue", "orange", "green", "vermillion", "purple", "sky blue"))
+#: the margin around a saved figure's tight bounding box (matplotlib's savefig.pad_inches default)
+TIGHT_PAD_INCHES = 0.1
 #: the band of the training lengths
 TRAINING_BAND = {"color": GREEN, "alpha": 0.12}
 #: whether save writes the SVG beside the PNG (a context's own: the driver's MLflow
@@ -161,13 +163,29 @@ def png_only() -> Iterator[None]:
 def save(fig: Figure, path: Path) -> Path:
     """The figure as ``path`` (PNG) and beside it as SVG (same name), which a paper
     scales without loss (not within png_only); the SVG's ids and metadata fixed, so the
-    same figure writes the same bytes."""
+    same figure writes the same bytes.
+
+    Both files are cut to the figure's tight bounding box, padded by TIGHT_PAD_INCHES,
+    and laid out once: `bbox_inches="tight"` would draw each file twice and run the
+    constrained layout in each, where one draw that renders nothing lays the figure out
+    and gives its box for both. The PNG's bytes are those that "tight" writes; the
+    SVG takes the layout the PNG's renderer measured (docs/performance.md, "The report's
+    figures")."""
     from matplotlib import rc_context
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100, bbox_inches="tight")
-    if _SVG.get():
-        with rc_context({"svg.hashsalt": "lg-study", "svg.fonttype": "none"}):
-            fig.savefig(path.with_suffix(".svg"), bbox_inches="tight", metadata={"Date": None})
+    fig.draw_without_rendering()
+    box = fig.get_tightbbox().padded(TIGHT_PAD_INCHES)
+    engine = fig.get_layout_engine()
+    # no engine rather than "none"'s placeholder, which savefig still draws for
+    with rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
+        fig.set_layout_engine(None)
+    try:
+        fig.savefig(path, dpi=100, bbox_inches=box)
+        if _SVG.get():
+            with rc_context({"svg.hashsalt": "lg-study", "svg.fonttype": "none"}):
+                fig.savefig(path.with_suffix(".svg"), bbox_inches=box, metadata={"Date": None})
+    finally:
+        fig.set_layout_engine(engine)
     return path

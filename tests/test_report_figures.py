@@ -98,3 +98,25 @@ def test_hundreds_of_weight_seeds_get_sparse_labels_and_every_lucky_seed_a_star(
     assert len(ax.get_yticklabels()) <= 12 and len(ax.get_xticklabels()) <= 12
     [stars] = ax.lines
     assert stars.get_marker() == "*" and sorted(stars.get_ydata()) == sorted(lucky)
+
+
+def five_panels() -> Figure:
+    """A report-shaped figure: two rows of panels, titles, labels and the legend below."""
+    fig, axes = figures.panels(5, sharey=True)
+    for k, ax in enumerate(axes):
+        ax.plot([1, 2, 4, 8], [1.0, 0.9, 0.5 / (k + 1), 0.1], marker="o", label=f"group {k}")
+        figures.style(ax, f"addition/rope/tiny/uniform_length train.lr={k}e-3", "test digits", "accuracy")
+    figures.legend(fig, axes[0], "group")
+    return fig
+
+
+def test_a_figure_laid_out_once_saves_the_png_that_tight_saves(tmp_path) -> None:
+    """figures.save lays a figure out and measures its box once for its PNG and SVG;
+    matplotlib's bbox_inches="tight" (each its own fresh figure: a draw changes state)."""
+    saved = figures.save(five_panels(), tmp_path / "once.png")
+    five_panels().savefig(tmp_path / "tight.png", dpi=100, bbox_inches="tight")
+    assert saved.read_bytes() == (tmp_path / "tight.png").read_bytes()
+    assert saved.with_suffix(".svg").read_text().startswith("<?xml")
+    with figures.png_only():
+        figures.save(five_panels(), tmp_path / "alone.png")
+    assert not (tmp_path / "alone.svg").exists()
