@@ -41,10 +41,8 @@ def accuracy_vs_length(
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower left")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100, bbox_inches="tight")
-    return path
+    with figures.png_only():
+        return figures.save(fig, path)
 
 
 # ---------------------------------------------------------------------------------------

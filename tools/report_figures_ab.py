@@ -28,9 +28,8 @@ def save_tight(fig, path: Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100, bbox_inches="tight")
-    if figures._SVG.get():
-        with rc_context({"svg.hashsalt": "lg-study", "svg.fonttype": "none"}):
-            fig.savefig(path.with_suffix(".svg"), bbox_inches="tight", metadata={"Date": None})
+    with rc_context({"svg.hashsalt": "lg-study", "svg.fonttype": "none"}):  # a report writes both
+        fig.savefig(path.with_suffix(".svg"), bbox_inches="tight", metadata={"Date": None})
     return path
 
 
