@@ -41,8 +41,9 @@ per_step as (
         study,
         trial_id,
         step,
-        avg(accuracy) filter (where in_distribution) as in_distribution_accuracy,
-        avg(accuracy) filter (where not in_distribution) as ood_accuracy
+        -- averaged by length, as an avg() adds in whatever order DuckDB's threads finish
+        list_avg(list(accuracy order by digits) filter (where in_distribution)) as in_distribution_accuracy,
+        list_avg(list(accuracy order by digits) filter (where not in_distribution)) as ood_accuracy
     from evaluations
     group by study, trial_id, step
 ),
