@@ -20,6 +20,7 @@ from analysis_rows import run
 from memory_study import Study, group_config
 from test_analysis_sql import ANALYSIS_FILES
 
+from analysis.query import SKIPPED_OPTIMIZERS
 from analysis.sql_layers import sql_root
 
 
@@ -61,6 +62,27 @@ def outputs() -> list[dict[str, list[dict]]]:
         with study(shuffle).connect() as con:
             results.append({name: run(con, name) for name in ANALYSIS_FILES})
     return results
+
+
+@pytest.fixture(scope="module")
+def fully_optimized() -> dict[str, list[dict]]:
+    """Every file's output planned by DuckDB's whole optimizer, the passes that
+    analysis.query skips included."""
+    with study(None).connect() as con:
+        con.execute("reset disabled_optimizers")
+        assert con.execute("select current_setting('disabled_optimizers')").fetchone() == ("",)
+        return {name: run(con, name) for name in ANALYSIS_FILES}
+
+
+@pytest.mark.parametrize("name", ANALYSIS_FILES)
+def test_the_planning_passes_skipped_change_no_bit(outputs, fully_optimized, name):
+    assert fully_optimized[name] == outputs[0][name]
+
+
+def test_the_analysis_connections_skip_the_slow_passes():
+    with study(None).connect() as con:
+        (skipped,) = con.execute("select current_setting('disabled_optimizers')").fetchone()
+    assert set(skipped.split(",")) == set(SKIPPED_OPTIMIZERS)
 
 
 @pytest.mark.parametrize("name", ANALYSIS_FILES)
