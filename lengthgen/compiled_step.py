@@ -36,6 +36,7 @@ the graphs already compiled: Dynamo guards the module's structure, not its ident
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -113,3 +114,20 @@ class CompiledLoss:
         with self.model.rows_decided(positions, shared=batch.rows_shared):
             loss = self.loss(inputs.targets, inputs.supervised, inputs.args, inputs.kwargs, options)
         return SupervisedLoss(loss, count)
+
+
+class CompileScope(NamedTuple):
+    """What a train.compile_scope compiles, and how the optimizer steps with it."""
+
+    #: the trial's forward_batch, from (model, device, backend)
+    forward_batch: Callable[[Architecture, torch.device, str], Callable]
+    #: AdamW fused on every device: one call for every parameter, where the foreach form
+    #: makes about 20; for a scope whose numbers are not the eager step's anyway
+    fused_adamw: bool
+
+
+#: train.compile_scope: forward, the model's forward alone; step, the forward with its loss
+COMPILE_SCOPES = {
+    "forward": CompileScope(lambda model, device, backend: CompiledForward(model, backend), fused_adamw=False),
+    "step": CompileScope(CompiledLoss, fused_adamw=True),
+}

@@ -8,12 +8,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 from lengthgen.batch_ramp import BatchRamp
+from lengthgen.compiled_step import COMPILE_SCOPES
 from lengthgen.eval_config import STRICT
 from lengthgen.model.recurrence import STATE_NOISE_DRAWS
 from lengthgen.precision import PRECISIONS
 
 PrecisionName = Literal[tuple(PRECISIONS)]
 StateNoiseDrawName = Literal[tuple(STATE_NOISE_DRAWS)]
+CompileScopeName = Literal[tuple(COMPILE_SCOPES)]
 
 _STRICT = STRICT
 
@@ -53,7 +55,7 @@ class TrainConfig:
     #: with AdamW fused, and on a CPU Inductor's C++ wrapper: a quickstart step on one CPU
     #: thread in fewer, fused calls (docs/performance.md). Other numbers than forward's
     #: up to float rounding
-    compile_scope: Literal["forward", "step"] = "forward"
+    compile_scope: CompileScopeName = "forward"
     #: torch's deterministic algorithms (and cuDNN's, cuBLAS's fixed workspace): two runs
     #: on one GPU give the same numbers bit for bit, at some cost in speed; on a CPU
     #: training is repeatable without it (lengthgen.determinism)

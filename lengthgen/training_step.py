@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from lengthgen.batches import TrainingBatch, batch_parts, batch_tensors, placed_parts
-from lengthgen.compiled_step import CompiledForward, CompiledLoss, SupervisedLoss
+from lengthgen.compiled_step import COMPILE_SCOPES, SupervisedLoss
 from lengthgen.config import TrainConfig, TrialConfig
 from lengthgen.model.base import Architecture, Batch, Positions
 from lengthgen.model.position.samplers import build_position_sampler
@@ -125,10 +125,9 @@ def clip_gradients(model: torch.nn.Module, max_norm: float) -> None:
 def build_optimizer(model: torch.nn.Module, train: TrainConfig, device: torch.device | None = None) -> torch.optim.AdamW:
     """AdamW over the decay groups, at train.lr until the schedule sets each step's rate,
     in the implementation of the device the model trains on (`ADAMW_OPTIONS`); fused on
-    every device with train.compile_scope step, whose numbers are not the eager step's
-    anyway (one call for every parameter, where the foreach form makes about 20)."""
+    every device where train.compile_scope says so (lengthgen.compiled_step.COMPILE_SCOPES)."""
     options = adamw_options(device or next(model.parameters()).device)
-    if train.compile and train.compile_scope == "step":
+    if train.compile and COMPILE_SCOPES[train.compile_scope].fused_adamw:
         options = {"fused": True}
     return torch.optim.AdamW(_decay_groups(model, train.weight_decay), lr=train.lr, betas=(0.9, 0.98),
                              eps=train.adam_eps, **options)
@@ -141,9 +140,7 @@ def compiled_forward_batch(train: TrainConfig, model: Architecture, device: torc
     parameters with `model`; evaluation runs uncompiled."""
     if not train.compile:
         return model.forward_batch
-    if train.compile_scope == "step":
-        return CompiledLoss(model, device, backend)
-    return CompiledForward(model, backend)
+    return COMPILE_SCOPES[train.compile_scope].forward_batch(model, device, backend)
 
 
 class MicroBatches(NamedTuple):
