@@ -48,13 +48,19 @@ SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class LineFinder:
-    """1-based YAML line of a key path, read from the composed node tree."""
+    """1-based YAML line of a key path, read from the composed node tree. The tree is
+    composed at the first question, so a file without errors is parsed once (by
+    load_study_yaml) rather than twice."""
 
     def __init__(self, text: str):
+        self.text = text
+
+    @functools.cached_property
+    def root(self) -> yaml.Node | None:
         try:
-            self.root = yaml.compose(text, Loader=SAFE_LOADER)
+            return yaml.compose(self.text, Loader=SAFE_LOADER)
         except yaml.YAMLError:
-            self.root = None
+            return None
 
     def find(self, loc: tuple) -> int | None:
         node, line = self.root, None
