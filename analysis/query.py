@@ -398,10 +398,10 @@ def analysis_connection() -> duckdb.DuckDBPyConnection:
     return con
 
 
-#: optimizer passes that cost more to plan than they save on what the analysis files
-#: read: without them the question files ran 1.27x faster on the tests' synthetic store,
-#: and no slower over 1,000 or 10,000 trials (docs/performance.md, "DuckDB's share of
-#: the default tier"); the answers are the same bits, as every float adds in a fixed order
+#: optimizer passes that cost more to run than they save on the analysis files: without
+#: them the files ran faster on small stores and no slower over 10,000 trials
+#: (docs/performance.md, "DuckDB's share of the default tier"); the answers are the same
+#: bits, as every float adds in a fixed order (tests/test_row_order.py)
 SKIPPED_OPTIMIZERS = ("projection_pullup", "statistics_propagation")
 
 
