@@ -44,7 +44,8 @@ def main(root: Path, study: str, rounds: int, sets: list[str]) -> None:
             elif reference:
                 for path, mine, whole in zip(files, rows, reference, strict=True):
                     if mine != whole:
-                        print(f"{path.name}: rows differ with {way or 'the whole optimizer'} disabled")
+                        what = f"with {way} disabled" if way else "on another pass of the whole optimizer"
+                        print(f"{path.name}: rows differ {what}")
     whole = statistics.median(seconds[WHOLE])
     print(f"{len(texts)} question files, {rounds} interleaved passes each; whole optimizer {whole:.2f} s")
     for way in sets:
